@@ -1,0 +1,31 @@
+"""One way to report bad input: a single actionable line and exit status 2.
+
+Functions raise `BadInput` with a message that says what was wrong and what is valid;
+command lines wrap their `main` in `run_cli`, so users never see a traceback from deep
+inside JAX for a misspelled preset or target.
+"""
+
+import sys
+from collections.abc import Callable, Iterable
+
+
+class BadInput(ValueError):
+    """A user-facing input error whose message is one actionable line."""
+
+
+def choose(kind: str, name: str, valid: Iterable[str]) -> str:
+    """Return `name` if it is one of `valid`, else raise BadInput naming the valid ones."""
+    valid = list(valid)
+    if name not in valid:
+        raise BadInput(f"unknown {kind} {name!r}; valid: {', '.join(valid)}")
+    return name
+
+
+def run_cli(main: Callable[[list[str] | None], int | None], argv: list[str] | None = None) -> None:
+    """Run a command-line `main`, turning BadInput into one line on stderr and exit 2."""
+    try:
+        code = main(argv)
+    except BadInput as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(code or 0)

@@ -1,0 +1,150 @@
+"""The chips we size for, and target names like `v5e-8`, `v6e-1`, `v5p-16` or `h100`.
+
+One table holds every hardware number the project uses, so a datasheet correction is a
+one-line change. Numbers are public datasheet / scaling-book values:
+bf16 dense peak, HBM capacity, HBM bandwidth and one-way ICI (or NVLink) bandwidth per link.
+"""
+
+import math
+import re
+from dataclasses import dataclass
+
+from shared.errors import BadInput
+
+GiB = 2**30
+MiB = 2**20
+
+
+@dataclass(frozen=True)
+class Chip:
+    """One accelerator chip. `None` means "not a fixed number" (CPU: measured at run time)."""
+
+    name: str
+    peak_bf16_flops: float | None  # dense bf16 FLOP/s
+    hbm_bytes: int | None
+    hbm_bandwidth: float | None  # bytes/s
+    ici_link_bandwidth: float | None  # bytes/s, one direction, one link
+    ici_axes: int  # torus dimensions (2 for v5e/v6e, 3 for v4/v5p); 1 for NVLink
+    topology_prefix: str | None  # name libtpu uses in topology strings, TPUs only
+    cores_per_chip_name: int = 1  # v4/v5p names count TensorCores: v5p-8 is 4 chips
+    device_kinds: tuple[str, ...] = ()  # what jax reports as `device.device_kind`
+
+    @property
+    def is_tpu(self) -> bool:
+        return self.topology_prefix is not None
+
+    @property
+    def ici_bidirectional_bandwidth(self) -> float | None:
+        """The scaling book's W_ici: both directions of one link."""
+        return None if self.ici_link_bandwidth is None else 2 * self.ici_link_bandwidth
+
+
+CHIPS: dict[str, Chip] = {
+    c.name: c
+    for c in [
+        Chip("v4", 275e12, 32 * GiB, 1.2e12, 45e9, 3, "v4", 2, ("TPU v4",)),
+        Chip("v5e", 197e12, 16 * GiB, 819e9, 45e9, 2, "v5e", 1, ("TPU v5 lite", "TPU v5e")),
+        Chip("v5p", 459e12, 95 * GiB, 2.76e12, 90e9, 3, "v5p", 2, ("TPU v5", "TPU v5p")),
+        Chip("v6e", 918e12, 32 * GiB, 1.64e12, 90e9, 2, "v6e", 1, ("TPU v6 lite", "TPU v6e")),
+        # GPU capacities are what the driver reports for the card (MiB), not the box's label.
+        Chip("h100", 989e12, 81559 * MiB, 3.35e12, 450e9, 1, None, 1, ("NVIDIA H100",)),
+        Chip("h200", 989e12, 143771 * MiB, 4.8e12, 450e9, 1, None, 1, ("NVIDIA H200",)),
+        Chip("b200", 2.25e15, 183359 * MiB, 8.0e12, 900e9, 1, None, 1, ("NVIDIA B200",)),
+        Chip("cpu", None, None, None, None, 1, None, 1, ("cpu",)),
+    ]
+}
+
+# Square-ish 2D layouts libtpu accepts for v5e / v6e slices, by chip count.
+_TORUS_2D = {1: (1, 1), 4: (2, 2), 8: (2, 4), 16: (4, 4), 32: (4, 8), 64: (8, 8),
+             128: (8, 16), 256: (16, 16)}
+
+
+@dataclass(frozen=True)
+class Target:
+    """A slice to run on: a chip type and how many chips."""
+
+    name: str
+    chip: Chip
+    chips: int
+
+    @property
+    def topology(self) -> str | None:
+        """libtpu topology string, e.g. 'v5e:2x4'; None for GPUs/CPU or odd chip counts."""
+        dims = self.topology_dims
+        if dims is None:
+            return None
+        return f"{self.chip.topology_prefix}:" + "x".join(str(d) for d in dims)
+
+    @property
+    def topology_dims(self) -> tuple[int, ...] | None:
+        if not self.chip.is_tpu:
+            return None
+        if self.chip.ici_axes == 2:
+            return _TORUS_2D.get(self.chips)
+        if self.chips < 4 or self.chips & (self.chips - 1):
+            return None
+        dims = [2, 2, 1]  # a v4/v5p host is a 2x2x1 block; grow the smallest axis
+        while math.prod(dims) < self.chips:
+            dims[dims.index(min(dims))] *= 2
+        return tuple(sorted(dims))
+
+    @property
+    def single_host_bounds(self) -> tuple[int, int, int] | None:
+        """`chips_per_host_bounds` for slices that are one host (v5e-8 on Kaggle is)."""
+        dims = self.topology_dims
+        if dims is None or self.chip.ici_axes != 2 or self.chips > 8:
+            return None
+        return (dims[0], dims[1], 1)
+
+    @property
+    def hbm_bytes_total(self) -> int | None:
+        return None if self.chip.hbm_bytes is None else self.chip.hbm_bytes * self.chips
+
+    @property
+    def peak_flops_total(self) -> float | None:
+        return None if self.chip.peak_bf16_flops is None else self.chip.peak_bf16_flops * self.chips
+
+
+_TARGET_RE = re.compile(r"^(?P<chip>[a-z0-9]+?)(?:-(?P<n>\d+))?$")
+_ALIASES = {"v5litepod": "v5e", "v6litepod": "v6e", "v5lite": "v5e"}
+
+
+def valid_target_examples() -> str:
+    return "v5e-1, v5e-8, v6e-1, v6e-8, v5p-8, v4-8, h100, h200, b200, cpu (chip-N, N chips; v4/v5p count cores)"
+
+
+def parse_target(name: str) -> Target:
+    """'v5e-8' -> 8 v5e chips; 'v5p-8' -> 4 chips (v4/v5p names count TensorCores); 'h100' -> 1."""
+    match = _TARGET_RE.match(name.strip().lower())
+    chip_name = match and _ALIASES.get(match["chip"], match["chip"])
+    if not match or chip_name not in CHIPS:
+        raise BadInput(f"unknown target {name!r}; valid: {valid_target_examples()}")
+    chip = CHIPS[chip_name]
+    n = int(match["n"] or (chip.cores_per_chip_name if chip.is_tpu else 1))
+    if n < 1 or n % chip.cores_per_chip_name:
+        raise BadInput(f"target {name!r}: {chip_name}-N counts TensorCores, N must be a multiple "
+                       f"of {chip.cores_per_chip_name} (e.g. {chip_name}-8)")
+    return Target(name=name, chip=chip, chips=n // chip.cores_per_chip_name)
+
+
+def chip_for_device_kind(device_kind: str) -> Chip | None:
+    """Map jax's `device.device_kind` ('TPU v5 lite', 'NVIDIA H100 80GB HBM3') to a Chip."""
+    # Longest match first: 'TPU v5 lite' must not be taken for 'TPU v5'.
+    candidates = sorted(((k, c) for c in CHIPS.values() for k in c.device_kinds),
+                        key=lambda kc: -len(kc[0]))
+    for kind, chip in candidates:
+        if device_kind.lower().startswith(kind.lower()):
+            return chip
+    return None
+
+
+def current_chip() -> Chip | None:
+    """The chip jax runs on now, or None for an accelerator not in the table."""
+    import jax
+
+    return chip_for_device_kind(jax.local_devices()[0].device_kind)
+
+
+def chip(name: str) -> Chip:
+    """Look a chip up by table name ('v5p'), or by target name ('v5p-8')."""
+    return CHIPS[name] if name in CHIPS else parse_target(name).chip
