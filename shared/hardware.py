@@ -110,7 +110,8 @@ _ALIASES = {"v5litepod": "v5e", "v6litepod": "v6e", "v5lite": "v5e"}
 
 
 def valid_target_examples() -> str:
-    return "v5e-1, v5e-8, v6e-1, v6e-8, v5p-8, v4-8, h100, h200, b200, cpu (chip-N, N chips; v4/v5p count cores)"
+    return ("v5e-1, v5e-8, v6e-1, v6e-8, v5p-8, v4-8, h100, h200, b200, cpu "
+            "(chip-N is N chips; v4/v5p names count TensorCores)")
 
 
 def parse_target(name: str) -> Target:
