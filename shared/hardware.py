@@ -86,7 +86,7 @@ class Target:
         dims = [2, 2, 1]  # a v4/v5p host is a 2x2x1 block; grow the smallest axis
         while math.prod(dims) < self.chips:
             dims[dims.index(min(dims))] *= 2
-        return tuple(sorted(dims))
+        return tuple(dims)
 
     @property
     def single_host_bounds(self) -> tuple[int, int, int] | None:

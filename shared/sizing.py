@@ -6,9 +6,11 @@ book: B batch, T sequence, D model, F MLP hidden, N query heads, K kv heads, H h
 L layers, V vocab.
 """
 
+import math
 from dataclasses import dataclass, replace
 
-from shared.errors import choose
+from shared.errors import BadInput, choose, run_cli
+from shared.hardware import Chip, parse_target
 
 
 @dataclass(frozen=True)
@@ -109,3 +111,305 @@ def kv_cache_bytes_per_token(dims: ModelDims, bytes_per_element: int = 2) -> int
 def kv_cache_bytes(dims: ModelDims, batch: int, cache_len: int, bytes_per_element: int = 2) -> int:
     """The KV cache for `batch` sequences of `cache_len` slots."""
     return batch * cache_len * kv_cache_bytes_per_token(dims, bytes_per_element)
+
+
+# ---------------------------------------------------------------------------- training memory
+
+# Activation elements kept per token per layer for the backward pass, by remat policy.
+# 'none' stores every intermediate a plain block makes (flash-style attention, so no [T, T]
+# scores): the two norm outputs and residual (4·D), q and attention output (2·N·H), k and v
+# (2·K·H), and the MLP's matrix outputs and activation (m·F, m = 3 gated, 2 for ReLU²).
+# 'book3' is the scaling book's "very conservative" three D-sized checkpoints per layer;
+# 'block' remats each block and keeps only its input.
+REMAT_POLICIES = ("none", "book3", "block")
+
+
+def activation_elements_per_token_layer(dims: ModelDims, remat: str) -> int:
+    choose("remat policy", remat, REMAT_POLICIES)
+    if remat == "block":
+        return dims.D
+    if remat == "book3":
+        return 3 * dims.D
+    return 4 * dims.D + 2 * dims.N * dims.H + 2 * dims.K * dims.H + dims.mlp_matrices * dims.F
+
+
+def training_memory(
+    dims: ModelDims,
+    batch_tokens: float,
+    *,
+    chips: int = 1,
+    remat: str = "book3",
+    param_bytes: int = 2,
+    master_fp32: bool = False,
+    grad_bytes: int | None = 2,
+    optimizer_bytes_per_param: int = 8,
+    activation_bytes: int = 2,
+    logits: str = "chunked",
+) -> dict[str, float]:
+    """Bytes for one training step, by part, total and per chip (everything FSDP-sharded).
+
+    Defaults follow the scaling book's LLaMA example: bf16 params, fp32 Adam state
+    (8 bytes/param), three bf16 checkpoints per layer. `grad_bytes=None` leaves gradients out,
+    as the book does (they can be reduce-scattered and applied as they are produced).
+    `logits='full'` adds the fp32 [B, T, V] logits a naive loss keeps; 'chunked' adds nothing.
+    """
+    choose("logits mode", logits, ("chunked", "full"))
+    p = param_counts(dims)["total"]
+    parts = {
+        "params": p * param_bytes,
+        "master_weights": p * 4 if master_fp32 else 0,
+        "gradients": p * grad_bytes if grad_bytes else 0,
+        "optimizer": p * optimizer_bytes_per_param,
+        "activations": batch_tokens * dims.L * activation_bytes
+        * activation_elements_per_token_layer(dims, remat),
+        "logits": batch_tokens * dims.V * 4 if logits == "full" else 0,
+    }
+    parts["total"] = sum(parts.values())
+    parts["per_chip"] = parts["total"] / chips
+    return parts
+
+
+def min_chips_for_memory(total_bytes: float, hbm_bytes_per_chip: float) -> int:
+    """The fewest chips whose HBM holds `total_bytes` when everything is evenly sharded."""
+    return max(1, math.ceil(total_bytes / hbm_bytes_per_chip))
+
+
+# ---------------------------------------------------------------------------- FLOPs and time
+
+FLOP_CONVENTIONS = ("maxtext", "palm", "params")
+
+
+def flops_per_token(dims: ModelDims, T: int | None = None, convention: str = "maxtext") -> float:
+    """Training FLOPs per token (forward + backward).
+
+    'maxtext' (default): 6·N_matmul + 6·L·T·N·H, the attention term halved for causality.
+    'palm': 6·N_matmul + 12·L·T·N·H, no causal halving (PaLM, nanochat, tpuchat).
+    'params': 6·(all parameters), the scaling book's back-of-the-envelope rule.
+    N_matmul leaves out the input embedding (a gather) but keeps the LM head.
+    """
+    choose("FLOP convention", convention, FLOP_CONVENTIONS)
+    if convention == "params":
+        return 6.0 * param_counts(dims)["total"]
+    T = T if T is not None else dims.T
+    if T is None:
+        raise BadInput(f"{dims.name}: give a sequence length T for the attention FLOPs")
+    attention = 6.0 * dims.L * T * dims.N * dims.H
+    return 6.0 * matmul_params(dims) + (attention if convention == "maxtext" else 2 * attention)
+
+
+def mfu(tokens_per_second: float, flops_per_tok: float, peak_flops_total: float) -> float:
+    """Model FLOPs utilisation: useful FLOP/s over the slice's bf16 peak."""
+    return tokens_per_second * flops_per_tok / peak_flops_total
+
+
+def training_seconds(tokens: float, flops_per_tok: float, peak_flops_total: float,
+                     mfu_fraction: float) -> float:
+    """Wall time to train on `tokens` at a given MFU."""
+    return tokens * flops_per_tok / (peak_flops_total * mfu_fraction)
+
+
+def chips_for_deadline(tokens: float, flops_per_tok: float, peak_flops_per_chip: float,
+                       mfu_fraction: float, seconds: float) -> int:
+    """The fewest chips that finish `tokens` within `seconds` at the given MFU."""
+    chip_seconds = tokens * flops_per_tok / (peak_flops_per_chip * mfu_fraction)
+    return max(1, math.ceil(chip_seconds / seconds))
+
+
+# ---------------------------------------------------------------------------- mesh choice
+
+
+def mesh_choice(dims: ModelDims, batch_tokens: float, chips: int, chip: Chip,
+                fsdp_axes: int | None = None, tp_axes: int = 1) -> dict[str, float | bool | str]:
+    """The scaling book's FSDP / tensor-parallel choice for a training step ("Training", part 5).
+
+    alpha = peak FLOP/s / W_ici (both directions of one link; 2550 on v5p).
+    - pure FSDP over all `ici_axes` is compute-bound when B/chips > alpha / ici_axes;
+    - FSDP (M_X axes) x TP (M_Y axes) can be compute-bound when B/chips > 4·alpha²/(F·M_X·M_Y);
+    - X_opt = sqrt(B·chips·M_X / (F·M_Y)) minimises the summed comms (training chapter); the
+      compute-bound range of X is the roots of alpha·F·M_Y·X² − B·F·M_X·M_Y·X + alpha·B·chips·M_X.
+      The LLaMA chapter quotes the upper root (≈1927 for 70B); we recommend X_opt (≈1618).
+    - TP alone turns comms-bound when Y > M_Y·F/alpha.
+    Defaults M_X = ici_axes − 1 (at least 1) and M_Y = 1, the book's 3D-torus example.
+    """
+    if chip.peak_bf16_flops is None or chip.ici_bidirectional_bandwidth is None:
+        raise BadInput(f"mesh choice needs a chip with a peak and an interconnect, not {chip.name}")
+    M_X = fsdp_axes if fsdp_axes is not None else max(1, chip.ici_axes - 1)
+    M_Y = tp_axes
+    alpha = chip.peak_bf16_flops / chip.ici_bidirectional_bandwidth
+    B, F = batch_tokens, dims.F
+    per_chip = B / chips
+    fsdp_threshold = alpha / chip.ici_axes
+    mixed_threshold = 4 * alpha**2 / (F * M_X * M_Y)
+    x_opt = math.sqrt(B * chips * M_X / (F * M_Y))
+    disc = (B * F * M_X * M_Y) ** 2 - 4 * (alpha * F * M_Y) * (alpha * B * chips * M_X)
+    if disc >= 0:
+        x_low, x_high = ((B * F * M_X * M_Y + s * math.sqrt(disc)) / (2 * alpha * F * M_Y)
+                         for s in (-1, 1))
+    else:
+        x_low = x_high = float("nan")
+    if per_chip > fsdp_threshold:
+        x, advice = chips, "pure FSDP is compute-bound: shard everything over all chips"
+    else:
+        # TP splits heads and F, powers of two in practice: the best such split of the chips.
+        splits = [chips // y for y in (2**i for i in range(chips.bit_length())) if chips % y == 0]
+        x = min(splits, key=lambda d: comms_to_compute(dims, B, chips, alpha, d, M_X, M_Y))
+        ratio = comms_to_compute(dims, B, chips, alpha, x, M_X, M_Y)
+        verdict = "compute-bound" if ratio <= 1 else f"comms-bound by {ratio - 1:.0%}"
+        advice = (f"mixed FSDP x TP: {x}-way FSDP, {chips // x}-way tensor parallel "
+                  f"({verdict})")
+        if per_chip <= mixed_threshold:
+            advice = "comms-bound with any FSDP/TP mix: raise the batch or use fewer chips"
+    return {
+        "alpha": alpha, "per_chip_batch_tokens": per_chip, "M_X": M_X, "M_Y": M_Y,
+        "fsdp_threshold": fsdp_threshold, "fsdp_compute_bound": per_chip > fsdp_threshold,
+        "mixed_threshold": mixed_threshold, "mixed_compute_bound": per_chip > mixed_threshold,
+        "x_opt": x_opt, "x_compute_bound_low": x_low, "x_compute_bound_high": x_high,
+        "tp_max": M_Y * F / alpha, "fsdp": x, "tp": chips // x,
+        "comms_to_compute": comms_to_compute(dims, B, chips, alpha, x, M_X, M_Y), "advice": advice,
+    }
+
+
+def comms_to_compute(dims: ModelDims, batch_tokens: float, chips: int, alpha: float,
+                     fsdp_degree, M_X: int, M_Y: int):
+    """(FSDP + TP communication time) / matmul time of one layer's MLP, forward pass.
+
+    From the book: T_fsdp = 4·D·F/(Y·W·M_X), T_tp = 4·B·D/(X·W·M_Y), T_math = 4·B·D·F/(chips·C)
+    with Y = chips/X, which reduces to alpha·(X/(M_X·B) + chips/(X·M_Y·F)). Below 1 the step is
+    compute-bound. Works on numpy arrays of `fsdp_degree` too.
+    """
+    return alpha * (fsdp_degree / (M_X * batch_tokens) + chips / (fsdp_degree * M_Y * dims.F))
+
+
+# ---------------------------------------------------------------------------- command line
+
+
+def human(value: float, unit: str = "") -> str:
+    """1.23e9 -> '1.23 G'; bytes in binary units ('1.50 GiB') when unit == 'B'."""
+    if unit == "B":
+        scales = (("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+        for suffix, scale in scales:
+            if abs(value) >= scale:
+                return f"{value / scale:.2f} {suffix}"
+        return f"{value:.0f} B"
+    if abs(value) >= 1e15:
+        return f"{value:.3g} {unit}".rstrip()
+    for suffix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {suffix}{unit}"
+    return f"{value:.4g} {unit}".rstrip()
+
+
+def _dims_from_args(args) -> ModelDims:
+    custom_given = [args.layers, args.d_model, args.d_ff, args.heads, args.kv_heads,
+                    args.head_dim, args.vocab]
+    if args.model and any(v is not None for v in custom_given):
+        raise BadInput("give either --model PRESET or the custom dimensions, not both")
+    if args.model:
+        return preset(args.model)
+    if any(v is None for v in custom_given):
+        raise BadInput("custom dimensions need all of --layers --d-model --d-ff --heads "
+                       f"--kv-heads --head-dim --vocab (or --model, one of: {', '.join(PRESETS)})")
+    return custom(L=args.layers, D=args.d_model, F=args.d_ff, N=args.heads, K=args.kv_heads,
+                  H=args.head_dim, V=args.vocab, tied=not args.untied, T=args.seq)
+
+
+def _report_params(dims: ModelDims, args) -> dict:
+    return {"model": dims.name, **param_counts(dims)}
+
+
+def _report_kv(dims: ModelDims, args) -> dict:
+    per_token = kv_cache_bytes_per_token(dims, args.bytes_per_element)
+    total = kv_cache_bytes(dims, args.batch, args.cache_len, args.bytes_per_element)
+    report = {"model": dims.name, "batch": args.batch, "cache_len": args.cache_len,
+              "bytes_per_token": per_token, "kv_cache_bytes": total}
+    if args.hardware:
+        target = parse_target(args.hardware)
+        if target.hbm_bytes_total is None:
+            raise BadInput(f"{target.name} has no fixed memory size to compare against")
+        weights = param_counts(dims)["total"] * 2
+        report.update(target=target.name, hbm_bytes_total=target.hbm_bytes_total,
+                      params_bf16_bytes=weights,
+                      fits_weights_plus_cache=weights + total <= target.hbm_bytes_total)
+    return report
+
+
+def _report_train(dims: ModelDims, args) -> dict:
+    target = parse_target(args.hardware)
+    chips = args.chips or target.chips
+    peak = target.chip.peak_bf16_flops
+    if peak is None or target.chip.hbm_bytes is None:
+        raise BadInput(f"train sizing needs a chip with a known peak and HBM, not {target.name}")
+    fpt = flops_per_token(dims, args.seq, args.convention)
+    memory = training_memory(dims, args.batch_tokens, chips=chips, remat=args.remat)
+    seconds = training_seconds(args.tokens, fpt, peak * chips, args.mfu)
+    report = {
+        "model": dims.name, "hardware": target.chip.name, "chips": chips,
+        "params": param_counts(dims)["total"], "flop_convention": args.convention,
+        "flops_per_token": fpt, "total_flops": fpt * args.tokens,
+        "memory_bytes": memory,
+        "min_chips_for_memory": min_chips_for_memory(memory["total"], target.chip.hbm_bytes),
+        "fits_per_chip": memory["per_chip"] <= target.chip.hbm_bytes,
+        "training_days": seconds / 86400, "mfu": args.mfu,
+    }
+    if target.chip.ici_link_bandwidth is not None and chips > 1:
+        report["mesh"] = mesh_choice(dims, args.batch_tokens, chips, target.chip)
+    return report
+
+
+def _print_table(report: dict, prefix: str = "") -> None:
+    for key, value in report.items():
+        name = prefix + key
+        if isinstance(value, dict):
+            _print_table(value, prefix=f"{name}.")
+        elif isinstance(value, bool | str):
+            print(f"{name:<38} {value}")
+        elif "bytes" in name:
+            print(f"{name:<38} {human(value, 'B')}")
+        elif isinstance(value, int) and value >= 1e6:
+            print(f"{name:<38} {human(value)}  ({value:,})")
+        elif isinstance(value, int):
+            print(f"{name:<38} {value:,}")
+        else:
+            print(f"{name:<38} {value:.4g}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(prog="python -m shared.sizing", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--model", help=f"preset: {', '.join(PRESETS)}")
+    for flag in ("layers", "d-model", "d-ff", "heads", "kv-heads", "head-dim", "vocab"):
+        common.add_argument(f"--{flag}", type=int)
+    common.add_argument("--untied", action="store_true", help="custom model: separate LM head")
+    common.add_argument("--seq", type=int, help="sequence length T (attention FLOPs)")
+    common.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    sub.add_parser("params", parents=[common], help="parameter counts by part")
+    kv = sub.add_parser("kv", parents=[common], help="KV-cache bytes")
+    kv.add_argument("--batch", type=int, default=1)
+    kv.add_argument("--cache-len", type=int, default=1024)
+    kv.add_argument("--bytes-per-element", type=int, default=2)
+    kv.add_argument("--hardware", help="target, e.g. v5e-1: do weights + cache fit?")
+    train = sub.add_parser("train", parents=[common], help="FLOPs, memory, chips, days, mesh")
+    train.add_argument("--tokens", type=float, required=True, help="training tokens")
+    train.add_argument("--batch-tokens", type=float, required=True, help="tokens per step")
+    train.add_argument("--hardware", required=True, help="chip or target: v5p, v5e-8, h100")
+    train.add_argument("--chips", type=int, help="chip count (default: the target's)")
+    train.add_argument("--mfu", type=float, default=0.4)
+    train.add_argument("--remat", default="book3", help=f"one of {', '.join(REMAT_POLICIES)}")
+    train.add_argument("--convention", default="maxtext", help=", ".join(FLOP_CONVENTIONS))
+    args = parser.parse_args(argv)
+    dims = _dims_from_args(args)
+    build = {"params": _report_params, "kv": _report_kv, "train": _report_train}[args.command]
+    report = build(dims, args)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        _print_table(report)
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main)

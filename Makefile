@@ -1,0 +1,61 @@
+# tpu-budget-lab: set up, sync, check and execute the notebooks headless.
+# `make help` lists the targets. Everything runs from the virtual environment in .venv/.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+KERNEL := tpu-budget-lab
+NB ?=
+PARAMS ?=
+NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.py))
+
+# On a machine with neither a TPU nor an NVIDIA GPU, keep jax on the CPU: libtpu is installed
+# for plan mode and would otherwise print TPU-initialisation noise. Plan mode still works.
+ifeq ($(origin JAX_PLATFORMS),undefined)
+  ifeq ($(strip $(wildcard /dev/accel0 /dev/vfio/0)$(shell command -v nvidia-smi 2>/dev/null)),)
+    export JAX_PLATFORMS := cpu
+  endif
+endif
+export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
+export WANDB_MODE ?= offline
+export WANDB_SILENT ?= true
+# Keep notebook executions from writing into the user's home (CI, read-only homes).
+export MPLBACKEND ?= Agg
+
+.PHONY: help setup sync check-sync execute test lint lab clean
+
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+	@echo "  variables: NB=06 (pick notebooks by prefix)  PARAMS='-p MODE plan -p TARGET v5e-8'"
+
+setup: $(VENV)/.installed ## create .venv, install requirements.txt, register the Jupyter kernel
+
+$(VENV)/.installed: requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python (tpu-budget-lab)"
+	touch $@
+
+sync: setup ## pair every notebooks/*.py with its .ipynb (jupytext --sync)
+	$(VENV)/bin/jupytext --quiet --sync $(NOTEBOOKS)
+
+check-sync: setup ## fail if a .py and its .ipynb disagree or an .ipynb holds outputs
+	$(PY) -m shared.notebooks check $(NOTEBOOKS)
+
+execute: setup ## run notebooks headless into runs/ (NB=06 picks one, PARAMS='-p MODE plan')
+	$(PY) -m shared.notebooks execute --kernel $(KERNEL) $(if $(NB),--select $(NB)) -- $(PARAMS)
+
+test: setup ## run the test suite (unit tests + a smoke run of every notebook)
+	$(PY) -m pytest -q
+
+lint: setup ## ruff over shared/, tests/, notebooks/, data/ and benchmarks/
+	$(VENV)/bin/ruff check shared tests notebooks data benchmarks
+
+lab: setup ## open JupyterLab on the notebooks with the project kernel
+	$(VENV)/bin/jupyter lab notebooks
+
+clean: ## remove executed notebooks, results and caches (keeps .venv and data/)
+	rm -rf runs results .pytest_cache .ruff_cache
+	find . -name __pycache__ -not -path './.venv/*' -prune -exec rm -rf {} +

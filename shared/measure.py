@@ -1,0 +1,116 @@
+"""Measuring on the device: wall time after warm-up, HBM per device, compiled memory, OOM.
+
+Device work is asynchronous, so every timing blocks on the result; the first call (compile
+plus run) is reported apart from the timed trials. `memory_stats()` is None on CPU and its
+peak is a process-wide high-water mark, so callers measure points in increasing order or in
+a fresh process.
+"""
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import jax
+
+
+@dataclass
+class Timing:
+    """Seconds for the first call (compile + run) and for each timed trial after warm-up."""
+
+    first_call_s: float
+    trials_s: list[float] = field(default_factory=list)
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.trials_s)
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "median_s": self.median_s}
+
+
+def time_fn(fn: Callable, *args, warmup: int = 1, trials: int = 3,
+            **kwargs) -> tuple[object, Timing]:
+    """Call fn once (compile + run), `warmup` more times untimed, then `trials` timed calls.
+
+    Returns the last result and the timings. Every call blocks until its outputs are ready.
+    """
+    start = time.perf_counter()
+    result = jax.block_until_ready(fn(*args, **kwargs))
+    timing = Timing(first_call_s=time.perf_counter() - start)
+    for _ in range(warmup):
+        result = jax.block_until_ready(fn(*args, **kwargs))
+    for _ in range(trials):
+        start = time.perf_counter()
+        result = jax.block_until_ready(fn(*args, **kwargs))
+        timing.trials_s.append(time.perf_counter() - start)
+    return result, timing
+
+
+def device_memory() -> list[dict] | None:
+    """Bytes in use, peak and limit per local device; None where the backend has no stats (CPU).
+
+    Only local devices: on a multi-host slice each host reports its own chips.
+    """
+    stats = [d.memory_stats() for d in jax.local_devices()]
+    if any(s is None for s in stats):
+        return None
+    return [
+        {"device": str(d), "bytes_in_use": s.get("bytes_in_use"),
+         "peak_bytes_in_use": s.get("peak_bytes_in_use"), "bytes_limit": s.get("bytes_limit")}
+        for d, s in zip(jax.local_devices(), stats, strict=True)
+    ]
+
+
+def peak_bytes_per_device() -> int | None:
+    """The largest per-device peak HBM so far in this process, or None on CPU."""
+    stats = device_memory()
+    if stats is None:
+        return None
+    return max(s["peak_bytes_in_use"] or 0 for s in stats)
+
+
+def compiled_memory(compiled) -> dict[str, int]:
+    """Per-device bytes of a compiled executable: arguments + outputs + temps − aliased.
+
+    Aliased bytes are outputs written in place of donated arguments, counted once.
+    """
+    stats = compiled.memory_analysis()
+    summary = {
+        "argument_bytes": int(stats.argument_size_in_bytes),
+        "output_bytes": int(stats.output_size_in_bytes),
+        "temp_bytes": int(stats.temp_size_in_bytes),
+        "alias_bytes": int(stats.alias_size_in_bytes),
+        "generated_code_bytes": int(stats.generated_code_size_in_bytes),
+    }
+    summary["total_bytes"] = (summary["argument_bytes"] + summary["output_bytes"]
+                              + summary["temp_bytes"] - summary["alias_bytes"])
+    return summary
+
+
+def compiled_cost(compiled) -> dict[str, float]:
+    """XLA's FLOPs and bytes accessed for one call of a compiled executable (per device)."""
+    cost = compiled.cost_analysis()
+    if isinstance(cost, list):  # older jax returned one dict per partition
+        cost = cost[0] if cost else {}
+    return {"flops": float(cost.get("flops", 0.0)),
+            "bytes_accessed": float(cost.get("bytes accessed", 0.0))}
+
+
+def is_out_of_memory(err: BaseException) -> bool:
+    """True for the runtime's out-of-memory errors (RESOURCE_EXHAUSTED on TPU and GPU)."""
+    text = str(err)
+    return "RESOURCE_EXHAUSTED" in text or "Out of memory" in text or "out of memory" in text
+
+
+def run_or_oom(fn: Callable, *args, **kwargs) -> tuple[object | None, str | None]:
+    """Run fn; an out-of-memory error becomes (None, first line of its message), a data point.
+
+    Any other error propagates: only running out of memory is an expected outcome of a sweep.
+    """
+    try:
+        return fn(*args, **kwargs), None
+    except Exception as err:  # jax raises JaxRuntimeError; keep the check on the message
+        if not is_out_of_memory(err):
+            raise
+        return None, str(err).strip().splitlines()[0][:300]

@@ -1,0 +1,144 @@
+"""Notebook plumbing: pairing checks and headless execution, jupytext -> papermill.
+
+One code path serves `make check-sync`, `make execute` and the smoke tests, so what CI runs is
+what a user runs. papermill cannot read a percent-format `.py`, so each source is converted to
+a temporary `.ipynb` with a kernelspec first (without one papermill fails "No language found").
+A failing notebook is still written to `runs/` with its traceback, and the exit status is 1.
+
+    python -m shared.notebooks check notebooks/*.py
+    python -m shared.notebooks execute [--select 06] [--out runs] -- -p MODE plan -p TARGET v5e-8
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+from shared.errors import BadInput, run_cli
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOK_DIR = REPO / "notebooks"
+DEFAULT_KERNEL = "tpu-budget-lab"
+
+
+def notebook_sources(select: str | None = None) -> list[Path]:
+    """The percent-format sources `notebooks/NN_name.py`, those starting with `select` if given."""
+    paths = sorted(NOTEBOOK_DIR.glob(f"{select or ''}*.py"))
+    paths = [p for p in paths if p.name[:2].isdigit()]
+    if not paths:
+        valid = ", ".join(p.stem for p in sorted(NOTEBOOK_DIR.glob("[0-9][0-9]_*.py")))
+        raise BadInput(f"no notebook matches NB={select!r}; valid: {valid}")
+    return paths
+
+
+def pairing_problems(source: Path) -> list[str]:
+    """Why `source` and its `.ipynb` twin are out of step; empty when they agree."""
+    import jupytext
+    from jupytext.compare import compare_notebooks
+
+    paired = source.with_suffix(".ipynb")
+    if not paired.exists():
+        return [f"{paired.name} is missing: run `make sync`"]
+    problems = []
+    twin = jupytext.read(paired)
+    for i, cell in enumerate(twin.cells):
+        if cell.get("outputs") or cell.get("execution_count") is not None:
+            problems.append(f"{paired.name} cell {i} holds outputs: clear them (pre-commit does)")
+    try:
+        compare_notebooks(jupytext.read(source), twin, fmt="ipynb", allow_expected_differences=True,
+                          compare_outputs=False)
+    except Exception as err:  # jupytext raises NotebookDifference with the first difference
+        first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        problems.append(f"{source.name} and {paired.name} differ ({first_line}): run `make sync`")
+    return problems
+
+
+def parse_parameters(tokens: list[str]) -> dict:
+    """papermill-style `-p NAME VALUE` pairs, values typed like papermill's CLI does.
+
+    Numbers become int/float, True/False/None their Python values, `[..]`/`{..}` YAML, the rest
+    stays a string: `-p BATCH_SIZES [1,2,4] -p TARGET v5e-8 -p LR 3e-4`.
+    """
+    params, rest = {}, list(tokens)
+    while rest:
+        flag = rest.pop(0)
+        if flag not in ("-p", "--parameters") or len(rest) < 2:
+            raise BadInput(f"parameters must be given as '-p NAME VALUE' pairs, got {tokens!r}")
+        name, value = rest.pop(0), rest.pop(0)
+        params[name] = _typed(value)
+    return params
+
+
+def _typed(value: str):
+    for cast in (int, float):
+        try:
+            return cast(value)
+        except ValueError:
+            pass
+    if value in ("True", "False", "None"):
+        return {"True": True, "False": False, "None": None}[value]
+    if value[:1] in "[{":
+        return yaml.safe_load(value)
+    return value
+
+
+def execute(source: Path, parameters: dict, out_dir: Path, kernel: str = DEFAULT_KERNEL) -> Path:
+    """Run one notebook headless; return the executed copy's path (written even on failure)."""
+    import jupytext
+    import papermill
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    notebook = jupytext.read(source)
+    notebook.metadata["kernelspec"] = {"name": kernel, "display_name": kernel, "language": "python"}
+    staged = out_dir / f".{source.stem}.input.ipynb"
+    jupytext.write(notebook, staged)
+    output = out_dir / f"{source.stem}.ipynb"
+    papermill.execute_notebook(str(staged), str(output), parameters=parameters, kernel_name=kernel,
+                               cwd=str(REPO), progress_bar=False, log_output=True)
+    staged.unlink()
+    return output
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m shared.notebooks", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    check = sub.add_parser("check", help="fail when a .py and its .ipynb disagree")
+    check.add_argument("sources", nargs="*", type=Path)
+    run = sub.add_parser("execute", help="execute notebooks headless into --out")
+    run.add_argument("--select", help="notebook prefix, e.g. 06")
+    run.add_argument("--out", type=Path, default=REPO / "runs")
+    run.add_argument("--kernel", default=DEFAULT_KERNEL)
+    run.add_argument("parameters", nargs=argparse.REMAINDER, help="-- -p NAME VALUE ...")
+    args = parser.parse_args(argv)
+
+    if args.command == "check":
+        problems = [p for source in (args.sources or notebook_sources()) for p in
+                    pairing_problems(source)]
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        return 1 if problems else 0
+
+    tokens = args.parameters[1:] if args.parameters[:1] == ["--"] else args.parameters
+    parameters = parse_parameters(tokens)
+    failed = []
+    for source in notebook_sources(args.select):
+        print(f"== {source.stem} {parameters or ''}", file=sys.stderr, flush=True)
+        try:
+            output = execute(source, parameters, args.out, args.kernel)
+            print(f"   wrote {output.relative_to(REPO) if output.is_relative_to(REPO) else output}",
+                  file=sys.stderr)
+        except Exception as err:  # papermill's error carries the cell's traceback
+            failed.append(source.stem)
+            last_line = str(err).strip().splitlines()[-1] if str(err).strip() else ""
+            print(f"   FAILED {source.stem}: {type(err).__name__}: {last_line}\n"
+                  f"   the partial notebook, traceback included: {args.out}/{source.stem}.ipynb",
+                  file=sys.stderr)
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    run_cli(main)

@@ -1,0 +1,270 @@
+"""Plan mode: "will it fit on that TPU?" answered on a laptop by the real TPU compiler.
+
+libtpu from PyPI compiles for TPU topologies on a machine without a TPU
+(`jax.experimental.topologies.get_topology_desc`). We lower the SAME jitted functions that
+device mode runs, with abstract arguments (ShapeDtypeStructs carrying the model's own
+shardings on a mesh of the target's devices), compile them, and read per-device bytes from
+`memory_analysis()` and FLOPs / bytes accessed from `cost_analysis()`.
+
+    python -m shared.plan rollout --model gemma3-1b --target v5e-1 --max-batch \\
+        --cache-size 1312 --prompt-len 256 --steps 1024
+
+Results are cached on disk, keyed by the workload, its arguments, the versions of jax/libtpu/
+tunix/qwix and the source of shared/, because a compile of gemma3-1b takes tens of seconds.
+"""
+
+import os
+
+if __name__ == "__main__":  # plan mode never needs the local accelerator
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import dataclasses
+import glob
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+import jax
+from jax.sharding import Mesh
+
+from shared.errors import BadInput, choose
+from shared.hardware import Target, parse_target
+from shared.measure import compiled_cost, compiled_memory
+from shared.sharding import make_mesh
+
+REPO = Path(__file__).resolve().parent.parent
+CACHE_DIR = Path(os.environ.get("TPU_BUDGET_LAB_PLAN_CACHE", REPO / ".cache" / "plan"))
+
+
+# ---------------------------------------------------------------------------- target -> mesh
+
+
+def _quiet_libtpu_without_tpu() -> None:
+    """On a host with no TPU, tell libtpu what it would otherwise probe for (and complain about).
+
+    Only defaults are set, and only when no TPU device node exists, so a real TPU VM is untouched.
+    """
+    if glob.glob("/dev/accel*") or glob.glob("/dev/vfio/[0-9]*"):
+        return
+    for key, value in (("TPU_SKIP_MDS_QUERY", "1"), ("TPU_WORKER_HOSTNAMES", "localhost"),
+                       ("TPU_WORKER_ID", "0"), ("TPU_ACCELERATOR_TYPE", "v5litepod-8")):
+        os.environ.setdefault(key, value)
+
+
+def topology_devices(target: Target) -> list:
+    """The abstract TPU devices of `target`, for ahead-of-time compilation."""
+    if not target.chip.is_tpu:
+        raise BadInput(f"plan mode compiles for TPU targets; {target.name} is not one "
+                       "(try v5e-1, v5e-8, v6e-1, v6e-8, v5p-8)")
+    if target.topology is None:
+        raise BadInput(f"no TPU topology for {target.name}: use a power-of-two chip count "
+                       f"such as {target.chip.name}-8")
+    try:
+        from jax.experimental import topologies
+    except ImportError as err:
+        raise BadInput(f"plan mode needs jax.experimental.topologies: {err}") from err
+    try:
+        import libtpu  # noqa: F401
+    except ImportError as err:
+        raise BadInput("plan mode needs libtpu: pip install -r requirements.txt "
+                       "(it pins jax[tpu], which brings libtpu)") from err
+    _quiet_libtpu_without_tpu()
+    kwargs = {}
+    if target.single_host_bounds is not None:
+        kwargs["chips_per_host_bounds"] = target.single_host_bounds
+    try:
+        topology = topologies.get_topology_desc(platform="tpu", topology_name=target.topology,
+                                                **kwargs)
+    except Exception as err:  # libtpu raises plain RuntimeErrors for unknown topologies
+        raise BadInput(f"libtpu could not make topology {target.topology} for {target.name}: "
+                       f"{str(err).splitlines()[0]}") from err
+    return list(topology.devices)
+
+
+def target_mesh(target: Target, mesh: str | None = None) -> Mesh:
+    """An ("fsdp", "tp") mesh over the target's devices; default all on fsdp."""
+    return make_mesh(mesh, topology_devices(target))
+
+
+# ---------------------------------------------------------------------------- workloads
+
+
+@dataclass
+class Executable:
+    """One jitted function and the abstract arguments device mode would call it with."""
+
+    label: str
+    fn: Callable  # the jax.jit object itself, not a re-implementation
+    args: tuple
+    kwargs: dict = field(default_factory=dict)
+    repeats: int = 1  # how many times one workload run calls it (decode steps, for the roofline)
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Request:
+    """Everything that decides what gets compiled: the cache key."""
+
+    workload: str
+    model: str
+    target: str
+    batch: int = 8
+    seq: int = 1024
+    prompt_len: int = 256
+    steps: int = 1024
+    cache_size: int | None = None
+    logits: str = "full"
+    k: int = 128
+    lora_rank: int = 8
+    mesh: str | None = None
+    microbatches: int = 1
+    remat: str = "none"
+
+    def key(self) -> str:
+        versions = {name: _version(name) for name in ("jax", "jaxlib", "libtpu", "google-tunix",
+                                                      "qwix", "flax")}
+        sources = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(
+            (REPO / "shared").glob("*.py")))).hexdigest()
+        blob = json.dumps({"request": dataclasses.asdict(self), "versions": versions,
+                           "sources": sources}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _rollout(request: Request, mesh: Mesh, lora: bool = False) -> list[Executable]:
+    from shared import gemma
+
+    return gemma.rollout_executables(
+        request.model, mesh, batch=request.batch, prompt_len=request.prompt_len,
+        steps=request.steps, cache_size=request.cache_size,
+        lora_rank=request.lora_rank if lora else None)
+
+
+def _forward(request: Request, mesh: Mesh) -> list[Executable]:
+    from shared import gemma
+
+    return gemma.forward_executables(request.model, mesh, batch=request.batch, seq=request.seq,
+                                     logits=request.logits, k=request.k)
+
+
+def _lora_train(request: Request, mesh: Mesh) -> list[Executable]:
+    from shared import gemma
+
+    return gemma.lora_train_executables(request.model, mesh, batch=request.batch,
+                                        seq=request.seq, lora_rank=request.lora_rank)
+
+
+def _train(request: Request, mesh: Mesh) -> list[Executable]:
+    from shared import train
+
+    return train.train_executables(request.model, mesh, batch=request.batch, seq=request.seq,
+                                   microbatches=request.microbatches, remat=request.remat)
+
+
+WORKLOADS: dict[str, Callable[[Request, Mesh], list[Executable]]] = {
+    "rollout": _rollout,
+    "lora-rollout": lambda request, mesh: _rollout(request, mesh, lora=True),
+    "forward": _forward,
+    "lora-train": _lora_train,
+    "train": _train,
+}
+
+
+# ---------------------------------------------------------------------------- one point
+
+
+def plan_point(request: Request, *, use_cache: bool = True) -> dict:
+    """Compile the request's executables for its target and report bytes, FLOPs and a verdict.
+
+    `bytes_per_device` is the largest executable's arguments + outputs + temps − aliased: the
+    executables of one workload run one after another, so the worst one decides the fit.
+    """
+    choose("workload", request.workload, WORKLOADS)
+    target = parse_target(request.target)
+    cache_file = CACHE_DIR / f"{request.key()}.json"
+    if use_cache and cache_file.exists():
+        return {**json.loads(cache_file.read_text()), "cached": True}
+
+    mesh = target_mesh(target, request.mesh)
+    if request.batch % mesh.shape["fsdp"]:
+        raise BadInput(f"batch {request.batch} does not divide the mesh's fsdp axis of "
+                       f"{mesh.shape['fsdp']}: use a multiple of {mesh.shape['fsdp']} "
+                       f"or --mesh 1x{mesh.size}")
+    hbm = target.chip.hbm_bytes * target.chips // len(mesh.devices.flat)
+    executables = {}
+    for exe in WORKLOADS[request.workload](request, mesh):
+        start = time.perf_counter()
+        with jax.set_mesh(mesh):
+            compiled = exe.fn.lower(*exe.args, **exe.kwargs).compile()
+        memory, cost = compiled_memory(compiled), compiled_cost(compiled)
+        executables[exe.label] = {**memory, **cost, "repeats": exe.repeats, "note": exe.note,
+                                  "compile_s": time.perf_counter() - start}
+    worst = max(executables, key=lambda label: executables[label]["total_bytes"])
+    flops = sum(e["flops"] * e["repeats"] for e in executables.values())
+    accessed = sum(e["bytes_accessed"] * e["repeats"] for e in executables.values())
+    needed = executables[worst]["total_bytes"]
+    result = {
+        **dataclasses.asdict(request),
+        "target_chip": target.chip.name, "devices": len(mesh.devices.flat),
+        "mesh_shape": dict(mesh.shape), "executables": executables, "worst": worst,
+        "bytes_per_device": needed, "hbm_bytes": hbm, "fits": needed <= hbm,
+        "margin_bytes": hbm - needed, "flops_per_device": flops,
+        "bytes_accessed_per_device": accessed,
+        "roofline_lower_bound_s": max(flops / target.chip.peak_bf16_flops,
+                                      accessed / target.chip.hbm_bandwidth),
+        "compile_s": sum(e["compile_s"] for e in executables.values()),
+    }
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    cache_file.write_text(json.dumps(result, indent=1))
+    return {**result, "cached": False}
+
+
+# ---------------------------------------------------------------------------- largest batch
+
+
+def max_batch(request: Request, *, limit: int = 4096, use_cache: bool = True,
+              progress: bool = True) -> dict:
+    """The largest batch that fits: double until it does not, then bisect.
+
+    Batches step by the mesh's fsdp size (the batch must divide it). Every probed point is
+    returned under `probes`, so the evidence is there, not just the answer.
+    """
+    from tqdm.auto import tqdm
+
+    target = parse_target(request.target)
+    fsdp = make_mesh(request.mesh, range(len(topology_devices(target)))).shape["fsdp"]
+    probes: list[dict] = []
+    bar = tqdm(desc=f"max batch {request.workload} {request.model} on {request.target}",
+               unit="compile", disable=not progress)
+
+    def fits(batch: int) -> bool:
+        bar.set_postfix(batch=batch)
+        point = plan_point(dataclasses.replace(request, batch=batch), use_cache=use_cache)
+        probes.append(point)
+        bar.update()
+        return point["fits"]
+
+    low, high = 0, fsdp  # low: largest known to fit; high: first to try / smallest known not to
+    while high <= limit and fits(high):
+        low, high = high, high * 2
+    if high > limit:
+        high = None
+    while high is not None and high - low > fsdp:
+        middle = (low + high) // 2 // fsdp * fsdp
+        if fits(middle):
+            low = middle
+        else:
+            high = middle
+    bar.close()
+    return {**dataclasses.asdict(request), "max_batch": low, "first_not_fitting": high,
+            "limit": limit, "probes": sorted(probes, key=lambda p: p["batch"])}
