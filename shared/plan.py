@@ -31,10 +31,10 @@ from pathlib import Path
 import jax
 from jax.sharding import Mesh
 
-from shared.errors import BadInput, choose
+from shared.errors import BadInput, choose, run_cli
 from shared.hardware import Target, parse_target
 from shared.measure import compiled_cost, compiled_memory
-from shared.sharding import make_mesh
+from shared.sharding import make_mesh, mesh_shape
 
 REPO = Path(__file__).resolve().parent.parent
 CACHE_DIR = Path(os.environ.get("TPU_BUDGET_LAB_PLAN_CACHE", REPO / ".cache" / "plan"))
@@ -242,7 +242,7 @@ def max_batch(request: Request, *, limit: int = 4096, use_cache: bool = True,
     from tqdm.auto import tqdm
 
     target = parse_target(request.target)
-    fsdp = make_mesh(request.mesh, range(len(topology_devices(target)))).shape["fsdp"]
+    fsdp, _ = mesh_shape(request.mesh, len(topology_devices(target)))
     probes: list[dict] = []
     bar = tqdm(desc=f"max batch {request.workload} {request.model} on {request.target}",
                unit="compile", disable=not progress)
@@ -268,3 +268,86 @@ def max_batch(request: Request, *, limit: int = 4096, use_cache: bool = True,
     bar.close()
     return {**dataclasses.asdict(request), "max_batch": low, "first_not_fitting": high,
             "limit": limit, "probes": sorted(probes, key=lambda p: p["batch"])}
+
+
+# ---------------------------------------------------------------------------- command line
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.2f} GiB"
+
+
+def print_point(point: dict) -> None:
+    """A human-readable verdict with the evidence: bytes per executable, FLOPs, roofline."""
+    verdict = "FITS" if point["fits"] else "DOES NOT FIT"
+    print(f"{point['workload']} {point['model']} batch {point['batch']} on {point['target']} "
+          f"(mesh {point['mesh_shape']}): {verdict}, {_gib(point['bytes_per_device'])} of "
+          f"{_gib(point['hbm_bytes'])} per device, margin {_gib(point['margin_bytes'])}"
+          f"{' [cached]' if point.get('cached') else ''}")
+    print(f"  {'executable':<12}{'args':>12}{'outputs':>12}{'temps':>12}{'aliased':>12}"
+          f"{'total':>12}{'GFLOP':>10}{'x':>6}{'compile':>9}")
+    for label, e in point["executables"].items():
+        print(f"  {label:<12}{_gib(e['argument_bytes']):>12}{_gib(e['output_bytes']):>12}"
+              f"{_gib(e['temp_bytes']):>12}{_gib(e['alias_bytes']):>12}"
+              f"{_gib(e['total_bytes']):>12}{e['flops'] / 1e9:>10.1f}{e['repeats']:>6}"
+              f"{e['compile_s']:>8.1f}s")
+        if e["note"]:
+            print(f"      {e['note']}")
+    print(f"  roofline (a lower bound, not a prediction): "
+          f"{point['roofline_lower_bound_s'] * 1e3:.2f} ms per workload run")
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m shared.plan", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("workload", help=", ".join(WORKLOADS))
+    parser.add_argument("--model", required=True, help="gemma3-1b, gemma3-tiny, 130m, tiny ...")
+    parser.add_argument("--target", required=True, help="v5e-1, v5e-8, v6e-1, v6e-8, v5p-8 ...")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--batch", type=int, default=8)
+    size.add_argument("--max-batch", action="store_true", help="search the largest batch")
+    parser.add_argument("--limit", type=int, default=4096, help="largest batch to try")
+    parser.add_argument("--seq", type=int, default=1024, help="forward/train sequence length")
+    parser.add_argument("--prompt-len", type=int, default=256)
+    parser.add_argument("--steps", type=int, default=1024, help="generation steps")
+    parser.add_argument("--cache-size", type=int, help="KV cache slots (default prompt+steps)")
+    parser.add_argument("--logits", default="full", help="forward: full | topk")
+    parser.add_argument("--k", type=int, default=128, help="forward --logits topk: k")
+    parser.add_argument("--lora-rank", type=int, default=8)
+    parser.add_argument("--microbatches", type=int, default=1, help="train: accumulation steps")
+    parser.add_argument("--remat", default="none", help="train: none | block")
+    parser.add_argument("--mesh", help="FSDPxTP, e.g. 1x8 (default: all devices on fsdp)")
+    parser.add_argument("--no-cache", action="store_true", help="recompile even if cached")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    args = parser.parse_args(argv)
+
+    request = Request(workload=choose("workload", args.workload, WORKLOADS), model=args.model,
+                      target=args.target, batch=args.batch, seq=args.seq,
+                      prompt_len=args.prompt_len, steps=args.steps, cache_size=args.cache_size,
+                      logits=choose("logits mode", args.logits, ("full", "topk")), k=args.k,
+                      lora_rank=args.lora_rank, mesh=args.mesh, microbatches=args.microbatches,
+                      remat=args.remat)
+    if args.max_batch:
+        result = max_batch(request, limit=args.limit, use_cache=not args.no_cache,
+                           progress=not args.json)
+        if args.json:
+            print(json.dumps(result, indent=1))
+            return 0
+        for point in result["probes"]:
+            print_point(point)
+        print(f"\nlargest batch that fits: {result['max_batch']}"
+              + (f" (batch {result['first_not_fitting']} does not)"
+                 if result["first_not_fitting"] else f" (searched up to {args.limit})"))
+        return 0
+    point = plan_point(request, use_cache=not args.no_cache)
+    if args.json:
+        print(json.dumps(point, indent=1))
+    else:
+        print_point(point)
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main)
