@@ -244,7 +244,7 @@ class Embedding(nnx.Module):
     def __init__(self, rngs: nnx.Rngs):
         init = nnx.initializers.normal(stddev=1.0)
         self.table = nnx.Param(init(rngs.params(), (EMBED_V, EMBED_D), jnp.float32),
-                               sharding=("fsdp", None))
+                               out_sharding=("fsdp", None))
 
 
 def factory():

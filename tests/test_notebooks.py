@@ -1,0 +1,88 @@
+"""Every notebook runs headless with tiny parameters, through the code path of `make execute`.
+
+Also: the pairing check catches a stale .ipynb or one with outputs, parameters are typed like
+papermill's CLI, and a failing notebook still leaves its partial copy with the traceback.
+"""
+
+import json
+
+import nbformat
+import papermill
+import pytest
+
+from shared.errors import BadInput
+from shared.notebooks import execute, notebook_sources, pairing_problems, parse_parameters
+
+# Tiny parameters per notebook: enough to exercise every cell on 2 CPU cores in CI.
+SMOKE = {
+    "06_scaling_plan": [{"EMBED_V": 16384, "EMBED_D": 256},
+                        {"MODE": "plan", "TARGET": "v5e-8", "EMBED_V": 16384, "EMBED_D": 256}],
+}
+
+
+def test_every_notebook_has_smoke_parameters():
+    missing = [s.stem for s in notebook_sources() if s.stem not in SMOKE]
+    assert not missing, f"add tiny smoke parameters for {missing} to SMOKE in this file"
+
+
+@pytest.mark.parametrize("stem, params", [(stem, p) for stem, runs in SMOKE.items() for p in runs],
+                         ids=lambda v: v if isinstance(v, str) else v.get("MODE", "local"))
+def test_notebook_runs_headless(stem, params, tmp_path):
+    (source,) = [s for s in notebook_sources() if s.stem == stem]
+    results = tmp_path / "results"
+    output = execute(source, {**params, "RESULTS_DIR": str(results)}, tmp_path / "runs")
+    executed = nbformat.read(output, as_version=4)
+    errors = [o for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"]
+    assert not errors
+    assert any(results.glob("*.csv")), "a notebook writes its tables under RESULTS_DIR"
+
+
+def test_committed_notebooks_are_paired_and_clean():
+    problems = [p for s in notebook_sources() for p in pairing_problems(s)]
+    assert not problems, problems
+
+
+def _pair(tmp_path, code="x = 1\n"):
+    import jupytext
+
+    source = tmp_path / "99_demo.py"
+    source.write_text(f"# %%\n{code}")
+    jupytext.write(jupytext.read(source), tmp_path / "99_demo.ipynb")
+    return source
+
+
+def test_pairing_check_finds_drift_and_outputs(tmp_path):
+    source = _pair(tmp_path)
+    assert pairing_problems(source) == []
+    source.write_text("# %%\nx = 2\n")
+    assert any("differ" in p for p in pairing_problems(source))
+    source = _pair(tmp_path)
+    twin = nbformat.read(tmp_path / "99_demo.ipynb", as_version=4)
+    twin.cells[0].outputs = [nbformat.v4.new_output("stream", text="1\n")]
+    twin.cells[0].execution_count = 1
+    nbformat.write(twin, tmp_path / "99_demo.ipynb")
+    assert any("outputs" in p for p in pairing_problems(source))
+    (tmp_path / "99_demo.ipynb").unlink()
+    assert any("missing" in p for p in pairing_problems(source))
+
+
+def test_parameters_are_typed_like_papermill():
+    params = parse_parameters(["-p", "MODE", "plan", "-p", "BATCH", "8", "-p", "LR", "3e-4",
+                               "-p", "SIZES", "[1, 2]", "-p", "FLAG", "False"])
+    assert params == {"MODE": "plan", "BATCH": 8, "LR": 3e-4, "SIZES": [1, 2], "FLAG": False}
+    with pytest.raises(BadInput):
+        parse_parameters(["MODE", "plan"])
+
+
+def test_failing_notebook_keeps_partial_output(tmp_path):
+    source = tmp_path / "98_fails.py"
+    source.write_text('# %%\nprint("before")\n\n# %%\nraise ValueError("boom")\n')
+    with pytest.raises(papermill.PapermillExecutionError):
+        execute(source, {}, tmp_path / "runs")
+    partial = json.loads((tmp_path / "runs" / "98_fails.ipynb").read_text())
+    assert "boom" in json.dumps(partial)
+
+
+def test_unknown_notebook_prefix_names_the_valid_ones():
+    with pytest.raises(BadInput, match="06_scaling_plan"):
+        notebook_sources("99")
