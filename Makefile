@@ -8,6 +8,9 @@ PY := $(VENV)/bin/python
 KERNEL := tpu-budget-lab
 NB ?=
 PARAMS ?=
+# On a CUDA GPU machine: make setup JAX_EXTRA=cuda12 (or cuda13) adds jax's CUDA plugin.
+JAX_EXTRA ?=
+STAMP := $(VENV)/.installed$(if $(JAX_EXTRA),-$(JAX_EXTRA))
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.py))
 
 # On a machine with neither a TPU nor an NVIDIA GPU, keep jax on the CPU: libtpu is installed
@@ -29,12 +32,13 @@ help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 	@echo "  variables: NB=06 (pick notebooks by prefix)  PARAMS='-p MODE plan -p TARGET v5e-8'"
 
-setup: $(VENV)/.installed ## create .venv, install requirements.txt, register the Jupyter kernel
+setup: $(STAMP) ## create .venv, install requirements.txt, register the Jupyter kernel
 
-$(VENV)/.installed: requirements.txt
+$(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
+	$(if $(JAX_EXTRA),$(PY) -m pip install --quiet "jax[$(JAX_EXTRA)]==$$($(PY) -c 'import jax; print(jax.__version__)')")
 	$(PY) -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python (tpu-budget-lab)"
 	touch $@
 
