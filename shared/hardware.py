@@ -5,8 +5,11 @@ one-line change. Numbers are public datasheet / scaling-book values:
 bf16 dense peak, HBM capacity, HBM bandwidth and one-way ICI (or NVLink) bandwidth per link.
 """
 
+import glob
 import math
+import os
 import re
+import urllib.request
 from dataclasses import dataclass
 
 from shared.errors import BadInput
@@ -149,3 +152,39 @@ def current_chip() -> Chip | None:
 def chip(name: str) -> Chip:
     """Look a chip up by table name ('v5p'), or by target name ('v5p-8')."""
     return CHIPS[name] if name in CHIPS else parse_target(name).chip
+
+
+def tpu_worker_count() -> int:
+    """How many hosts this TPU slice has: 1 off a TPU VM or on a single-host slice.
+
+    libtpu reads TPU_WORKER_HOSTNAMES, else the Cloud TPU metadata server's
+    `worker-network-endpoints`; we ask the same two places (the metadata server only when a TPU
+    device node exists, with a short timeout, so laptops and CI never wait on it).
+    """
+    hostnames = os.environ.get("TPU_WORKER_HOSTNAMES")
+    if hostnames:
+        return len([h for h in hostnames.split(",") if h.strip()])
+    if not (glob.glob("/dev/accel*") or glob.glob("/dev/vfio/[0-9]*")):
+        return 1
+    request = urllib.request.Request(
+        "http://metadata.google.internal/computeMetadata/v1/instance/attributes/"
+        "worker-network-endpoints", headers={"Metadata-Flavor": "Google"})
+    try:
+        with urllib.request.urlopen(request, timeout=2) as response:
+            return max(1, len(response.read().decode().strip().split(",")))
+    except OSError:  # Colab / Kaggle TPUs have no such metadata: one host
+        return 1
+
+
+def initialize_distributed() -> int:
+    """Join the other hosts of a multi-host slice (jax.distributed.initialize) when there are any.
+
+    Every host of a multi-host TPU slice runs the same notebook or trainer; each then sees all
+    chips in jax.devices() but only its own in jax.local_devices(), which is what memory
+    statistics must use. Returns the process count.
+    """
+    import jax
+
+    if tpu_worker_count() > 1 and not jax.distributed.is_initialized():
+        jax.distributed.initialize()
+    return jax.process_count()

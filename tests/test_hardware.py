@@ -55,3 +55,20 @@ def test_device_kind(kind, name):
 
 def test_unknown_device_kind_is_none():
     assert chip_for_device_kind("NVIDIA GeForce RTX 4090") is None
+
+
+def test_distributed_initialize_only_on_multi_host_slices(monkeypatch):
+    import jax
+
+    from shared import hardware
+
+    calls = []
+    monkeypatch.setattr(jax.distributed, "initialize", lambda: calls.append(True))
+    monkeypatch.setenv("TPU_WORKER_HOSTNAMES", "10.0.0.2")
+    assert hardware.tpu_worker_count() == 1
+    hardware.initialize_distributed()
+    assert calls == []
+    monkeypatch.setenv("TPU_WORKER_HOSTNAMES", "10.0.0.2,10.0.0.3,10.0.0.4,10.0.0.5")
+    assert hardware.tpu_worker_count() == 4
+    hardware.initialize_distributed()
+    assert calls == [True]
