@@ -63,3 +63,38 @@ lab: setup ## open JupyterLab on the notebooks with the project kernel
 clean: ## remove executed notebooks, results and caches (keeps .venv and data/)
 	rm -rf runs results .pytest_cache .ruff_cache
 	find . -name __pycache__ -not -path './.venv/*' -prune -exec rm -rf {} +
+
+# ---- remote execution: a GCP TPU VM (gcloud), a Colab runtime (colab), a Kaggle kernel (kaggle).
+# Thin wrappers over shared/remote.py; PARAMS are the same papermill `-p NAME VALUE` pairs.
+TPU ?=
+ZONE ?=
+PROJECT ?=
+WORKER ?=
+WAIT ?= 1
+KAGGLE_USER ?=
+KAGGLE_ACCELERATOR ?= TpuV5E8
+REMOTE := $(PY) -m shared.remote
+TPU_VM = --tpu '$(TPU)' --zone '$(ZONE)' $(if $(PROJECT),--project '$(PROJECT)') $(if $(WORKER),--worker '$(WORKER)')
+
+.PHONY: tpu-execute tpu-fetch tpu-logs tpu-stop colab-execute kaggle-push kaggle-pull
+
+tpu-execute: setup ## run make execute on a TPU VM, copy runs/ results/ back (TPU= ZONE= [WAIT=0])
+	$(REMOTE) tpu-execute $(TPU_VM) $(if $(NB),--nb '$(NB)') $(if $(filter 0 no false,$(WAIT)),--no-wait) -- $(PARAMS)
+
+tpu-fetch: setup ## wait for the TPU VM's job, copy runs/ results/ back (TPU= ZONE=)
+	$(REMOTE) tpu-fetch $(TPU_VM)
+
+tpu-logs: setup ## show the TPU VM job's log, following it while it runs (TPU= ZONE=)
+	$(REMOTE) tpu-logs $(TPU_VM)
+
+tpu-stop: setup ## stop the TPU VM's job and clear a stale libtpu lock file (TPU= ZONE=)
+	$(REMOTE) tpu-stop $(TPU_VM)
+
+colab-execute: setup ## run one notebook on a Colab TPU runtime into runs/colab/ (NB= [TPU=v6e1])
+	$(REMOTE) colab-execute --tpu '$(or $(TPU),v6e1)' $(if $(NB),--nb '$(NB)') -- $(PARAMS)
+
+kaggle-push: setup ## push one notebook as a Kaggle TPU v5e-8 kernel (NB= [KAGGLE_USER=])
+	$(REMOTE) kaggle-push $(if $(NB),--nb '$(NB)') $(if $(KAGGLE_USER),--user '$(KAGGLE_USER)') --accelerator '$(KAGGLE_ACCELERATOR)' -- $(PARAMS)
+
+kaggle-pull: setup ## fetch that kernel's output into runs/kaggle/ (NB= [KAGGLE_USER=])
+	$(REMOTE) kaggle-pull $(if $(NB),--nb '$(NB)') $(if $(KAGGLE_USER),--user '$(KAGGLE_USER)')
