@@ -27,19 +27,24 @@
 # accelerators and reads their memory.
 
 # %%
-# Colab: fetch the repository and install it (TPU extra included); elsewhere this does nothing.
+# On Colab or Kaggle: fetch this repository and install it (TPU extra included). In a clone
+# set up with `make setup` this cell does nothing.
 import os
 import subprocess
 import sys
 
-if "google.colab" in sys.modules and not os.path.isdir("/content/tpu-budget-lab"):
-    subprocess.run(["git", "clone", "--depth=1", "https://github.com/tpu-budget-lab/tpu-budget-lab",
-                    "/content/tpu-budget-lab"], check=True)
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-r",
-                    "/content/tpu-budget-lab/requirements.txt"], check=True)
-if "google.colab" in sys.modules:
-    os.chdir("/content/tpu-budget-lab")
-    sys.path.insert(0, "/content/tpu-budget-lab")
+HOSTED = {"colab": "/content", "kaggle": "/kaggle/working"}
+host = ("colab" if "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ
+        else "kaggle" if "KAGGLE_KERNEL_RUN_TYPE" in os.environ else None)
+if host:
+    root = os.path.join(HOSTED[host], "tpu-budget-lab")
+    if not os.path.isdir(root):
+        subprocess.run(["git", "clone", "--depth=1",
+                        "https://github.com/tpu-budget-lab/tpu-budget-lab", root], check=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-r",
+                        os.path.join(root, "requirements.txt")], check=True)
+    os.chdir(root)
+    sys.path.insert(0, root)
 
 # %% tags=["parameters"]
 MODE = "local"  # local | plan | device
