@@ -78,3 +78,24 @@ def sharded_init(factory: Callable[[], nnx.Module], mesh: Mesh) -> nnx.Module:
     with jax.set_mesh(mesh):
         state = jax.jit(lambda: nnx.state(factory()), out_shardings=shardings)()
     return nnx.merge(graphdef, state)
+
+
+def opt_state_shardings(optimizer, params, mesh: Mesh):
+    """Shardings for optimizer.init(params): a leaf that mirrors a parameter (Adam's mu and nu)
+    gets that parameter's sharding, anything else (the step count) is replicated.
+
+    `jax.jit(optimizer.init)` alone would replicate the whole state on every device. Works on
+    real arrays and on sharded ShapeDtypeStructs alike.
+    """
+    by_path = {tuple(map(str, path)): (x.shape, x.sharding)
+               for path, x in jax.tree_util.tree_flatten_with_path(params)[0]}
+
+    def pick(path, x):
+        keys = tuple(map(str, path))
+        for start in range(len(keys)):
+            shape, sharding = by_path.get(keys[start:], (None, None))
+            if shape == x.shape:
+                return sharding
+        return NamedSharding(mesh, PartitionSpec())
+
+    return jax.tree_util.tree_map_with_path(pick, jax.eval_shape(optimizer.init, params))
