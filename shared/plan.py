@@ -22,6 +22,7 @@ import dataclasses
 import glob
 import hashlib
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from jax.sharding import Mesh
 
 from shared.errors import BadInput, choose, run_cli
 from shared.hardware import Target, parse_target
-from shared.measure import compiled_cost, compiled_memory
+from shared.measure import compiled_cost, compiled_memory, is_out_of_memory
 from shared.sharding import make_mesh, mesh_shape
 
 REPO = Path(__file__).resolve().parent.parent
@@ -44,14 +45,17 @@ CACHE_DIR = Path(os.environ.get("TPU_BUDGET_LAB_PLAN_CACHE", REPO / ".cache" / "
 
 
 def _quiet_libtpu_without_tpu() -> None:
-    """On a host with no TPU, tell libtpu what it would otherwise probe for (and complain about).
+    """On a host with no TPU, tell libtpu what it would otherwise probe for (and complain about),
+    and let several processes load it: compiling needs no chip, so libtpu's one-process
+    lockfile (/tmp/libtpu_lockfile) would only stop a second notebook or CLI from planning.
 
     Only defaults are set, and only when no TPU device node exists, so a real TPU VM is untouched.
     """
     if glob.glob("/dev/accel*") or glob.glob("/dev/vfio/[0-9]*"):
         return
     for key, value in (("TPU_SKIP_MDS_QUERY", "1"), ("TPU_WORKER_HOSTNAMES", "localhost"),
-                       ("TPU_WORKER_ID", "0"), ("TPU_ACCELERATOR_TYPE", "v5litepod-8")):
+                       ("TPU_WORKER_ID", "0"), ("TPU_ACCELERATOR_TYPE", "v5litepod-8"),
+                       ("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")):
         os.environ.setdefault(key, value)
 
 
@@ -142,26 +146,47 @@ def _version(package: str) -> str | None:
 
 
 def _rollout(request: Request, mesh: Mesh, lora: bool = False) -> list[Executable]:
+    """tunix Sampler prefill and decode, in tunix's sampling layout (weights not FSDP-sharded:
+    each fsdp slice of the mesh generates for its own share of the batch)."""
     from shared import gemma
 
-    return gemma.rollout_executables(
-        request.model, mesh, batch=request.batch, prompt_len=request.prompt_len,
-        steps=request.steps, cache_size=request.cache_size,
-        lora_rank=request.lora_rank if lora else None)
+    cache = request.cache_size or request.prompt_len + request.steps
+    rollout = gemma.abstract_rollout(
+        request.model, request.batch, request.prompt_len, request.steps, cache, mesh=mesh,
+        is_sampling=True, lora_rank=request.lora_rank if lora else None,
+        lora_alpha=2.0 * request.lora_rank if lora else None)
+    (prefill_args, prefill_kwargs), (decode_args, decode_kwargs) = (rollout.prefill_args(),
+                                                                    rollout.decode_args())
+    return [
+        Executable("prefill", rollout.sampler._compiled_prefill_fn, prefill_args,
+                   prefill_kwargs, note=f"prompt {request.prompt_len}, cache {cache}"),
+        Executable("decode", rollout.sampler._compiled_decode_fn, decode_args, decode_kwargs,
+                   repeats=request.steps,
+                   note="XLA counts the decode while-loop body once: FLOPs and bytes x steps"),
+    ]
 
 
 def _forward(request: Request, mesh: Mesh) -> list[Executable]:
+    """A teacher-forced pass returning top-k logits: full [B, T, V] then top-k, or chunked."""
     from shared import gemma
 
-    return gemma.forward_executables(request.model, mesh, batch=request.batch, seq=request.seq,
-                                     logits=request.logits, k=request.k)
+    args, kwargs = gemma.abstract_forward_args(request.model, request.batch, request.seq,
+                                               mesh=mesh)
+    return [Executable(f"forward-{request.logits}", gemma.teacher_forced_top_k, args,
+                       {**kwargs, "mode": request.logits, "k": request.k})]
 
 
 def _lora_train(request: Request, mesh: Mesh) -> list[Executable]:
-    from shared import gemma
+    """One optax step on the LoRA parameters of Gemma 3 (lora.lora_train_step)."""
+    import optax
 
-    return gemma.lora_train_executables(request.model, mesh, batch=request.batch,
-                                        seq=request.seq, lora_rank=request.lora_rank)
+    from shared import lora
+
+    args = lora.abstract_lora_train_args(request.model, request.batch, request.seq,
+                                         request.lora_rank, 2.0 * request.lora_rank, mesh=mesh,
+                                         optimizer=optax.adamw(1e-4))
+    return [Executable("lora_train_step", lora.lora_train_step, args,
+                       note=f"rank {request.lora_rank}, adamw on the adapters only")]
 
 
 def _train(request: Request, mesh: Mesh) -> list[Executable]:
@@ -204,21 +229,28 @@ def plan_point(request: Request, *, use_cache: bool = True) -> dict:
     executables = {}
     for exe in WORKLOADS[request.workload](request, mesh):
         start = time.perf_counter()
-        with jax.set_mesh(mesh):
-            compiled = exe.fn.lower(*exe.args, **exe.kwargs).compile()
-        memory, cost = compiled_memory(compiled), compiled_cost(compiled)
-        executables[exe.label] = {**memory, **cost, "repeats": exe.repeats, "note": exe.note,
+        try:
+            with jax.set_mesh(mesh):
+                compiled = exe.fn.lower(*exe.args, **exe.kwargs).compile()
+            summary = {**compiled_memory(compiled), **compiled_cost(compiled), "refused": None,
+                       "compiler_hbm_bytes": None}
+        except Exception as err:  # the TPU compiler refuses programs that cannot fit
+            summary = _refusal(err)
+        executables[exe.label] = {**summary, "repeats": exe.repeats, "note": exe.note,
                                   "compile_s": time.perf_counter() - start}
     worst = max(executables, key=lambda label: executables[label]["total_bytes"])
     flops = sum(e["flops"] * e["repeats"] for e in executables.values())
     accessed = sum(e["bytes_accessed"] * e["repeats"] for e in executables.values())
     needed = executables[worst]["total_bytes"]
+    refused = any(e["refused"] for e in executables.values())
+    usable = [e["compiler_hbm_bytes"] for e in executables.values() if e["compiler_hbm_bytes"]]
     result = {
         **dataclasses.asdict(request),
         "target_chip": target.chip.name, "devices": len(mesh.devices.flat),
         "mesh_shape": dict(mesh.shape), "executables": executables, "worst": worst,
-        "bytes_per_device": needed, "hbm_bytes": hbm, "fits": needed <= hbm,
-        "margin_bytes": hbm - needed, "flops_per_device": flops,
+        "bytes_per_device": needed, "hbm_bytes": hbm, "fits": needed <= hbm and not refused,
+        "margin_bytes": hbm - needed, "compiler_hbm_bytes": min(usable, default=None),
+        "flops_per_device": flops,
         "bytes_accessed_per_device": accessed,
         "roofline_lower_bound_s": max(flops / target.chip.peak_bf16_flops,
                                       accessed / target.chip.hbm_bandwidth),
@@ -229,52 +261,110 @@ def plan_point(request: Request, *, use_cache: bool = True) -> dict:
     return {**result, "cached": False}
 
 
+_SIZE = r"([0-9.]+)([KMGT])"
+# The two ways libtpu words a refusal (sizes in binary units):
+_OVER_TEMPS = re.compile(rf"required for [^(]*\({_SIZE}\) exceeds available HBM \({_SIZE}\)")
+_OVER_USED = re.compile(rf"Used {_SIZE} of {_SIZE} hbm\. Exceeded hbm capacity by {_SIZE}")
+
+
+def _bytes(number: str, unit: str) -> int:
+    return int(float(number) * 1024 ** ("KMGT".index(unit) + 1))
+
+
+def _refusal(err: Exception) -> dict:
+    """An executable the TPU compiler refused for lack of HBM, kept as a data point.
+
+    libtpu names what it needed and what it has ("HLO temporaries (15.78G) exceeds available
+    HBM (15.75G)", or "Used 15.75G of 15.75G hbm. Exceeded hbm capacity by 5.19M"): the needed
+    bytes stand in for the total (a lower bound) and the available bytes are the chip's usable
+    HBM, a little under the datasheet's (15.75 of 16 GiB on v5e).
+    """
+    if not is_out_of_memory(err):
+        raise err
+    message = str(err).strip().splitlines()[0]
+    needed = available = 0
+    if match := _OVER_TEMPS.search(message):
+        needed, available = _bytes(*match.group(1, 2)), _bytes(*match.group(3, 4))
+    elif match := _OVER_USED.search(message):
+        available = _bytes(*match.group(3, 4))
+        needed = _bytes(*match.group(1, 2)) + _bytes(*match.group(5, 6))
+    return {"argument_bytes": 0, "output_bytes": 0, "temp_bytes": needed, "alias_bytes": 0,
+            "generated_code_bytes": 0, "total_bytes": needed, "flops": 0.0,
+            "bytes_accessed": 0.0, "refused": message[:300],
+            "compiler_hbm_bytes": available or None}
+
+
 # ---------------------------------------------------------------------------- largest batch
 
 
 def max_batch(request: Request, *, limit: int = 4096, use_cache: bool = True,
               progress: bool = True) -> dict:
-    """The largest batch that fits: double until it does not, then bisect.
+    """The largest batch that fits, with every compiled probe recorded as evidence.
 
-    Batches step by the mesh's fsdp size (the batch must divide it). Every probed point is
-    returned under `probes`, so the evidence is there, not just the answer.
+    Bytes per device grow close to linearly with the batch (KV cache, activations), so after
+    two probes each next batch is where the line through the two probes nearest the boundary
+    crosses the HBM line (a secant step), kept strictly inside the bracket of known fit /
+    known misfit, and stepping by the mesh's fsdp size (the batch must divide it). The answer
+    is always the compiler's verdict, never the line's: the search stops only when a fitting
+    batch and a failing one are one step apart. Typically 4 compiles instead of ~15 for
+    doubling and bisecting.
     """
     from tqdm.auto import tqdm
 
     target = parse_target(request.target)
-    fsdp, _ = mesh_shape(request.mesh, len(topology_devices(target)))
-    probes: list[dict] = []
+    step, _ = mesh_shape(request.mesh, len(topology_devices(target)))
+    probes: dict[int, dict] = {}
     bar = tqdm(desc=f"max batch {request.workload} {request.model} on {request.target}",
                unit="compile", disable=not progress)
 
-    def fits(batch: int) -> bool:
+    def probe(batch: int) -> None:
         bar.set_postfix(batch=batch)
-        point = plan_point(dataclasses.replace(request, batch=batch), use_cache=use_cache)
-        probes.append(point)
+        probes[batch] = plan_point(dataclasses.replace(request, batch=batch), use_cache=use_cache)
         bar.update()
-        return point["fits"]
 
-    low, high = 0, fsdp  # low: largest known to fit; high: first to try / smallest known not to
-    while high <= limit and fits(high):
-        low, high = high, high * 2
-    if high > limit:
-        high = None
-    while high is not None and high - low > fsdp:
-        middle = (low + high) // 2 // fsdp * fsdp
-        if fits(middle):
-            low = middle
+    def bracket() -> tuple[int, int | None]:
+        fitting = [b for b, p in probes.items() if p["fits"]]
+        failing = [b for b, p in probes.items() if not p["fits"]]
+        return max(fitting, default=0), min(failing, default=None)
+
+    probe(step)
+    edge_probes = 0
+    while True:
+        low, high = bracket()
+        ceiling = limit if high is None else high - step
+        if low == 0 or low >= ceiling:
+            break
+        below = sorted(b for b in probes if b < low)
+        if high is not None:
+            a, b = low, high
+        elif below:
+            a, b = below[-1], low
         else:
-            high = middle
+            a, b = low, None
+        usable = min(p["compiler_hbm_bytes"] or p["hbm_bytes"] for p in probes.values())
+        slope = 0.0 if b is None else (
+            (probes[b]["bytes_per_device"] - probes[a]["bytes_per_device"]) / (b - a))
+        guess = low + (usable - probes[low]["bytes_per_device"]) / slope if slope > 0 else 2 * low
+        guess = min(guess, 8 * low)  # two probes far below the boundary extrapolate poorly
+        guess = min(max(int(guess) // step * step, low + step), ceiling)
+        at_edge = high is not None and guess in (low + step, ceiling) and high - low > 2 * step
+        edge_probes = edge_probes + 1 if at_edge else 0
+        if edge_probes > 1:  # the line keeps landing on an edge: it is not straight here
+            guess, edge_probes = (low + high) // 2 // step * step, 0
+        probe(guess)
     bar.close()
+    low, high = bracket()
     return {**dataclasses.asdict(request), "max_batch": low, "first_not_fitting": high,
-            "limit": limit, "probes": sorted(probes, key=lambda p: p["batch"])}
+            "limit": limit, "probes": [probes[b] for b in sorted(probes)]}
 
 
 # ---------------------------------------------------------------------------- command line
 
 
 def _gib(n: float) -> str:
-    return f"{n / 2**30:.2f} GiB"
+    from shared.sizing import human
+
+    return human(n, "B")
 
 
 def print_point(point: dict) -> None:
@@ -293,6 +383,11 @@ def print_point(point: dict) -> None:
               f"{e['compile_s']:>8.1f}s")
         if e["note"]:
             print(f"      {e['note']}")
+        if e["refused"]:
+            print(f"      refused by the compiler: {e['refused']}")
+    if point.get("compiler_hbm_bytes"):
+        print(f"  the compiler allows {_gib(point['compiler_hbm_bytes'])} of the chip's "
+              f"{_gib(point['hbm_bytes'])} (the rest is reserved by the runtime)")
     print(f"  roofline (a lower bound, not a prediction): "
           f"{point['roofline_lower_bound_s'] * 1e3:.2f} ms per workload run")
 
