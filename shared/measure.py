@@ -114,3 +114,18 @@ def run_or_oom(fn: Callable, *args, **kwargs) -> tuple[object | None, str | None
         if not is_out_of_memory(err):
             raise
         return None, str(err).strip().splitlines()[0][:300]
+
+
+def matmul_peak_flops(n: int = 2048, dtype=None, trials: int = 3) -> float:
+    """Measured FLOP/s of one large square matmul on the default device.
+
+    CPUs have no datasheet bf16 peak that means anything for XLA, so on CPU we report MFU
+    against this measured number instead, and label it so. float32 by default: XLA's CPU
+    matmul runs bf16 by converting to float32.
+    """
+    import jax.numpy as jnp
+
+    dtype = dtype or jnp.float32
+    a = jnp.ones((n, n), dtype) / n
+    _, timing = time_fn(jax.jit(lambda x: x @ x), a, warmup=1, trials=trials)
+    return 2 * n**3 / min(timing.trials_s)

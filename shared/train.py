@@ -1,0 +1,474 @@
+"""Pretraining loop for notebook 04's model: train step, evaluation, checkpoints, metrics.
+
+- The train step is one jitted function with donated state: the chunked loss of
+  `shared.logits.cross_entropy` (no [B, T, V] logits), gradients accumulated over
+  micro-batches in fp32 (`shared.optim`), one AdamW update. Plan mode compiles this same
+  function for a TPU target (`train_executables`).
+- Evaluation covers the whole held-out split, every token once: loss and bits per byte.
+- Checkpoints (orbax) every N steps and on SIGTERM hold parameters, optimizer state, the step
+  and the data position. Batch i is a pure function of (seed, i) (`shared.data`), so a run
+  killed at any moment and restarted from its latest checkpoint repeats the uninterrupted
+  run's per-step losses exactly; metrics lines past the checkpoint are dropped on resume.
+- Metrics: one JSON line per step (`step`, `loss`, `tok_per_s`, `mfu`, ...) in `--metrics`,
+  wandb when WANDB_MODE allows, a progress bar. MFU uses shared.sizing's MaxText convention
+  (causal attention halved) against the chips' bf16 peak; on CPU against a measured matmul
+  peak, labelled `mfu_peak: cpu-measured`.
+
+    python -m shared.train --config tiny --steps 200 --batch 8 --seq 256 \\
+        --ckpt-dir /tmp/ckpt --ckpt-every 20 --metrics /tmp/metrics.jsonl --seed 0
+"""
+
+import argparse
+import dataclasses
+import json
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import nnx
+
+from shared import data, hardware, logits, measure, model, optim, sharding, sizing
+from shared.errors import BadInput, run_cli
+
+# Columns that measure the machine, not the maths: they differ between two identical runs.
+TIMING_KEYS = ("tok_per_s", "mfu", "step_s", "time")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One training run. `model_overrides` are model.config(...) knobs (mlp, qk_norm, ...)."""
+
+    config: str = "tiny"
+    model_overrides: dict = field(default_factory=dict)
+    steps: int = 200
+    batch: int = 8
+    seq: int = 256
+    microbatches: int = 1
+    lr: float = 3e-3
+    wd: float = 0.1
+    warmup: int = 10
+    warmdown: float = 0.2
+    clip: float | None = 1.0
+    seed: int = 0
+    vocab_size: int = data.DEFAULT_VOCAB
+    corpus: str = "shakespeare"
+    parquet_dir: str | None = None
+    mesh: str | None = None
+    eval_every: int = 0  # 0: only at the end
+    eval_batches: int = 0  # 0: the whole held-out split; N: its first N batches (no bits/byte)
+    ckpt_dir: str | None = None
+    ckpt_every: int = 0  # 0: only at the end and on SIGTERM
+    metrics: str | None = None
+    wandb_project: str = "tpu-budget-lab"
+    wandb_group: str | None = None
+    wandb_tags: tuple[str, ...] = ()
+
+    def model_config(self, vocab: int) -> model.ModelConfig:
+        """The model config with V from the tokenizer (padded to 256) and T = seq."""
+        return model.config(self.config, V=model.padded_vocab(vocab), T=self.seq,
+                            **self.model_overrides)
+
+
+# ---------------------------------------------------------------------------- the step
+
+
+def make_loss(graphdef, config: model.ModelConfig):
+    """loss(params, tokens [b, T+1]) -> mean next-token loss; targets < 0 are ignored."""
+
+    def loss(params, tokens):
+        net = nnx.merge(graphdef, params)
+        hidden = net.hidden(tokens[:, :-1])
+        return logits.cross_entropy(hidden, net.lm_head_weight(), tokens[:, 1:],
+                                    softcap=config.logit_softcap)
+
+    return loss
+
+
+def make_train_step(graphdef, config: model.ModelConfig, tx: optax.GradientTransformation,
+                    microbatches: int):
+    """jit(step)(params, opt_state, tokens [B, T+1]) -> (params, opt_state, metrics); donated."""
+    loss_fn = make_loss(graphdef, config)
+
+    def step(params, opt_state, tokens):
+        loss, grads = optim.accumulate_gradients(
+            loss_fn, params, optim.split_microbatches(tokens, microbatches))
+        updates, opt_state = tx.update(grads, opt_state, params)
+        params = optax.apply_updates(params, updates)
+        return params, opt_state, {"loss": loss, "grad_norm": optax.global_norm(grads)}
+
+    return jax.jit(step, donate_argnums=(0, 1))
+
+
+def make_eval_step(graphdef, config: model.ModelConfig):
+    """jit(eval)(params, tokens [B, T+1], mask [B, T]) -> (summed loss, counted targets)."""
+    loss_fn = make_loss(graphdef, config)
+
+    def evaluate(params, tokens, mask):
+        masked = jnp.concatenate([tokens[:, :1], jnp.where(mask, tokens[:, 1:], -1)], axis=1)
+        count = mask.sum()
+        return loss_fn(params, masked) * count, count
+
+    return jax.jit(evaluate)
+
+
+def evaluate(eval_step, params, batches: data.EvalBatches, sharding_, limit: int = 0) -> dict:
+    """Loss and bits per byte over the whole held-out split (or loss over its first `limit`
+    batches: bits per byte need the byte count of exactly the text scored, so it is None)."""
+    total, count = 0.0, 0
+    for i, batch in enumerate(batches.iterate(sharding=sharding_)):
+        if limit and i == limit:
+            break
+        loss_sum, n = eval_step(params, batch.tokens, batch.mask)
+        total, count = total + float(loss_sum), count + int(n)
+    mean = total / max(count, 1)
+    whole = count == batches.n_targets
+    return {"val_loss": mean, "val_bpb": batches.bits_per_byte(mean) if whole else None,
+            "val_tokens": count}
+
+
+# ---------------------------------------------------------------------------- state
+
+
+def init_state(config: model.ModelConfig, tx, mesh, seed: int):
+    """Sharded parameters and optimizer state: nothing is ever whole on one device."""
+    net = model.init_sharded(config, mesh, seed)
+    graphdef, params = nnx.split(net, nnx.Param)
+    shardings = sharding.opt_state_shardings(tx, params, mesh)
+    with jax.set_mesh(mesh):
+        opt_state = jax.jit(tx.init, out_shardings=shardings)(params)
+    return graphdef, params, opt_state
+
+
+def abstract_state(config: model.ModelConfig, tx, mesh):
+    """Parameters and optimizer state as ShapeDtypeStructs with their shardings (plan mode)."""
+    graphdef, abstract = model.abstract_model(config, mesh)
+    params = nnx.split(nnx.merge(graphdef, abstract), nnx.Param)[1]
+    opt_state = jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh),
+                             jax.eval_shape(tx.init, params),
+                             sharding.opt_state_shardings(tx, params, mesh))
+    return graphdef, params, opt_state
+
+
+class Checkpoints:
+    """orbax checkpoints of (params, opt_state) plus a JSON record of step, data position, config.
+
+    Writes are synchronous and orbax commits a step only when it is complete, so a run killed
+    while saving resumes from the previous checkpoint.
+    """
+
+    def __init__(self, directory: str, fingerprint: dict):
+        import orbax.checkpoint as ocp
+
+        self.ocp = ocp
+        self.directory = Path(directory).resolve()
+        self.fingerprint = fingerprint
+        options = ocp.CheckpointManagerOptions(max_to_keep=2, create=True,
+                                               enable_async_checkpointing=False)
+        self.manager = ocp.CheckpointManager(self.directory, options=options)
+
+    def latest_step(self) -> int | None:
+        return self.manager.latest_step()
+
+    def save(self, step: int, params, opt_state) -> None:
+        if step in self.manager.all_steps():
+            return
+        ocp = self.ocp
+        meta = {"step": step, "data_position": step, "fingerprint": self.fingerprint}
+        self.manager.save(step, args=ocp.args.Composite(
+            state=ocp.args.StandardSave({"params": params, "opt_state": opt_state}),
+            meta=ocp.args.JsonSave(meta)))
+        self.manager.wait_until_finished()
+
+    def restore(self, step: int, params, opt_state):
+        """(params, opt_state, data position) from checkpoint `step`, into the given shardings."""
+        ocp = self.ocp
+        where = self.directory / str(step)
+        abstract = jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding),
+            {"params": params, "opt_state": opt_state})
+        try:
+            restored = self.manager.restore(step, args=ocp.args.Composite(
+                state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()))
+        except Exception as err:  # orbax raises many types for unreadable or mismatched files
+            raise BadInput(f"checkpoint {where} is corrupt or incompatible "
+                           f"({type(err).__name__}: {str(err).strip().splitlines()[0][:160]}); "
+                           "delete it or pass another --ckpt-dir") from err
+        meta = restored.meta
+        if meta.get("fingerprint") != self.fingerprint:
+            raise BadInput(f"checkpoint {where} was written by a different run "
+                           f"({meta.get('fingerprint')}); use another --ckpt-dir to start fresh")
+        return restored.state["params"], restored.state["opt_state"], meta["data_position"]
+
+
+class Metrics:
+    """Per-step JSON lines; on resume, lines past the restored step (and the final evaluation
+    line, rewritten at the end) are dropped first, so a resumed run's file equals an
+    uninterrupted run's but for the timing columns."""
+
+    def __init__(self, path: str | None, resume_step: int):
+        self.path = Path(path) if path else None
+        if self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        kept = []
+        if self.path.exists():
+            for line in self.path.read_text().splitlines():
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:  # a line cut short by a kill
+                    continue
+                if record.get("step", 0) <= resume_step and not record.get("final"):
+                    kept.append(line)
+        self.path.write_text("".join(f"{line}\n" for line in kept))
+
+    def write(self, record: dict) -> None:
+        if self.path is not None:
+            with self.path.open("a") as handle:
+                handle.write(json.dumps(record) + "\n")
+
+
+def _wandb_run(cfg: TrainConfig, model_config: model.ModelConfig):
+    """A wandb run when WANDB_MODE allows, else None. Default offline (syncable later with
+    `wandb sync`), except under a sweep agent, whose runs must report val_loss online."""
+    mode = os.environ.get("WANDB_MODE") or ("online" if os.environ.get("WANDB_SWEEP_ID")
+                                            else "offline")
+    if mode == "disabled":
+        return None
+    import wandb
+
+    return wandb.init(project=cfg.wandb_project, group=cfg.wandb_group, tags=list(cfg.wandb_tags),
+                      mode=mode, reinit="finish_previous",
+                      config={**dataclasses.asdict(cfg),
+                              "params": sizing.param_counts(model_config.dims())["total"]})
+
+
+class _Preemption:
+    """SIGTERM (a preempted VM, `kill`) asks the loop to checkpoint and stop after this step."""
+
+    def __init__(self):
+        self.requested = False
+        self.previous = None
+
+    def __enter__(self):
+        try:
+            self.previous = signal.signal(signal.SIGTERM, self._handle)
+        except ValueError:  # not the main thread: no handler, no preemption checkpoint
+            self.previous = None
+        return self
+
+    def _handle(self, signum, frame):
+        self.requested = True
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            signal.signal(signal.SIGTERM, self.previous)
+
+
+# ---------------------------------------------------------------------------- the loop
+
+
+def peak_flops() -> tuple[float, str]:
+    """The devices' total bf16 peak, or a measured matmul peak on CPU (and which it is)."""
+    chip = hardware.current_chip()
+    n = jax.device_count()
+    if chip is not None and chip.peak_bf16_flops is not None:
+        return chip.peak_bf16_flops * n, f"{chip.name} bf16 peak x {n}"
+    return measure.matmul_peak_flops() * n, "cpu-measured"
+
+
+@dataclass
+class Run:
+    """What `train` leaves behind: the summary, and the trained model and tokenizer to sample."""
+
+    summary: dict
+    model: model.Transformer
+    tokenizer: object
+
+
+def lr_schedule(cfg: TrainConfig):
+    """The learning rate `make_optimizer` applies at each step, for the metrics."""
+    return optim.schedule(cfg.lr, cfg.steps, cfg.warmup,
+                          optim.warmdown_steps(cfg.steps, cfg.warmdown))
+
+
+def train(cfg: TrainConfig, *, progress: bool = True) -> Run:
+    """Train (or resume from cfg.ckpt_dir) and return the summary, model and tokenizer."""
+    from tqdm.auto import tqdm
+
+    hardware.initialize_distributed()
+    sp = data.tokenizer(cfg.vocab_size, corpus=cfg.corpus, parquet_dir=cfg.parquet_dir)
+    splits = data.prepare(cfg.corpus, cfg.vocab_size, parquet_dir=cfg.parquet_dir,
+                          progress=progress)
+    config = cfg.model_config(sp.get_piece_size())
+    mesh = sharding.make_mesh(cfg.mesh)
+    if cfg.microbatches < 1 or cfg.batch % cfg.microbatches:
+        raise BadInput(f"batch {cfg.batch} does not split into {cfg.microbatches} micro-batches")
+    sharding.check_batch(cfg.batch // cfg.microbatches, mesh)
+    tx = optim.make_optimizer(cfg.lr, cfg.wd, cfg.steps, cfg.warmup, cfg.warmdown, cfg.clip)
+    graphdef, params, opt_state = init_state(config, tx, mesh, cfg.seed)
+
+    # What must match for a checkpoint to continue this run (not where outputs go).
+    fingerprint = {k: v for k, v in dataclasses.asdict(cfg).items()
+                   if k not in ("ckpt_dir", "ckpt_every", "metrics", "eval_every", "eval_batches",
+                                "wandb_project", "wandb_group", "wandb_tags")}
+    fingerprint = json.loads(json.dumps(fingerprint))  # tuples -> lists, as JSON restores them
+    ckpt = Checkpoints(cfg.ckpt_dir, fingerprint) if cfg.ckpt_dir else None
+    start = 0
+    if ckpt is not None and ckpt.latest_step() is not None:
+        params, opt_state, start = ckpt.restore(ckpt.latest_step(), params, opt_state)
+    metrics = Metrics(cfg.metrics, start)
+
+    step_fn = make_train_step(graphdef, config, tx, cfg.microbatches)
+    eval_fn = make_eval_step(graphdef, config)
+    batch_sharding = sharding.batch_sharding(mesh)
+    train_batches = data.TrainBatches(splits["train"], cfg.batch, cfg.seq, seed=cfg.seed)
+    eval_batches = data.EvalBatches(splits["val"], cfg.batch, cfg.seq)
+    flops_per_token = sizing.flops_per_token(config.dims(), cfg.seq)
+    peak, peak_label = peak_flops()
+    lr_at = lr_schedule(cfg)
+    run = _wandb_run(cfg, config)
+    bar = tqdm(total=cfg.steps, initial=start, desc=f"train {config.name}", disable=not progress)
+    last, evals = {"step": start}, {}
+    with _Preemption() as preemption, jax.set_mesh(mesh):
+        tick = time.perf_counter()
+        batches = train_batches.iterate(start, cfg.steps, sharding=batch_sharding)
+        for step, tokens in enumerate(batches, start=start + 1):
+            params, opt_state, out = step_fn(params, opt_state, tokens)
+            loss = float(out["loss"])  # waits for the step, so per-step timing is honest
+            now = time.perf_counter()
+            tok_per_s = cfg.batch * cfg.seq / (now - tick)
+            tick = now
+            last = {"step": step, "loss": loss, "grad_norm": float(out["grad_norm"]),
+                    "lr": float(lr_at(step - 1)), "tok_per_s": tok_per_s,
+                    "mfu": sizing.mfu(tok_per_s, flops_per_token, peak), "time": time.time()}
+            if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
+                last.update(evaluate(eval_fn, params, eval_batches, batch_sharding,
+                                     cfg.eval_batches))
+            metrics.write(last)
+            if run is not None:
+                run.log(last, step=step)
+            bar.update()
+            bar.set_postfix(loss=f"{loss:.3f}", tok_s=f"{tok_per_s:,.0f}")
+            if ckpt is not None and (preemption.requested or step == cfg.steps
+                                     or (cfg.ckpt_every and step % cfg.ckpt_every == 0)):
+                ckpt.save(step, params, opt_state)
+            if preemption.requested:
+                break
+        if last["step"] == cfg.steps:
+            evals = evaluate(eval_fn, params, eval_batches, batch_sharding, cfg.eval_batches)
+            metrics.write({"step": cfg.steps, "final": True, **evals})
+    bar.close()
+    if run is not None:
+        run.summary.update(evals)
+        run.finish()
+    summary = {"config": config.name, "params": sizing.param_counts(config.dims())["total"],
+               "steps_done": last["step"], "preempted": preemption.requested, **evals,
+               "final_loss": last.get("loss"), "tok_per_s": last.get("tok_per_s"),
+               "mfu": last.get("mfu"), "mfu_peak": peak_label,
+               "flop_convention": "maxtext (causal attention halved)"}
+    return Run(summary, nnx.merge(graphdef, params), sp)
+
+
+# ---------------------------------------------------------------------------- plan mode
+
+
+def train_executables(config_name: str, mesh, *, batch: int, seq: int, microbatches: int = 1,
+                      remat: str = "none", vocab: int | None = None):
+    """The train step exactly as `train` jits it, with abstract state, for shared.plan."""
+    from shared.plan import Executable
+
+    platform = mesh.devices.flat[0].platform
+    overrides = {"T": seq, "remat": remat, "platform": platform}
+    if vocab is not None:
+        overrides["V"] = model.padded_vocab(vocab)
+    config = model.config(config_name, **overrides)
+    tx = optim.make_optimizer(3e-4, 0.1, 1000, 10, 0.2, 1.0)
+    graphdef, params, opt_state = abstract_state(config, tx, mesh)
+    tokens = jax.ShapeDtypeStruct((batch, seq + 1), jnp.int32,
+                                  sharding=sharding.batch_sharding(mesh))
+    step = make_train_step(graphdef, config, tx, microbatches)
+    return [Executable("train_step", step, (params, opt_state, tokens),
+                       note=f"{config.name}: "
+                            f"{sizing.param_counts(config.dims())['total'] / 1e6:.1f}M params, "
+                            f"{microbatches} micro-batches, remat={remat}")]
+
+
+# ---------------------------------------------------------------------------- command line
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's flags (also what the sweep runner validates trial arguments with)."""
+    p = argparse.ArgumentParser(prog="python -m shared.train", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    d = TrainConfig()
+    p.add_argument("--config", default=d.config, help=", ".join(model.CONFIGS))
+    for name in ("steps", "batch", "seq", "microbatches", "seed", "warmup", "eval_every",
+                 "eval_batches", "ckpt_every", "vocab_size"):
+        p.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(d, name))
+    for name in ("lr", "wd", "warmdown"):
+        p.add_argument(f"--{name}", type=float, default=getattr(d, name))
+    p.add_argument("--clip", type=float, default=d.clip, help="global-norm clip; 0 turns it off")
+    p.add_argument("--corpus", default=d.corpus, help="shakespeare | parquet")
+    p.add_argument("--parquet-dir")
+    p.add_argument("--mesh", help="FSDPxTP, e.g. 4x2 (default: all devices on fsdp)")
+    p.add_argument("--ckpt-dir")
+    p.add_argument("--metrics", help="append per-step JSON lines here")
+    p.add_argument("--summary", help="write the final summary JSON here too")
+    p.add_argument("--wandb-project", default=d.wandb_project)
+    p.add_argument("--wandb-group")
+    p.add_argument("--wandb-tags", default="", help="comma-separated")
+    # Ablation knobs: model.config overrides.
+    p.add_argument("--attention", help="xla | cudnn | splash | pallas_gpu (default: by backend)")
+    p.add_argument("--mlp", help="swiglu | relu2")
+    p.add_argument("--qk-norm", type=_bool)
+    p.add_argument("--tied", type=_bool)
+    p.add_argument("--embed-norm", type=_bool)
+    p.add_argument("--logit-softcap", type=float)
+    p.add_argument("--remat", help="none | block | dots")
+    p.add_argument("--no-progress", action="store_true")
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[TrainConfig, argparse.Namespace]:
+    args = build_parser().parse_args(argv)
+    overrides = {k: getattr(args, k) for k in ("attention", "mlp", "qk_norm", "tied",
+                                               "embed_norm", "logit_softcap", "remat")
+                 if getattr(args, k) is not None}
+    cfg = TrainConfig(
+        config=args.config, model_overrides=overrides, steps=args.steps, batch=args.batch,
+        seq=args.seq, microbatches=args.microbatches, lr=args.lr, wd=args.wd,
+        warmup=args.warmup, warmdown=args.warmdown, clip=args.clip or None, seed=args.seed,
+        vocab_size=args.vocab_size, corpus=args.corpus, parquet_dir=args.parquet_dir,
+        mesh=args.mesh, eval_every=args.eval_every, eval_batches=args.eval_batches,
+        ckpt_dir=args.ckpt_dir,
+        ckpt_every=args.ckpt_every, metrics=args.metrics, wandb_project=args.wandb_project,
+        wandb_group=args.wandb_group,
+        wandb_tags=tuple(t for t in args.wandb_tags.split(",") if t))
+    return cfg, args
+
+
+def _bool(text: str) -> bool:
+    if text.lower() in ("1", "true", "yes", "on"):
+        return True
+    if text.lower() in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true/false, got {text!r}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    cfg, args = parse_args(argv)
+    text = json.dumps(train(cfg, progress=not args.no_progress).summary)
+    if args.summary:
+        Path(args.summary).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.summary).write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main)

@@ -1,0 +1,125 @@
+"""The training loop: exact resume after SIGKILL, SIGTERM checkpoints, bad checkpoints, eval.
+
+The command-line runs use the tiny config on Shakespeare (prepared under data/ on first use)
+with short sequences, so each process spends most of its time compiling.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from shared import data, train
+from shared.errors import BadInput
+
+REPO = Path(__file__).resolve().parent.parent
+# --eval-batches keeps each process short; the in-process test below covers the whole split.
+ARGS = ["--config", "tiny", "--steps", "12", "--batch", "8", "--seq", "64", "--warmup", "2",
+        "--ckpt-every", "3", "--no-progress", "--vocab-size", "512", "--eval-batches", "4"]
+
+
+def _command(tmp: Path, name: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "shared.train", *ARGS, "--ckpt-dir", str(tmp / f"ckpt-{name}"),
+            "--metrics", str(tmp / f"{name}.jsonl"), *extra]
+
+
+@pytest.fixture(scope="module")
+def jax_cache(tmp_path_factory):
+    """One persistent compilation cache for this file's processes: compile once, not 8 times."""
+    return str(tmp_path_factory.mktemp("jax-cache"))
+
+
+def _env(cache: str | None = None):
+    env = {**os.environ, "PYTHONPATH": str(REPO), "WANDB_MODE": "disabled"}
+    if cache:
+        env.update(JAX_COMPILATION_CACHE_DIR=cache, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+                   JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
+    return env
+
+
+def _metrics(path: Path) -> list[dict]:
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    return [{k: v for k, v in r.items() if k not in train.TIMING_KEYS} for r in rows]
+
+
+def _run(cache: str, *command: str) -> subprocess.CompletedProcess:
+    return subprocess.run(command, env=_env(cache), capture_output=True, text=True, timeout=600)
+
+
+def _start(cache: str, *command: str) -> subprocess.Popen:
+    return subprocess.Popen(command, env=_env(cache), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_step(path: Path, step: int, process: subprocess.Popen, timeout: float = 300):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        lines = path.read_text().splitlines() if path.exists() else []
+        if any(json.loads(line).get("step", 0) >= step for line in lines if line.strip()):
+            return
+        assert process.poll() is None, process.communicate()
+        time.sleep(0.2)
+    raise TimeoutError(f"no step {step} in {path}")
+
+
+def test_sigkill_and_restart_reproduce_the_uninterrupted_metrics(tmp_path, jax_cache):
+    whole = _run(jax_cache, *_command(tmp_path, "whole"))
+    assert whole.returncode == 0, whole.stderr
+    killed = _start(jax_cache, *_command(tmp_path, "killed"))
+    _wait_for_step(tmp_path / "killed.jsonl", 7, killed)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    resumed = _run(jax_cache, *_command(tmp_path, "killed"))
+    assert resumed.returncode == 0, resumed.stderr
+    expected = _metrics(tmp_path / "whole.jsonl")
+    assert [r["step"] for r in expected] == list(range(1, 13)) + [12]
+    assert _metrics(tmp_path / "killed.jsonl") == expected  # losses equal to the last bit
+
+
+def test_sigterm_saves_a_checkpoint_and_stops(tmp_path, jax_cache):
+    run = _start(jax_cache, *_command(tmp_path, "term"))
+    _wait_for_step(tmp_path / "term.jsonl", 2, run)
+    run.send_signal(signal.SIGTERM)
+    out, err = run.communicate(timeout=300)
+    assert run.returncode == 0, err
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["preempted"] and summary["steps_done"] < 12
+    steps = sorted(int(p.name) for p in (tmp_path / "ckpt-term").iterdir() if p.name.isdigit())
+    assert steps[-1] == summary["steps_done"]
+
+
+def test_corrupt_and_foreign_checkpoints_fail_in_one_line(tmp_path, jax_cache):
+    short = ("--steps", "3", "--warmup", "1")
+    first = _run(jax_cache, *_command(tmp_path, "c", *short))
+    assert first.returncode == 0, first.stderr
+    foreign = _run(jax_cache, *_command(tmp_path, "c", "--lr", "0.01"))
+    assert foreign.returncode == 2 and "different run" in foreign.stderr
+    assert foreign.stderr.strip().count("\n") == 0
+    for path in (tmp_path / "ckpt-c" / "3" / "state").rglob("*"):
+        if path.is_file():
+            path.write_bytes(b"not a checkpoint")
+    corrupt = _run(jax_cache, *_command(tmp_path, "c", *short))
+    assert corrupt.returncode == 2, corrupt.stderr
+    assert "corrupt or incompatible" in corrupt.stderr and "ckpt-c/3" in corrupt.stderr
+    assert corrupt.stderr.strip().count("\n") == 0
+
+
+def test_in_process_training_evaluates_the_whole_heldout_split():
+    cfg = train.TrainConfig(steps=4, batch=8, seq=64, warmup=1, vocab_size=512)
+    run = train.train(cfg, progress=False)
+    val = data.open_split("val", vocab_size=512)
+    expected = data.EvalBatches(val, 8, 64).n_targets
+    assert run.summary["val_tokens"] == expected
+    assert run.summary["val_bpb"] == pytest.approx(
+        data.bits_per_byte(run.summary["val_loss"], expected, val.n_bytes), rel=1e-6)
+    assert run.summary["mfu_peak"] == "cpu-measured"
+
+
+def test_bad_batch_for_the_mesh_is_one_line():
+    with pytest.raises(BadInput, match="divide"):
+        train.train(train.TrainConfig(steps=2, batch=6, seq=64, vocab_size=512), progress=False)
