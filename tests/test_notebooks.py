@@ -15,6 +15,12 @@ from shared.notebooks import execute, notebook_sources, pairing_problems, parse_
 
 # Tiny parameters per notebook: enough to exercise every cell on 2 CPU cores in CI.
 SMOKE = {
+    "04_pretrain_ablations": [{"STEPS": 3, "SEQ": 64, "VOCAB_SIZE": 512,
+                               "ARMS": ["baseline", "microbatches"], "SAMPLE_TOKENS": 8},
+                              {"MODE": "plan", "MODEL": "tiny", "PLAN_BATCHES": [8],
+                               "PLAN_SEQ": 128}],
+    "05_hparam_sweep": [{"COUNT": 2, "STEPS": 3, "WARMUP": 1, "SEQ": 64, "VOCAB_SIZE": 512},
+                        {"MODE": "plan", "TARGET": "v5e-8"}],
     "06_scaling_plan": [{"EMBED_V": 16384, "EMBED_D": 256},
                         {"MODE": "plan", "TARGET": "v5e-8", "EMBED_V": 16384, "EMBED_D": 256}],
 }
