@@ -195,8 +195,10 @@ def test_restart_runs_only_the_missing_trials(stand_in, tmp_path):
     assert [_argv_lr(x) for x in launches()[3:]] == [0.01, 0.1]  # lost summary; failed trial
 
 
-def test_trials_csv_records_every_trial_and_failures_do_not_stop_the_sweep(stand_in, tmp_path):
+def test_trials_csv_records_every_trial_and_failures_do_not_stop_the_sweep(stand_in, tmp_path,
+                                                                           monkeypatch):
     config, launches = stand_in
+    monkeypatch.setenv("WANDB_MODE", "disabled")
     out = tmp_path / "out"
     sweep.run_local(config, out, progress=False)
     rows = _csv(out / "trials.csv")
