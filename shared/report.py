@@ -7,9 +7,11 @@ repository root so a notebook writes to the same place from JupyterLab, papermil
 
 import csv
 import json
+import os
 from pathlib import Path
 
 from shared.errors import choose
+from shared.sizing import human
 
 REPO = Path(__file__).resolve().parent.parent
 MODES = ("local", "plan", "device")
@@ -18,6 +20,28 @@ MODES = ("local", "plan", "device")
 def check_mode(mode: str) -> str:
     """MODE must be local | plan | device."""
     return choose("MODE", mode, MODES)
+
+
+def use_mode(mode: str) -> str:
+    """Check MODE and set the environment it needs; call it before the first `import jax`.
+
+    Plan mode compiles for a TPU target with libtpu and needs no local accelerator, so JAX
+    stays on the CPU. Outside device mode every TPU compile is deviceless, so another process's
+    libtpu (a plan run, another notebook) holding /tmp/libtpu_lockfile must not block this one.
+    Only defaults are set: an environment the user chose wins.
+    """
+    check_mode(mode)
+    if mode == "plan":
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    if mode != "device":
+        os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
+    return mode
+
+
+def by_mode(mode: str, value, local, real):
+    """A parameter left at None: the CPU-friendly `local` value in local mode, else the `real`
+    one (plan and device mode size the real workload)."""
+    return value if value is not None else (local if mode == "local" else real)
 
 
 def results_dir(path: str | Path) -> Path:
@@ -46,6 +70,24 @@ def table(rows: list[dict], folder: Path, name: str):
 
     save_table(rows, folder, name)
     return pd.DataFrame(rows)
+
+
+def byte_table(rows: list[dict], folder: Path, name: str, columns: list[str] | None = None):
+    """Save the raw rows (see save_table); return the chosen columns for display, with every
+    column named like *bytes* in KiB/MiB/GiB, since nobody reads 17426829803 at a glance."""
+    import pandas as pd
+
+    frame = table(rows, folder, name)
+    frame = frame[[c for c in (columns or frame.columns) if c in frame.columns]].copy()
+    for column in frame.columns:
+        if "bytes" in column:
+            frame[column] = frame[column].map(lambda v: bytes_text(None if pd.isna(v) else v))
+    return frame
+
+
+def bytes_text(n: float | None) -> str:
+    """1.5 * 2**30 -> '1.50 GiB'; None or NaN (a point that did not run) -> 'n/a'."""
+    return "n/a" if n is None or n != n else human(n, "B")
 
 
 def save_figure(fig, folder: Path, name: str) -> Path:
