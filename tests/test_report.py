@@ -1,0 +1,42 @@
+"""What every notebook does with its answers: modes, defaults by mode, tables on disk."""
+
+import json
+import math
+import os
+
+import pytest
+
+from shared import report
+from shared.errors import BadInput
+
+
+def test_use_mode_sets_plan_defaults_without_overriding_the_user(monkeypatch):
+    for var in ("JAX_PLATFORMS", "ALLOW_MULTIPLE_LIBTPU_LOAD"):
+        monkeypatch.delenv(var, raising=False)
+    assert report.use_mode("device") == "device"
+    assert "JAX_PLATFORMS" not in os.environ
+    assert "ALLOW_MULTIPLE_LIBTPU_LOAD" not in os.environ
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu,tpu")
+    report.use_mode("plan")
+    assert os.environ["JAX_PLATFORMS"] == "cpu,tpu"
+    assert os.environ["ALLOW_MULTIPLE_LIBTPU_LOAD"] == "1"
+    with pytest.raises(BadInput, match="local, plan, device"):
+        report.use_mode("planning")
+
+
+def test_by_mode_picks_the_local_or_the_real_value():
+    assert report.by_mode("local", None, 16, 256) == 16
+    assert report.by_mode("plan", None, 16, 256) == 256
+    assert report.by_mode("device", None, [1], [1, 64]) == [1, 64]
+    assert report.by_mode("device", 8, 16, 256) == 8  # a value the user gave wins
+
+
+def test_byte_table_saves_raw_numbers_and_shows_units(tmp_path):
+    rows = [{"batch": 1, "peak_bytes": 3 * 2**30, "note": "ok"},
+            {"batch": 2, "peak_bytes": None, "note": "out of memory"}]
+    frame = report.byte_table(rows, tmp_path, "points", ["batch", "peak_bytes", "missing"])
+    assert list(frame.columns) == ["batch", "peak_bytes"]
+    assert list(frame["peak_bytes"]) == ["3.00 GiB", "n/a"]
+    assert json.loads((tmp_path / "points.json").read_text())[0]["peak_bytes"] == 3 * 2**30
+    assert (tmp_path / "points.csv").read_text().splitlines()[0] == "batch,peak_bytes,note"
+    assert report.bytes_text(math.nan) == "n/a" and report.bytes_text(512) == "512 B"
