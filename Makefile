@@ -23,8 +23,6 @@ endif
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 export WANDB_MODE ?= offline
 export WANDB_SILENT ?= true
-# Keep notebook executions from writing into the user's home (CI, read-only homes).
-export MPLBACKEND ?= Agg
 
 .PHONY: help setup sync check-sync execute test lint lab clean
 

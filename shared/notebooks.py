@@ -10,8 +10,10 @@ A failing notebook is still written to `runs/` with its traceback, and the exit 
 """
 
 import argparse
+import os
 import sys
 from pathlib import Path
+from unittest import mock
 
 import yaml
 
@@ -20,6 +22,7 @@ from shared.errors import BadInput, run_cli
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOK_DIR = REPO / "notebooks"
 DEFAULT_KERNEL = "tpu-budget-lab"
+INLINE_BACKEND = "module://matplotlib_inline.backend_inline"  # ipykernel's figures-in-cells backend
 
 
 def notebook_sources(select: str | None = None) -> list[Path]:
@@ -94,9 +97,15 @@ def execute(source: Path, parameters: dict, out_dir: Path, kernel: str = DEFAULT
     staged = out_dir / f".{source.stem}.input.ipynb"
     jupytext.write(notebook, staged)
     output = out_dir / f"{source.stem}.ipynb"
-    papermill.execute_notebook(str(staged), str(output), parameters=parameters, kernel_name=kernel,
-                               cwd=str(REPO), progress_bar=False, log_output=True)
-    staged.unlink()
+    # The kernel inherits this environment; MPLBACKEND=Agg (common on CI and headless hosts)
+    # would make plt.show() a no-op and leave the executed notebook without its figures.
+    try:
+        with mock.patch.dict(os.environ, {"MPLBACKEND": INLINE_BACKEND}):
+            papermill.execute_notebook(str(staged), str(output), parameters=parameters,
+                                       kernel_name=kernel, cwd=str(REPO), progress_bar=False,
+                                       log_output=True)
+    finally:
+        staged.unlink()
     return output
 
 

@@ -58,6 +58,9 @@ def test_notebook_runs_headless(stem, params, tmp_path):
     errors = [o for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"]
     assert not errors
     assert any(results.glob("*.csv")), "a notebook writes its tables under RESULTS_DIR"
+    if any(results.glob("*.png")):  # a saved figure is also shown in the executed notebook
+        assert any("image/png" in o.get("data", {}) for c in executed.cells
+                   for o in c.get("outputs", [])), "figures missing: is MPLBACKEND=Agg set?"
 
 
 def test_committed_notebooks_are_paired_and_clean():
