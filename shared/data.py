@@ -652,7 +652,12 @@ def _prefetch(make: Callable[[int], object], indices: Iterable[int], size: int) 
                 return
             yield item
     finally:
-        stop.set()  # the worker sees it within 0.1 s and exits
+        # Wait for the worker (it sees `stop` within 0.1 s of its current batch): a daemon
+        # thread left inside jax's C++ device_put when the interpreter exits is unwound by
+        # CPython and aborts the process ("terminate called ... exception not rethrown"),
+        # which happened after an evaluation that read only some of its batches.
+        stop.set()
+        thread.join()
 
 
 # ------------------------------------------------------------------------------ command line
