@@ -290,10 +290,6 @@ def plan_request(batch, steps=BATCH_STEPS):
                         steps=steps, cache_size=CACHE, mesh=MESH)
 
 
-def is_cached(request):
-    return (plan.CACHE_DIR / f"{request.key()}.json").exists()
-
-
 def predicted_row(point):
     """One predicted point, with the compiler's bytes split against the closed form."""
     worst = point["executables"][point["worst"]]
@@ -320,7 +316,7 @@ def predicted_row(point):
 divisible = [b for b in (PLAN_BATCH_SIZES if MODE == "plan" else BATCH_SIZES) if b % fsdp_t == 0]
 wanted = [plan_request(b) for b in divisible]
 if MODE != "plan":
-    wanted = [r for r in wanted if PREDICT or is_cached(r)]
+    wanted = [r for r in wanted if PREDICT or plan.is_cached(r)]
 predicted = [predicted_row(plan.plan_point(r)) for r in
              tqdm(wanted, desc=f"plan {MODEL} on {TARGET}", unit="point", disable=not wanted)]
 search = (plan.max_batch(plan_request(fsdp_t), limit=PLAN_LIMIT)

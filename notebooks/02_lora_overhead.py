@@ -122,8 +122,7 @@ def show(rows, name, columns=None):
     display(report.byte_table(rows, out, name, columns).round(4))
 
 
-def alpha(rank):
-    return 2.0 * rank
+alpha = lora.default_alpha  # as plan mode's LoRA workloads use
 
 
 # %% [markdown]
@@ -420,11 +419,7 @@ def requests():
                                           seq=PLAN_TRAIN_SEQ, lora_rank=r, mesh=MESH)
 
 
-def is_cached(request):
-    return (plan.CACHE_DIR / f"{request.key()}.json").exists()
-
-
-wanted = [(name, r) for name, r in requests() if MODE == "plan" or PREDICT or is_cached(r)]
+wanted = [(name, r) for name, r in requests() if MODE == "plan" or PREDICT or plan.is_cached(r)]
 predicted = []
 for name, request in tqdm(wanted, desc=f"plan {MODEL} on {TARGET}", unit="point",
                           disable=not wanted):

@@ -193,9 +193,7 @@ def compile_memory(fn, *args):
     try:
         return {**measure.compiled_memory(jax.jit(fn).lower(*args).compile()), "refused": None}
     except Exception as err:  # libtpu refuses programs over HBM: keep what it asked for
-        if not measure.is_out_of_memory(err):
-            raise
-        return plan._refusal(err)  # the plan CLI's parser of libtpu's two refusal wordings
+        return plan.refusal(err)  # re-raises anything else; parses libtpu's two wordings
 
 
 def memory_rows(where, sharding, batches, chunks=None):
@@ -272,13 +270,11 @@ if cpu_backend:
           f"{size(ours_cpu - table_bytes)} are ours proper, which would make full / ours "
           f"{ratio(temp_of(mem_rows, 'top-k', 'full logits', Bmax), ours_cpu - table_bytes):.0f}x."
           " The TPU and GPU compilers make no such copy (the TPU rows below).")
-tpu_ratios = {}
 if tpu_rows:
     Bt = TPU_BATCHES[-1]
     for what, big in (("top-k", "full logits"), ("top-k", "per-step scan"),
                       ("loss fwd+bwd", "naive loss")):
         a, b = temp_of(tpu_rows, what, big, Bt), temp_of(tpu_rows, what, "ours (chunked)", Bt)
-        tpu_ratios[(what, big)] = (a, b)
         refused = any(r["refused"] for r in tpu_rows if (r["what"], r["method"], r["B"]) ==
                       (what, big, Bt))
         verdict = (f"{a / b:.0f}x less than {big}" if a > b > 0 else
@@ -647,10 +643,6 @@ def plan_request(mode, batch):
     return plan.Request("forward", MODEL, TARGET, batch=batch, seq=PLAN_SEQ, logits=mode, k=K)
 
 
-def is_cached(request):
-    return (plan.CACHE_DIR / f"{request.key()}.json").exists()
-
-
 def plan_row(point):
     return {"logits": point["logits"], "batch": point["batch"], "fast": point["fast"],
             "bytes_per_device": point["bytes_per_device"],
@@ -664,7 +656,7 @@ n_chips = len(plan.topology_devices(target)) if (MODE == "plan" or PREDICT) else
 batches = [b for b in PLAN_BATCHES if b % n_chips == 0]  # the batch is split over the chips
 wanted = [plan_request(m, b) for m in gemma.LOGITS_MODES for b in batches]
 if MODE != "plan":
-    wanted = [r for r in wanted if PREDICT or is_cached(r)]
+    wanted = [r for r in wanted if PREDICT or plan.is_cached(r)]
 planned = [plan_row(plan.plan_point(r)) for r in
            tqdm(wanted, desc=f"plan forward {MODEL} on {TARGET}", unit="point",
                 disable=not wanted)]

@@ -58,8 +58,10 @@ from tunix.models.gemma3 import params as gemma3_params
 from shared import sizing
 from shared.errors import BadInput, choose
 from shared.logits import top_k_logits
+from shared.model import count_params
 from shared.sharding import (  # ("fsdp", "tp"): the axis names tunix's Gemma 3 uses
     batch_sharding,
+    check_batch,
     make_mesh,
 )
 
@@ -370,7 +372,7 @@ def load(name: str, weights: str = "dummy", *, mesh=None, seed: int = 0,
 
 
 def param_count(model) -> int:
-    return sum(int(np.prod(x.shape)) for x in jax.tree.leaves(nnx.state(model, nnx.Param)))
+    return count_params(model)
 
 
 def param_bytes(model) -> int:
@@ -418,9 +420,7 @@ def _check_rollout(batch, prompt_len, steps, cache_size, mesh):
     if prompt_len + steps > cache_size:
         raise BadInput(f"prompt length {prompt_len} + steps {steps} exceeds the cache size "
                        f"{cache_size}; raise cache_size to at least {prompt_len + steps}")
-    if batch % mesh.shape["fsdp"]:
-        raise BadInput(f"batch {batch} is not divisible by the mesh's fsdp axis "
-                       f"({mesh.shape['fsdp']}); use a multiple of it or a smaller fsdp axis")
+    check_batch(batch, mesh)
 
 
 def state_shardings(state, mesh):

@@ -29,9 +29,16 @@ from tunix.rl import reshard
 from shared import gemma, logits, sizing
 from shared.errors import BadInput
 from shared.gemma import LORA_MODULE_PATH, PAD_ID, StaticGraph
-from shared.sharding import batch_sharding, make_mesh, opt_state_shardings
+from shared.model import count_params
+from shared.sharding import batch_sharding, check_batch, make_mesh, opt_state_shardings
 
 # ---------------------------------------------------------------------------- adapters
+
+
+def default_alpha(rank: int) -> float:
+    """LoRA's scale numerator: alpha = 2 x rank, the common choice, shared by the notebooks'
+    runs and plan mode's LoRA workloads so a prediction describes the model that ran."""
+    return 2.0 * rank
 
 
 def apply_lora(model, rank: int, alpha: float, *, mesh=None, seed: int = 0,
@@ -60,7 +67,7 @@ def free_base(base, keep) -> int:
 
 
 def lora_param_count(model) -> int:
-    return sum(int(np.prod(x.shape)) for x in jax.tree.leaves(nnx.state(model, nnx.LoRAParam)))
+    return count_params(nnx.state(model, nnx.LoRAParam))
 
 
 def expected_lora_param_count(dims: sizing.ModelDims, rank: int) -> int:
@@ -257,9 +264,7 @@ def abstract_lora_train_args(name: str, batch: int, seq_len: int, rank: int, alp
 
     Tokens are [batch, seq_len + 1] sharded over "fsdp"; optimizer state as init_opt_state.
     """
-    if batch % mesh.shape["fsdp"]:
-        raise BadInput(f"batch {batch} is not divisible by the mesh's fsdp axis "
-                       f"({mesh.shape['fsdp']})")
+    check_batch(batch, mesh)
     abs_model = gemma.abstract_model(name, vocab_size=vocab_size, lora_rank=rank,
                                      lora_alpha=alpha)
     gemma.check_divisible(abs_model.config, mesh)

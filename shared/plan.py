@@ -36,6 +36,7 @@ from shared.errors import BadInput, choose, run_cli
 from shared.hardware import Target, parse_target
 from shared.measure import compiled_cost, compiled_memory, is_out_of_memory
 from shared.sharding import make_mesh, mesh_shape
+from shared.sizing import human
 
 REPO = Path(__file__).resolve().parent.parent
 CACHE_DIR = Path(os.environ.get("TPU_BUDGET_LAB_PLAN_CACHE", REPO / ".cache" / "plan"))
@@ -150,12 +151,13 @@ def _rollout(request: Request, mesh: Mesh, lora: bool = False) -> list[Executabl
     """tunix Sampler prefill and decode, in tunix's sampling layout (weights not FSDP-sharded:
     each fsdp slice of the mesh generates for its own share of the batch)."""
     from shared import gemma
+    from shared.lora import default_alpha
 
     cache = request.cache_size or request.prompt_len + request.steps
     rollout = gemma.abstract_rollout(
         request.model, request.batch, request.prompt_len, request.steps, cache, mesh=mesh,
         is_sampling=True, lora_rank=request.lora_rank if lora else None,
-        lora_alpha=2.0 * request.lora_rank if lora else None)
+        lora_alpha=default_alpha(request.lora_rank) if lora else None)
     (prefill_args, prefill_kwargs), (decode_args, decode_kwargs) = (rollout.prefill_args(),
                                                                     rollout.decode_args())
     return [
@@ -184,8 +186,8 @@ def _lora_train(request: Request, mesh: Mesh) -> list[Executable]:
     from shared import lora
 
     args = lora.abstract_lora_train_args(request.model, request.batch, request.seq,
-                                         request.lora_rank, 2.0 * request.lora_rank, mesh=mesh,
-                                         optimizer=optax.adamw(1e-4))
+                                         request.lora_rank, lora.default_alpha(request.lora_rank),
+                                         mesh=mesh, optimizer=optax.adamw(1e-4))
     return [Executable("lora_train_step", lora.lora_train_step, args,
                        note=f"rank {request.lora_rank}, adamw on the adapters only")]
 
@@ -217,6 +219,17 @@ WORKLOADS: dict[str, Callable[[Request, Mesh], list[Executable]]] = {
 FAST_COMPILE = {"exec_time_optimization_effort": -1.0}
 
 
+def cache_path(request: Request) -> Path:
+    """Where plan_point keeps this request's result."""
+    return CACHE_DIR / f"{request.key()}.json"
+
+
+def is_cached(request: Request) -> bool:
+    """Whether plan_point would answer from disk, without compiling (notebooks show cached
+    predictions outside plan mode for free)."""
+    return cache_path(request).exists()
+
+
 def plan_point(request: Request, *, use_cache: bool = True) -> dict:
     """Compile the request's executables for its target and report bytes, FLOPs and a verdict.
 
@@ -225,7 +238,7 @@ def plan_point(request: Request, *, use_cache: bool = True) -> dict:
     """
     choose("workload", request.workload, WORKLOADS)
     target = parse_target(request.target)
-    cache_file = CACHE_DIR / f"{request.key()}.json"
+    cache_file = cache_path(request)
     if use_cache and cache_file.exists():
         return {**json.loads(cache_file.read_text()), "cached": True}
 
@@ -245,7 +258,7 @@ def plan_point(request: Request, *, use_cache: bool = True) -> dict:
             summary = {**compiled_memory(compiled), **compiled_cost(compiled), "refused": None,
                        "compiler_hbm_bytes": None}
         except Exception as err:  # the TPU compiler refuses programs that cannot fit
-            summary = _refusal(err)
+            summary = refusal(err)
         executables[exe.label] = {**summary, "repeats": exe.repeats, "note": exe.note,
                                   "compile_s": time.perf_counter() - start}
     worst = max(executables, key=lambda label: executables[label]["total_bytes"])
@@ -281,7 +294,7 @@ def _bytes(number: str, unit: str) -> int:
     return int(float(number) * 1024 ** ("KMGT".index(unit) + 1))
 
 
-def _refusal(err: Exception) -> dict:
+def refusal(err: Exception) -> dict:
     """An executable the TPU compiler refused for lack of HBM, kept as a data point.
 
     libtpu names what it needed and what it has ("HLO temporaries (15.78G) exceeds available
@@ -377,10 +390,10 @@ def _search(request: Request, start: list[int], step: int, limit: int, use_cache
     edge_probes = 0
     while True:
         low, high = _bracket(probes)
+        usable = min(p["compiler_hbm_bytes"] or p["hbm_bytes"] for p in probes.values())
         if low == 0:  # nothing fits yet: step down by the known slope, else halve
             if high == step:
                 break
-            usable = min(p["compiler_hbm_bytes"] or p["hbm_bytes"] for p in probes.values())
             over = probes[high]["bytes_per_device"] - usable
             guess = high - over / slope_hint if slope_hint and over > 0 else high / 2
             probe(min(max(int(guess) // step * step, step), high - step))
@@ -390,7 +403,6 @@ def _search(request: Request, start: list[int], step: int, limit: int, use_cache
             break
         below = sorted(b for b in probes if b < low)
         a, b = (low, high) if high is not None else (below[-1], low) if below else (low, None)
-        usable = min(p["compiler_hbm_bytes"] or p["hbm_bytes"] for p in probes.values())
         slope = 0.0 if b is None else (
             (probes[b]["bytes_per_device"] - probes[a]["bytes_per_device"]) / (b - a))
         guess = low + (usable - probes[low]["bytes_per_device"]) / slope if slope > 0 else 2 * low
@@ -407,9 +419,7 @@ def _search(request: Request, start: list[int], step: int, limit: int, use_cache
 # ---------------------------------------------------------------------------- command line
 
 
-def _gib(n: float) -> str:
-    from shared.sizing import human
-
+def _size(n: float) -> str:
     return human(n, "B")
 
 
@@ -418,23 +428,23 @@ def print_point(point: dict) -> None:
     verdict = "FITS" if point["fits"] else "DOES NOT FIT"
     print(f"{'[fast compile: bytes approximate] ' if point['fast'] else ''}"
           f"{point['workload']} {point['model']} batch {point['batch']} on {point['target']} "
-          f"(mesh {point['mesh_shape']}): {verdict}, {_gib(point['bytes_per_device'])} of "
-          f"{_gib(point['hbm_bytes'])} per device, margin {_gib(point['margin_bytes'])}"
+          f"(mesh {point['mesh_shape']}): {verdict}, {_size(point['bytes_per_device'])} of "
+          f"{_size(point['hbm_bytes'])} per device, margin {_size(point['margin_bytes'])}"
           f"{' [cached]' if point.get('cached') else ''}")
     print(f"  {'executable':<12}{'args':>12}{'outputs':>12}{'temps':>12}{'aliased':>12}"
           f"{'total':>12}{'GFLOP':>10}{'x':>6}{'compile':>9}")
     for label, e in point["executables"].items():
-        print(f"  {label:<12}{_gib(e['argument_bytes']):>12}{_gib(e['output_bytes']):>12}"
-              f"{_gib(e['temp_bytes']):>12}{_gib(e['alias_bytes']):>12}"
-              f"{_gib(e['total_bytes']):>12}{e['flops'] / 1e9:>10.1f}{e['repeats']:>6}"
+        print(f"  {label:<12}{_size(e['argument_bytes']):>12}{_size(e['output_bytes']):>12}"
+              f"{_size(e['temp_bytes']):>12}{_size(e['alias_bytes']):>12}"
+              f"{_size(e['total_bytes']):>12}{e['flops'] / 1e9:>10.1f}{e['repeats']:>6}"
               f"{e['compile_s']:>8.1f}s")
         if e["note"]:
             print(f"      {e['note']}")
         if e["refused"]:
             print(f"      refused by the compiler: {e['refused']}")
     if point.get("compiler_hbm_bytes"):
-        print(f"  the compiler allows {_gib(point['compiler_hbm_bytes'])} of the chip's "
-              f"{_gib(point['hbm_bytes'])} (the rest is reserved by the runtime)")
+        print(f"  the compiler allows {_size(point['compiler_hbm_bytes'])} of the chip's "
+              f"{_size(point['hbm_bytes'])} (the rest is reserved by the runtime)")
     print(f"  roofline (a lower bound, not a prediction): "
           f"{point['roofline_lower_bound_s'] * 1e3:.2f} ms per workload run")
 
@@ -481,7 +491,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if result["fast_probes"]:
             print("fast-compile search (bytes approximate): " + ", ".join(
-                f"{p['batch']}: {_gib(p['bytes_per_device'])} {'fits' if p['fits'] else 'no'}"
+                f"{p['batch']}: {_size(p['bytes_per_device'])} {'fits' if p['fits'] else 'no'}"
                 for p in result["fast_probes"]))
         for point in result["probes"]:
             print_point(point)

@@ -252,8 +252,8 @@ def expand(config: dict, count: int | None = None, seed: int = 0) -> list[dict]:
     trials, seen = [], set()
     for _ in range(100 * count):  # a small discrete space runs out of distinct trials
         trial = {name: _sample(name, spec, rng) for name, spec in params.items()}
-        if trial_id(trial) not in seen:
-            seen.add(trial_id(trial))
+        if (tid := trial_id(trial)) not in seen:
+            seen.add(tid)
             trials.append(trial)
         if len(trials) == count:
             break

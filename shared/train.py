@@ -20,6 +20,7 @@
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import signal
@@ -185,9 +186,8 @@ class Checkpoints:
         self.manager.wait_until_finished()
 
     def close(self) -> None:
-        """Join orbax's background threads. Left running at interpreter exit, a thread inside
-        C++ that reaches for the GIL is unwound by CPython and aborts the process
-        ("terminate called ... exception not rethrown"), which we saw after a SIGTERM."""
+        """Join orbax's background threads, so none is still running at interpreter exit (a
+        thread inside C++ then is unwound by CPython and aborts the process)."""
         self.manager.close()
 
     def restore(self, step: int, params, opt_state):
@@ -278,6 +278,7 @@ class _Preemption:
 # ---------------------------------------------------------------------------- the loop
 
 
+@functools.cache  # measuring the CPU peak compiles and runs a large matmul: once per process
 def peak_flops() -> tuple[float, str]:
     """The devices' total bf16 peak, or a measured matmul peak on CPU (and which it is)."""
     chip = hardware.current_chip()
@@ -298,8 +299,7 @@ class Run:
 
 def lr_schedule(cfg: TrainConfig):
     """The learning rate `make_optimizer` applies at each step, for the metrics."""
-    return optim.schedule(cfg.lr, cfg.steps, cfg.warmup,
-                          optim.warmdown_steps(cfg.steps, cfg.warmdown))
+    return optim.schedule(cfg.lr, cfg.steps, cfg.warmup, cfg.warmdown)
 
 
 def train(cfg: TrainConfig, *, progress: bool = True) -> Run:
@@ -336,7 +336,8 @@ def train(cfg: TrainConfig, *, progress: bool = True) -> Run:
     eval_batches = data.EvalBatches(splits["val"], cfg.batch, cfg.seq)
     flops_per_token = sizing.flops_per_token(config.dims(), cfg.seq)
     peak, peak_label = peak_flops()
-    lr_at = lr_schedule(cfg)
+    # every step's learning rate in one call, not a device round trip inside the loop
+    lrs = jax.device_get(jax.vmap(lr_schedule(cfg))(jnp.arange(cfg.steps)))
     run = _wandb_run(cfg, config)
     bar = tqdm(total=cfg.steps, initial=start, desc=f"train {config.name}", disable=not progress)
     last, evals = {"step": start}, {}
@@ -350,7 +351,7 @@ def train(cfg: TrainConfig, *, progress: bool = True) -> Run:
             tok_per_s = cfg.batch * cfg.seq / (now - tick)
             tick = now
             last = {"step": step, "loss": loss, "grad_norm": float(out["grad_norm"]),
-                    "lr": float(lr_at(step - 1)), "tok_per_s": tok_per_s,
+                    "lr": float(lrs[step - 1]), "tok_per_s": tok_per_s,
                     "mfu": sizing.mfu(tok_per_s, flops_per_token, peak), "time": time.time()}
             if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
                 last.update(evaluate(eval_fn, params, eval_batches, batch_sharding,
