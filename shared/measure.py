@@ -15,6 +15,25 @@ import jax
 
 
 @dataclass
+class Executable:
+    """One jitted function and the abstract arguments device mode would call it with.
+
+    Plan mode lowers and compiles exactly this (`fn.lower(*args, **kwargs)`), so what it reads
+    is what the device would run. `resident_args` names the positional arguments that are
+    buffers the whole run keeps alive (weights shared by several executables, optimizer state):
+    a workload counts those once, not once per executable.
+    """
+
+    label: str
+    fn: Callable  # the jax.jit object itself, not a re-implementation
+    args: tuple
+    kwargs: dict = field(default_factory=dict)
+    repeats: int = 1  # how many times one workload run calls it (decode steps, for the roofline)
+    note: str = ""
+    resident_args: dict[int, str] = field(default_factory=dict)  # arg index -> resident name
+
+
+@dataclass
 class Timing:
     """Seconds for the first call (compile + run) and for each timed trial after warm-up."""
 

@@ -25,7 +25,7 @@ import json
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
@@ -34,7 +34,7 @@ from jax.sharding import Mesh
 
 from shared.errors import BadInput, choose, run_cli
 from shared.hardware import Target, parse_target
-from shared.measure import compiled_cost, compiled_memory, is_out_of_memory
+from shared.measure import Executable, compiled_cost, compiled_memory, is_out_of_memory
 from shared.sharding import make_mesh, mesh_shape
 from shared.sizing import human
 
@@ -96,18 +96,6 @@ def target_mesh(target: Target, mesh: str | None = None) -> Mesh:
 
 
 # ---------------------------------------------------------------------------- workloads
-
-
-@dataclass
-class Executable:
-    """One jitted function and the abstract arguments device mode would call it with."""
-
-    label: str
-    fn: Callable  # the jax.jit object itself, not a re-implementation
-    args: tuple
-    kwargs: dict = field(default_factory=dict)
-    repeats: int = 1  # how many times one workload run calls it (decode steps, for the roofline)
-    note: str = ""
 
 
 @dataclass(frozen=True)

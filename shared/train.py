@@ -35,6 +35,7 @@ from flax import nnx
 
 from shared import data, hardware, logits, measure, model, optim, sharding, sizing
 from shared.errors import BadInput, run_cli
+from shared.measure import Executable
 
 # Columns that measure the machine, not the maths: they differ between two identical runs.
 TIMING_KEYS = ("tok_per_s", "mfu", "step_s", "time")
@@ -389,8 +390,6 @@ def train(cfg: TrainConfig, *, progress: bool = True) -> Run:
 def train_executables(config_name: str, mesh, *, batch: int, seq: int, microbatches: int = 1,
                       remat: str = "none", vocab: int | None = None):
     """The train step exactly as `train` jits it, with abstract state, for shared.plan."""
-    from shared.plan import Executable
-
     platform = mesh.devices.flat[0].platform
     overrides = {"T": seq, "remat": remat, "platform": platform}
     if vocab is not None:
@@ -402,6 +401,7 @@ def train_executables(config_name: str, mesh, *, batch: int, seq: int, microbatc
                                   sharding=sharding.batch_sharding(mesh))
     step = make_train_step(graphdef, config, tx, microbatches)
     return [Executable("train_step", step, (params, opt_state, tokens),
+                       resident_args={0: "weights", 1: "optimizer state"},
                        note=f"{config.name}: "
                             f"{sizing.param_counts(config.dims())['total'] / 1e6:.1f}M params, "
                             f"{microbatches} micro-batches, remat={remat}")]
