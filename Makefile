@@ -20,7 +20,6 @@ ifeq ($(origin JAX_PLATFORMS),undefined)
     export JAX_PLATFORMS := cpu
   endif
 endif
-export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 export WANDB_MODE ?= offline
 export WANDB_SILENT ?= true
 
@@ -30,13 +29,17 @@ help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 	@echo "  variables: NB=06 (pick notebooks by prefix)  PARAMS='-p MODE plan -p TARGET v5e-8'"
 
-setup: $(STAMP) ## create .venv, install requirements.txt, register the Jupyter kernel
+setup: $(STAMP) ## create .venv, install requirements.txt and this project (editable), register the kernel
 
-$(STAMP): requirements.txt
+# Pinned requirements first, then the project itself, editable and without dependencies, so
+# `import shared` works from any folder (JupyterLab, papermill, a command line). Re-runs when
+# requirements.txt or pyproject.toml changes.
+$(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
 	$(if $(JAX_EXTRA),$(PY) -m pip install --quiet "jax[$(JAX_EXTRA)]==$$($(PY) -c 'import jax; print(jax.__version__)')")
+	$(PY) -m pip install --quiet --no-deps -e .
 	$(PY) -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python (tpu-budget-lab)"
 	touch $@
 
@@ -44,16 +47,16 @@ sync: setup ## pair every notebooks/*.py with its .ipynb (jupytext --sync)
 	$(VENV)/bin/jupytext --quiet --sync $(NOTEBOOKS)
 
 check-sync: setup ## fail if a .py and its .ipynb disagree or an .ipynb holds outputs
-	$(PY) -m shared.notebooks check $(NOTEBOOKS)
+	$(PY) -m tools.notebooks check $(NOTEBOOKS)
 
 execute: setup ## run notebooks headless into runs/ (NB=06 picks one, PARAMS='-p MODE plan')
-	$(PY) -m shared.notebooks execute --kernel $(KERNEL) $(if $(NB),--select $(NB)) -- $(PARAMS)
+	$(PY) -m tools.notebooks execute --kernel $(KERNEL) $(if $(NB),--select $(NB)) -- $(PARAMS)
 
 test: setup ## run the test suite (unit tests + a smoke run of every notebook)
 	$(PY) -m pytest -q
 
-lint: setup ## ruff over shared/, tests/, notebooks/, data/ and benchmarks/
-	$(VENV)/bin/ruff check shared tests notebooks data benchmarks
+lint: setup ## ruff over shared/, tools/, tests/, notebooks/, data/ and benchmarks/
+	$(VENV)/bin/ruff check shared tools tests notebooks data benchmarks
 
 lab: setup ## open JupyterLab on the notebooks with the project kernel
 	$(VENV)/bin/jupyter lab notebooks
@@ -63,15 +66,17 @@ clean: ## remove executed notebooks, results and caches (keeps .venv and data/)
 	find . -name __pycache__ -not -path './.venv/*' -prune -exec rm -rf {} +
 
 # ---- remote execution: a GCP TPU VM (gcloud), a Colab runtime (colab), a Kaggle kernel (kaggle).
-# Thin wrappers over shared/remote.py; PARAMS are the same papermill `-p NAME VALUE` pairs.
+# Thin wrappers over tools/remote.py; PARAMS are the same papermill `-p NAME VALUE` pairs.
+# TPU= names the TPU VM for tpu-*, and the Colab TPU (v5e1, v6e1) for colab-execute.
 TPU ?=
+GPU ?=
 ZONE ?=
 PROJECT ?=
 WORKER ?=
 WAIT ?= 1
 KAGGLE_USER ?=
 KAGGLE_ACCELERATOR ?= TpuV5E8
-REMOTE := $(PY) -m shared.remote
+REMOTE := $(PY) -m tools.remote
 TPU_VM = --tpu '$(TPU)' --zone '$(ZONE)' $(if $(PROJECT),--project '$(PROJECT)') $(if $(WORKER),--worker '$(WORKER)')
 
 .PHONY: tpu-execute tpu-fetch tpu-logs tpu-stop colab-execute kaggle-push kaggle-pull
@@ -88,8 +93,8 @@ tpu-logs: setup ## show the TPU VM job's log, following it while it runs (TPU= Z
 tpu-stop: setup ## stop the TPU VM's job and clear a stale libtpu lock file (TPU= ZONE=)
 	$(REMOTE) tpu-stop $(TPU_VM)
 
-colab-execute: setup ## run one notebook on a Colab TPU runtime into runs/colab/ (NB= [TPU=v6e1])
-	$(REMOTE) colab-execute --tpu '$(or $(TPU),v6e1)' $(if $(NB),--nb '$(NB)') -- $(PARAMS)
+colab-execute: setup ## run one notebook on a Colab runtime into runs/colab/ (NB= [TPU=v6e1|GPU=T4])
+	$(REMOTE) colab-execute $(if $(TPU),--tpu '$(TPU)') $(if $(GPU),--gpu '$(GPU)') $(if $(NB),--nb '$(NB)') -- $(PARAMS)
 
 kaggle-push: setup ## push one notebook as a Kaggle TPU v5e-8 kernel (NB= [KAGGLE_USER=])
 	$(REMOTE) kaggle-push $(if $(NB),--nb '$(NB)') $(if $(KAGGLE_USER),--user '$(KAGGLE_USER)') --accelerator '$(KAGGLE_ACCELERATOR)' -- $(PARAMS)

@@ -1,17 +1,18 @@
 """Every notebook runs headless with tiny parameters, through the code path of `make execute`.
 
 Also: the pairing check catches a stale .ipynb or one with outputs, parameters are typed like
-papermill's CLI, and a failing notebook still leaves its partial copy with the traceback.
+papermill's CLI, and a failing notebook leaves its partial copy, traceback included, beside the
+last successful run instead of over it.
 """
 
-import json
+from unittest import mock
 
 import nbformat
 import papermill
 import pytest
 
 from shared.errors import BadInput
-from shared.notebooks import execute, notebook_sources, pairing_problems, parse_parameters
+from tools.notebooks import execute, main, notebook_sources, pairing_problems, parse_parameters
 
 # Tiny parameters per notebook: enough to exercise every cell on 2 CPU cores in CI.
 SMOKE = {
@@ -100,13 +101,36 @@ def test_parameters_are_typed_like_papermill():
         parse_parameters(["MODE", "plan"])
 
 
-def test_failing_notebook_keeps_partial_output(tmp_path):
-    source = tmp_path / "98_fails.py"
+def test_a_failed_run_keeps_its_partial_notebook_beside_the_last_good_one(tmp_path):
+    source = tmp_path / "98_demo.py"
+    source.write_text('# %%\nprint("good run")\n')
+    runs = tmp_path / "runs"
+    good = execute(source, {}, runs)
+    assert good == runs / "98_demo.ipynb" and "good run" in good.read_text()
+
     source.write_text('# %%\nprint("before")\n\n# %%\nraise ValueError("boom")\n')
     with pytest.raises(papermill.PapermillExecutionError):
-        execute(source, {}, tmp_path / "runs")
-    partial = json.loads((tmp_path / "runs" / "98_fails.ipynb").read_text())
-    assert "boom" in json.dumps(partial)
+        execute(source, {}, runs)
+    assert "good run" in good.read_text() and "boom" not in good.read_text()
+    failed = runs / "98_demo.failed.ipynb"
+    assert "before" in failed.read_text() and "boom" in failed.read_text()
+    assert sorted(p.name for p in runs.iterdir()) == ["98_demo.failed.ipynb", "98_demo.ipynb"]
+
+    source.write_text('# %%\nprint("fixed")\n')
+    execute(source, {}, runs)
+    assert "fixed" in good.read_text() and not failed.exists()
+
+
+def test_a_failed_run_says_where_its_partial_notebook_is_in_one_line(tmp_path, capsys):
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+    (folder / "98_demo.py").write_text('# %%\nraise ValueError("boom")\n')
+    with mock.patch("tools.notebooks.NOTEBOOK_DIR", folder):
+        code = main(["execute", "--select", "98", "--out", str(tmp_path / "runs")])
+    assert code == 1
+    (line,) = [ln for ln in capsys.readouterr().err.splitlines() if "FAILED" in ln]
+    assert "ValueError: boom" in line and line.endswith(str(tmp_path / "runs/98_demo.failed.ipynb"))
+    assert not (tmp_path / "runs" / "98_demo.ipynb").exists()
 
 
 def test_unknown_notebook_prefix_names_the_valid_ones():

@@ -93,23 +93,31 @@ time.sleep(scenario.get("seconds", 0))
 sys.exit(scenario.get("rc", 0))
 """
 
+# google-colab-cli 0.6: `colab new -s NAME --tpu|--gpu X`, `colab exec -s NAME -f NB.ipynb`
+# (runs every code cell, writes NB_output.ipynb beside it, exits 0 after a cell error) and
+# `colab stop -s NAME`.
 COLAB = """
 import json, sys
 from pathlib import Path
 FAKE = Path({fake!r})
+args = sys.argv[1:]
 with open(FAKE / "colab.jsonl", "a") as log:
-    log.write(json.dumps(sys.argv[1:]) + "\\n")
+    log.write(json.dumps(args) + "\\n")
 scenario = json.loads((FAKE / "scenario.json").read_text())
-notebook = Path(sys.argv[-1])
-nb = json.loads(notebook.read_text())
-code = [c for c in nb["cells"] if c["cell_type"] == "code"]
-for cell in code:
-    cell["outputs"] = [{{"output_type": "stream", "name": "stdout", "text": ["ran\\n"]}}]
-if scenario.get("cell_error"):
-    code[-1]["outputs"] = [{{"output_type": "error", "ename": "ValueError", "evalue": "boom",
-                             "traceback": []}}]
-notebook.with_name(notebook.stem + "_output.ipynb").write_text(json.dumps(nb))
-print("[colab] Session terminated.", file=sys.stderr)
+if args[0] == "new" and scenario.get("colab_refuses"):
+    print("[colab] Backend rejected accelerator 'H100'. You may not have quota", file=sys.stderr)
+    sys.exit(1)
+if args[0] == "exec":
+    notebook = Path(args[args.index("-f") + 1])
+    nb = json.loads(notebook.read_text())
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    for cell in code:
+        cell["outputs"] = [{{"output_type": "stream", "name": "stdout", "text": ["ran\\n"]}}]
+    if scenario.get("cell_error"):
+        code[-1]["outputs"] = [{{"output_type": "error", "ename": "ValueError", "evalue": "boom",
+                                 "traceback": []}}]
+    notebook.with_name(notebook.stem + "_output.ipynb").write_text(json.dumps(nb))
+print(f"[colab] {{args[0]}} done")
 """
 
 KAGGLE = """
@@ -157,7 +165,7 @@ class Lab:
                               env=env or self.env, capture_output=True, text=True, timeout=120)
 
     def cli(self, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "shared.remote", *args], cwd=self.root,
+        return subprocess.run([sys.executable, "-m", "tools.remote", *args], cwd=self.root,
                               env=env or self.env, capture_output=True, text=True, timeout=120)
 
     def calls(self, tool: str) -> list:
@@ -171,11 +179,11 @@ class Lab:
 @pytest.fixture
 def lab(tmp_path):
     root, fake = tmp_path / "project", tmp_path / "fake"
-    for name in ("Makefile", ".gitignore", "requirements.txt"):
+    for name in ("Makefile", ".gitignore", "requirements.txt", "pyproject.toml"):
         root.mkdir(exist_ok=True)
         shutil.copy2(REPO / name, root / name)
-    os.utime(root / "requirements.txt", (0, 0))  # older than .venv's stamp: setup is a no-op
-    for folder in ("shared", "notebooks"):
+        os.utime(root / name, (0, 0))  # older than .venv's stamp: `make setup` is a no-op
+    for folder in ("shared", "tools", "notebooks"):
         shutil.copytree(REPO / folder, root / folder,
                         ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
     (root / ".venv").symlink_to(REPO / ".venv")
@@ -201,8 +209,8 @@ def lab(tmp_path):
 
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("KAGGLE_", "MAKE", "MFLAGS", "TMUX"))}
-    env.update(PATH=f"{bins}:{env['PATH']}", HOME=str(tmp_path / "home"), POLL_SECONDS="0",
-               PYTHONPATH=str(root))
+    env.pop("PYTHONPATH", None)  # the Makefile finds tools/ and shared/ itself, as for a user
+    env.update(PATH=f"{bins}:{env['PATH']}", HOME=str(tmp_path / "home"), POLL_SECONDS="0")
     yield Lab(root, fake, env)
 
     for w in range(2):  # end what these tests started: a leftover job, our private tmux server
@@ -261,11 +269,11 @@ def test_tpu_execute_through_make_ships_tree_runs_detached_and_copies_results(la
     (run,) = lab.calls("executions")
     assert run["argv"][run["argv"].index("--"):] == [
         "--", "-p", "MODE", "plan", "-p", "TARGET", "v5e-8", "-p", "NOTE", NASTY]
-    assert run["argv"][:7] == ["-m", "shared.notebooks", "execute", "--kernel", "tpu-budget-lab",
+    assert run["argv"][:7] == ["-m", "tools.notebooks", "execute", "--kernel", "tpu-budget-lab",
                                "--select", "06"]
 
     shipped = lab.remote()
-    assert (shipped / "notes.txt").exists() and (shipped / "shared" / "remote.py").exists()
+    assert (shipped / "notes.txt").exists() and (shipped / "tools" / "remote.py").exists()
     assert not (shipped / "data" / "shard-000.bin").exists() and not (shipped / ".venv").exists()
     assert not (shipped / "runs" / "old.ipynb").exists()
     assert (shipped / ".tpu-job" / "status").read_text().strip() == "0"
@@ -343,12 +351,12 @@ def test_no_wait_then_stop_then_fetch_reports_the_stopped_job(lab):
     fetched = lab.cli("tpu-fetch", "--tpu", "t1", "--zone", "us-west4-a")
     assert fetched.returncode == 143 and (lab.root / "runs" / "06_scaling_plan.ipynb").exists()
     logs = lab.make("tpu-logs", "TPU=t1", "ZONE=us-west4-a")
-    assert logs.returncode == 0 and "shared.notebooks" in logs.stdout  # make echoed the recipe
+    assert logs.returncode == 0 and "tools.notebooks" in logs.stdout  # make echoed the recipe
 
 
 def test_ctrl_c_stops_waiting_not_the_job_and_a_vanished_job_is_reported(lab):
     lab.scenario(seconds=60)
-    waiting = subprocess.Popen([sys.executable, "-m", "shared.remote", "tpu-execute", "--tpu",
+    waiting = subprocess.Popen([sys.executable, "-m", "tools.remote", "tpu-execute", "--tpu",
                                 "t1", "--zone", "us-west4-a"], cwd=lab.root, env=lab.env,
                                stderr=subprocess.PIPE, text=True)
     while "job running" not in waiting.stderr.readline():
@@ -391,29 +399,69 @@ def test_missing_tpu_name_through_make_and_missing_gcloud(lab, tmp_path):
     assert result.returncode == 2 and "Google Cloud SDK" in _one_line(result.stderr)
 
 
+def _colab_session(lab, accelerator: list[str]) -> str:
+    """The session name, after checking the calls were new, exec and stop of that session."""
+    new, run, stop = lab.calls("colab")
+    session = new[2]
+    assert new == ["new", "-s", session, *accelerator] and stop == ["stop", "-s", session]
+    assert run[:3] == ["exec", "-s", session] and run[run.index("--timeout") + 1] == "86400"
+    return session
+
+
 def test_colab_execute_runs_the_prepared_notebook_and_keeps_the_executed_copy(lab):
     params = f"PARAMS=-p MODE device -p NOTE {shlex.quote(NASTY)}"
     result = lab.make("colab-execute", "NB=06", params)
     assert result.returncode == 0, result.stderr
     staged = lab.root / "runs" / "colab" / "06_scaling_plan.ipynb"
-    assert lab.calls("colab") == [["run", "--tpu", "v6e1", str(staged)]]
+    assert _colab_session(lab, ["--tpu", "v6e1"]).startswith("tpu-budget-lab-06-")
+    assert lab.calls("colab")[1][3:5] == ["-f", str(staged)]
     notebook = json.loads(staged.read_text())
     assert notebook["metadata"]["kernelspec"]["name"] == "python3"
     assert _injected(staged) == {"MODE": "device", "NOTE": NASTY}
     assert (staged.with_name("06_scaling_plan_output.ipynb")).exists()
 
 
+@pytest.mark.parametrize("make_args, accelerator", [
+    (["TPU=v5e1"], ["--tpu", "v5e1"]), (["GPU=T4"], ["--gpu", "T4"]),
+    (["GPU=h100"], ["--gpu", "H100"]), (["GPU=G4"], ["--gpu", "G4"]),
+], ids=["tpu-v5e1", "gpu-t4", "gpu-lowercase", "gpu-g4"])
+def test_colab_runtime_is_the_tpu_or_gpu_asked_for(lab, make_args, accelerator):
+    result = lab.make("colab-execute", "NB=06", *make_args)
+    assert result.returncode == 0, result.stderr
+    _colab_session(lab, accelerator)
+
+
 def test_colab_errors(lab, tmp_path):
     lab.scenario(cell_error=True)
     failed = lab.make("colab-execute", "NB=06", "TPU=v5e1")
     assert failed.returncode != 0 and "ValueError: boom" in failed.stderr
-    assert lab.calls("colab")[0][:3] == ["run", "--tpu", "v5e1"]
-    wrong = lab.cli("colab-execute", "--nb", "06", "--tpu", "v4")
-    assert wrong.returncode == 2 and "valid: v5e1, v6e1" in _one_line(wrong.stderr)
+    _colab_session(lab, ["--tpu", "v5e1"])  # the runtime is released after a failed cell too
+    lab.scenario(cell_error=False, colab_refuses=True)
+    refused = lab.make("colab-execute", "NB=06", "GPU=H100")
+    assert refused.returncode != 0 and "Backend rejected" in refused.stderr
+    assert [call[0] for call in lab.calls("colab")[3:]] == ["new"]  # no exec, nothing to stop
+    for args, expected in ((["--tpu", "v4"], "valid: v5e1, v6e1"),
+                           (["--gpu", "V100"], "valid: T4, L4, G4, H100, A100"),
+                           (["--gpu", "T4", "--tpu", "v6e1"], "GPU=T4 and TPU=v6e1")):
+        wrong = lab.cli("colab-execute", "--nb", "06", *args)
+        assert wrong.returncode == 2 and expected in _one_line(wrong.stderr)
+    both = lab.make("colab-execute", "NB=06", "GPU=T4", "TPU=v6e1")
+    assert both.returncode == 2 and "give only one of them" in _one_line(both.stderr)
+    assert len(lab.calls("colab")) == 4
+
+
+def test_missing_colab_says_how_to_install_it_in_one_line(lab, tmp_path):
     (tmp_path / "empty").mkdir()
-    missing = lab.cli("colab-execute", "--nb", "06", env={**lab.env,
-                                                          "PATH": str(tmp_path / "empty")})
-    assert missing.returncode == 2 and "pip install google-colab-cli" in _one_line(missing.stderr)
+    env = {**lab.env, "PATH": str(tmp_path / "empty")}
+    missing = lab.cli("colab-execute", "--nb", "06", env=env)
+    assert missing.returncode == 2
+    assert "uv tool install --python 3.12 google-colab-cli" in _one_line(missing.stderr)
+    local_bin = Path(lab.env["HOME"]) / ".local" / "bin"
+    local_bin.mkdir(parents=True)
+    shutil.copy2(shutil.which("colab", path=lab.env["PATH"]), local_bin / "colab")
+    off_path = lab.cli("colab-execute", "--nb", "06", env=env)
+    assert off_path.returncode == 2 and "not on PATH" in _one_line(off_path.stderr)
+    assert lab.calls("colab") == []
 
 
 def test_kaggle_push_writes_tpu_kernel_metadata_and_pushes(lab):

@@ -3,10 +3,12 @@
 One code path serves `make check-sync`, `make execute` and the smoke tests, so what CI runs is
 what a user runs. papermill cannot read a percent-format `.py`, so each source is converted to
 a temporary `.ipynb` with a kernelspec first (without one papermill fails "No language found").
-A failing notebook is still written to `runs/` with its traceback, and the exit status is 1.
+A run writes to a temporary name: a success replaces `runs/NN_name.ipynb`, a failure keeps its
+partial notebook, traceback included, as `runs/NN_name.failed.ipynb` beside the last good run
+and the exit status is 1.
 
-    python -m shared.notebooks check notebooks/*.py
-    python -m shared.notebooks execute [--select 06] [--out runs] -- -p MODE plan -p TARGET v5e-8
+    python -m tools.notebooks check notebooks/*.py
+    python -m tools.notebooks execute [--select 06] [--out runs] -- -p MODE plan -p TARGET v5e-8
 """
 
 import argparse
@@ -18,9 +20,9 @@ from unittest import mock
 import yaml
 
 from shared.errors import BadInput, run_cli
+from shared.paths import ROOT
 
-REPO = Path(__file__).resolve().parent.parent
-NOTEBOOK_DIR = REPO / "notebooks"
+NOTEBOOK_DIR = ROOT / "notebooks"
 DEFAULT_KERNEL = "tpu-budget-lab"
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"  # ipykernel's figures-in-cells backend
 
@@ -86,8 +88,18 @@ def _typed(value: str):
     return value
 
 
+def run_paths(source: Path, out_dir: Path) -> tuple[Path, Path]:
+    """Where a run of `source` lands in `out_dir`: the last successful run, the last failed one."""
+    return out_dir / f"{source.stem}.ipynb", out_dir / f"{source.stem}.failed.ipynb"
+
+
 def execute(source: Path, parameters: dict, out_dir: Path, kernel: str = DEFAULT_KERNEL) -> Path:
-    """Run one notebook headless; return the executed copy's path (written even on failure)."""
+    """Run one notebook headless; return the executed copy's path.
+
+    papermill writes to a temporary name as it goes. Only a success replaces `NN_name.ipynb`
+    (and drops an older `NN_name.failed.ipynb`); a failure, Ctrl-C included, keeps the partial
+    notebook as `NN_name.failed.ipynb` and re-raises, so a failed run never clobbers a good one.
+    """
     import jupytext
     import papermill
 
@@ -95,29 +107,43 @@ def execute(source: Path, parameters: dict, out_dir: Path, kernel: str = DEFAULT
     notebook = jupytext.read(source)
     notebook.metadata["kernelspec"] = {"name": kernel, "display_name": kernel, "language": "python"}
     staged = out_dir / f".{source.stem}.input.ipynb"
+    running = out_dir / f".{source.stem}.running.ipynb"
+    output, failed = run_paths(source, out_dir)
     jupytext.write(notebook, staged)
-    output = out_dir / f"{source.stem}.ipynb"
     # The kernel inherits this environment; MPLBACKEND=Agg (common on CI and headless hosts)
     # would make plt.show() a no-op and leave the executed notebook without its figures.
     try:
         with mock.patch.dict(os.environ, {"MPLBACKEND": INLINE_BACKEND}):
-            papermill.execute_notebook(str(staged), str(output), parameters=parameters,
-                                       kernel_name=kernel, cwd=str(REPO), progress_bar=False,
+            papermill.execute_notebook(str(staged), str(running), parameters=parameters,
+                                       kernel_name=kernel, cwd=str(ROOT), progress_bar=False,
                                        log_output=True)
+    except BaseException:
+        if running.exists():
+            running.replace(failed)
+        else:  # it failed before writing anything: an older failed copy would mislead
+            failed.unlink(missing_ok=True)
+        raise
     finally:
         staged.unlink()
+    running.replace(output)
+    failed.unlink(missing_ok=True)
     return output
 
 
+def _shown(path: Path) -> Path:
+    """`path` relative to the project root when it lies inside it, for messages."""
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m shared.notebooks", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m tools.notebooks", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     check = sub.add_parser("check", help="fail when a .py and its .ipynb disagree")
     check.add_argument("sources", nargs="*", type=Path)
     run = sub.add_parser("execute", help="execute notebooks headless into --out")
     run.add_argument("--select", help="notebook prefix, e.g. 06")
-    run.add_argument("--out", type=Path, default=REPO / "runs")
+    run.add_argument("--out", type=Path, default=ROOT / "runs")
     run.add_argument("--kernel", default=DEFAULT_KERNEL)
     run.add_argument("parameters", nargs=argparse.REMAINDER, help="-- -p NAME VALUE ...")
     args = parser.parse_args(argv)
@@ -136,13 +162,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== {source.stem} {parameters or ''}", file=sys.stderr, flush=True)
         try:
             output = execute(source, parameters, args.out, args.kernel)
-            print(f"   wrote {output.relative_to(REPO) if output.is_relative_to(REPO) else output}",
-                  file=sys.stderr)
+            print(f"   wrote {_shown(output)}", file=sys.stderr)
         except Exception as err:  # papermill's error carries the cell's traceback
             failed.append(source.stem)
             last_line = str(err).strip().splitlines()[-1] if str(err).strip() else ""
-            print(f"   FAILED {source.stem}: {type(err).__name__}: {last_line}\n"
-                  f"   the partial notebook, traceback included: {args.out}/{source.stem}.ipynb",
+            partial = run_paths(source, args.out)[1]
+            kept = (f"; partial notebook, traceback included: {_shown(partial)}"
+                    if partial.exists() else "")
+            print(f"   FAILED {source.stem}: {type(err).__name__}: {last_line}{kept}",
                   file=sys.stderr)
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)
