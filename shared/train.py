@@ -5,10 +5,12 @@
   micro-batches in fp32 (`shared.optim`), one AdamW update. Plan mode compiles this same
   function for a TPU target (`train_executables`).
 - Evaluation covers the whole held-out split, every token once: loss and bits per byte.
-- Checkpoints (orbax) every N steps and on SIGTERM hold parameters, optimizer state, the step
-  and the data position. Batch i is a pure function of (seed, i) (`shared.data`), so a run
-  killed at any moment and restarted from its latest checkpoint repeats the uninterrupted
-  run's per-step losses exactly; metrics lines past the checkpoint are dropped on resume.
+- Checkpoints (`shared.checkpoints`, orbax) every N steps and on SIGTERM hold parameters,
+  optimizer state, the step and the data position. Batch i is a pure function of (seed, i)
+  (`shared.data`), so a run killed at any moment and restarted from its latest checkpoint
+  repeats the uninterrupted run's per-step losses exactly; metrics lines past the checkpoint
+  are dropped on resume. An unreadable newest checkpoint is set aside, with one line, and the
+  run resumes from the newest readable one (or starts fresh).
 - Metrics: one JSON line per step (`step`, `loss`, `tok_per_s`, `mfu`, ...) in `--metrics`,
   wandb when WANDB_MODE allows, a progress bar. MFU uses shared.sizing's MaxText convention
   (causal attention halved) against the chips' bf16 peak; on CPU against a measured matmul
@@ -19,6 +21,7 @@
 """
 
 import argparse
+import contextlib
 import dataclasses
 import functools
 import json
@@ -34,6 +37,7 @@ import optax
 from flax import nnx
 
 from shared import data, hardware, logits, measure, model, optim, sharding, sizing
+from shared.checkpoints import Checkpoints
 from shared.errors import BadInput, run_cli
 from shared.measure import Executable
 
@@ -156,62 +160,6 @@ def abstract_state(config: model.ModelConfig, tx, mesh):
     return graphdef, params, opt_state
 
 
-class Checkpoints:
-    """orbax checkpoints of (params, opt_state) plus a JSON record of step, data position, config.
-
-    Writes are synchronous and orbax commits a step only when it is complete, so a run killed
-    while saving resumes from the previous checkpoint.
-    """
-
-    def __init__(self, directory: str, fingerprint: dict):
-        import orbax.checkpoint as ocp
-
-        self.ocp = ocp
-        self.directory = Path(directory).resolve()
-        self.fingerprint = fingerprint
-        options = ocp.CheckpointManagerOptions(max_to_keep=2, create=True,
-                                               enable_async_checkpointing=False)
-        self.manager = ocp.CheckpointManager(self.directory, options=options)
-
-    def latest_step(self) -> int | None:
-        return self.manager.latest_step()
-
-    def save(self, step: int, params, opt_state) -> None:
-        if step in self.manager.all_steps():
-            return
-        ocp = self.ocp
-        meta = {"step": step, "data_position": step, "fingerprint": self.fingerprint}
-        self.manager.save(step, args=ocp.args.Composite(
-            state=ocp.args.StandardSave({"params": params, "opt_state": opt_state}),
-            meta=ocp.args.JsonSave(meta)))
-        self.manager.wait_until_finished()
-
-    def close(self) -> None:
-        """Join orbax's background threads, so none is still running at interpreter exit (a
-        thread inside C++ then is unwound by CPython and aborts the process)."""
-        self.manager.close()
-
-    def restore(self, step: int, params, opt_state):
-        """(params, opt_state, data position) from checkpoint `step`, into the given shardings."""
-        ocp = self.ocp
-        where = self.directory / str(step)
-        abstract = jax.tree.map(
-            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding),
-            {"params": params, "opt_state": opt_state})
-        try:
-            restored = self.manager.restore(step, args=ocp.args.Composite(
-                state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()))
-        except Exception as err:  # orbax raises many types for unreadable or mismatched files
-            raise BadInput(f"checkpoint {where} is corrupt or incompatible "
-                           f"({type(err).__name__}: {str(err).strip().splitlines()[0][:160]}); "
-                           "delete it or pass another --ckpt-dir") from err
-        meta = restored.meta
-        if meta.get("fingerprint") != self.fingerprint:
-            raise BadInput(f"checkpoint {where} was written by a different run "
-                           f"({meta.get('fingerprint')}); use another --ckpt-dir to start fresh")
-        return restored.state["params"], restored.state["opt_state"], meta["data_position"]
-
-
 class Metrics:
     """Per-step JSON lines; on resume, lines past the restored step (and the final evaluation
     line, rewritten at the end) are dropped first, so a resumed run's file equals an
@@ -324,12 +272,6 @@ def train(cfg: TrainConfig, *, progress: bool = True) -> Run:
                    if k not in ("ckpt_dir", "ckpt_every", "metrics", "eval_every", "eval_batches",
                                 "wandb_project", "wandb_group", "wandb_tags")}
     fingerprint = json.loads(json.dumps(fingerprint))  # tuples -> lists, as JSON restores them
-    ckpt = Checkpoints(cfg.ckpt_dir, fingerprint) if cfg.ckpt_dir else None
-    start = 0
-    if ckpt is not None and ckpt.latest_step() is not None:
-        params, opt_state, start = ckpt.restore(ckpt.latest_step(), params, opt_state)
-    metrics = Metrics(cfg.metrics, start)
-
     step_fn = make_train_step(graphdef, config, tx, cfg.microbatches)
     eval_fn = make_eval_step(graphdef, config)
     batch_sharding = sharding.batch_sharding(mesh)
@@ -339,10 +281,18 @@ def train(cfg: TrainConfig, *, progress: bool = True) -> Run:
     peak, peak_label = peak_flops()
     # every step's learning rate in one call, not a device round trip inside the loop
     lrs = jax.device_get(jax.vmap(lr_schedule(cfg))(jnp.arange(cfg.steps)))
-    run = _wandb_run(cfg, config)
-    bar = tqdm(total=cfg.steps, initial=start, desc=f"train {config.name}", disable=not progress)
-    last, evals = {"step": start}, {}
-    with _Preemption() as preemption, jax.set_mesh(mesh):
+    # The checkpoints close (orbax's threads joined) however the run ends.
+    checkpoints = Checkpoints(cfg.ckpt_dir, fingerprint) if cfg.ckpt_dir else None
+    with (checkpoints or contextlib.nullcontext()) as ckpt, _Preemption() as preemption, \
+            jax.set_mesh(mesh):
+        start = 0
+        if ckpt is not None:
+            params, opt_state, start = ckpt.resume(params, opt_state)
+        metrics = Metrics(cfg.metrics, start)
+        run = _wandb_run(cfg, config)
+        bar = tqdm(total=cfg.steps, initial=start, desc=f"train {config.name}",
+                   disable=not progress)
+        last, evals = {"step": start}, {}
         tick = time.perf_counter()
         batches = train_batches.iterate(start, cfg.steps, sharding=batch_sharding)
         for step, tokens in enumerate(batches, start=start + 1):
@@ -370,9 +320,7 @@ def train(cfg: TrainConfig, *, progress: bool = True) -> Run:
         if last["step"] == cfg.steps:
             evals = evaluate(eval_fn, params, eval_batches, batch_sharding, cfg.eval_batches)
             metrics.write({"step": cfg.steps, "final": True, **evals})
-    bar.close()
-    if ckpt is not None:
-        ckpt.close()
+        bar.close()
     if run is not None:
         run.summary.update(evals)
         run.finish()

@@ -15,6 +15,8 @@ import pytest
 from jax.sharding import NamedSharding, PartitionSpec
 
 from shared import data
+from shared.data.__main__ import main as data_main
+from shared.data.loader import prefetch_ahead
 from shared.errors import BadInput
 
 V = 512
@@ -155,7 +157,7 @@ def test_prefetch_passes_errors_to_the_consumer():
         return i
 
     with pytest.raises(RuntimeError, match="bad batch"):
-        list(data._prefetch(boom, range(5), 2))
+        list(prefetch_ahead(boom, range(5), 2))
 
 
 def test_eval_covers_every_held_out_token_exactly_once(splits):
@@ -229,9 +231,9 @@ def test_bad_inputs_fail_with_one_line(tmp_path, splits, data_dir):
         (lambda: data.open_split("test", "shakespeare", V, data_dir), "unknown split"),
         (lambda: data.TrainBatches(np.arange(10), 2, 8), "shorter --seq"),
         (lambda: data.TrainBatches(splits["train"], 2, 8).batch(-1), ">= 0"),
-        (lambda: data.main(["prepare", "--vocab-size", "4096", "--model-vocab", "1024"]),
+        (lambda: data_main(["prepare", "--vocab-size", "4096", "--model-vocab", "1024"]),
          "model's vocab is 1024"),
-        (lambda: data.main(["download", "--shards", "1-x", "--out", str(tmp_path)]), "--shards"),
+        (lambda: data_main(["download", "--shards", "1-x", "--out", str(tmp_path)]), "--shards"),
     ]
     (tmp_path / "empty").mkdir()
     cases.append((lambda: data.parquet_files(tmp_path / "empty"), "no \\*.parquet"))
@@ -270,6 +272,6 @@ def test_failed_prepare_leaves_existing_shards_alone(tmp_path):
 
 
 def test_cli_prepare_prints_what_it_wrote(data_dir, splits, capsys):
-    assert data.main(["prepare", "--out", str(data_dir), "--vocab-size", str(V)]) == 0
+    assert data_main(["prepare", "--out", str(data_dir), "--vocab-size", str(V)]) == 0
     printed = capsys.readouterr().out
     assert f"shakespeare-sp{V}/train.bin" in printed and "bytes/token" in printed

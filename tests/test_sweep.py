@@ -1,4 +1,5 @@
-"""The sweep: config expansion, the local runner's restarts and records, the wandb path.
+"""The sweep: config expansion (shared.sweep_config), the local runner's restarts and records,
+the wandb path.
 
 Most runner tests use a stand-in training program (a few lines of Python that write what
 shared.train writes), so they count launches in milliseconds; one test runs the real
@@ -15,11 +16,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from shared import sweep
+from shared import sweep, sweep_config
 from shared.errors import BadInput, run_cli
+from shared.paths import ROOT
 
-REPO = Path(__file__).resolve().parent.parent
-NOTEBOOK_CONFIG = REPO / "notebooks" / "05_sweep.yaml"
+NOTEBOOK_CONFIG = ROOT / "notebooks" / "05_sweep.yaml"
 
 STAND_IN = """
 import argparse, json, math, os, sys
@@ -48,7 +49,7 @@ with open(a.summary, "w") as f:
 
 def _config(method="grid", program="train.py", **parameters) -> dict:
     """A checked config; the default command is wandb's: ${env} ${interpreter} ${program} ..."""
-    return sweep.validate({
+    return sweep_config.validate({
         "name": "test-sweep", "program": program, "method": method,
         "metric": {"name": "val_loss", "goal": "minimize"},
         "parameters": parameters or {"lr": {"values": [1e-3, 1e-2]},
@@ -86,10 +87,10 @@ def _csv(path: Path) -> list[dict]:
 
 
 def test_grid_is_the_cartesian_product():
-    trials = sweep.expand(_config())
+    trials = sweep_config.expand(_config())
     assert trials == [{"lr": lr, "wd": wd, "steps": 3} for lr in (1e-3, 1e-2) for wd in (0.0, 0.1)]
-    assert sweep.expand(_config(), count=3) == trials[:3]
-    grid = sweep.expand(_config(layers={"distribution": "int_uniform", "min": 2, "max": 4},
+    assert sweep_config.expand(_config(), count=3) == trials[:3]
+    grid = sweep_config.expand(_config(layers={"distribution": "int_uniform", "min": 2, "max": 4},
                                 warmdown={"distribution": "q_uniform", "min": 0.1, "max": 0.3,
                                           "q": 0.1}))
     assert [t["layers"] for t in grid[::3]] == [2, 3, 4]
@@ -100,10 +101,10 @@ def test_random_is_seeded_log_uniform_and_within_bounds():
     config = _config("random", lr={"distribution": "log_uniform_values", "min": 1e-4, "max": 1e-1},
                      wd={"values": [0.0, 0.1]}, warmup={"min": 1, "max": 5},
                      clip={"distribution": "q_uniform", "min": 0.5, "max": 2.0, "q": 0.5})
-    trials = sweep.expand(config, 200, seed=1)
-    assert trials == sweep.expand(config, 200, seed=1)
-    assert trials != sweep.expand(config, 200, seed=2)
-    assert sweep.expand(config, 5, seed=1) == trials[:5]  # a larger count extends the sweep
+    trials = sweep_config.expand(config, 200, seed=1)
+    assert trials == sweep_config.expand(config, 200, seed=1)
+    assert trials != sweep_config.expand(config, 200, seed=2)
+    assert sweep_config.expand(config, 5, seed=1) == trials[:5]  # a larger count extends the sweep
     lrs = [t["lr"] for t in trials]
     assert all(1e-4 <= lr <= 1e-1 for lr in lrs)
     below_geometric_mean = sum(lr < math.sqrt(1e-4 * 1e-1) for lr in lrs) / len(lrs)
@@ -111,24 +112,24 @@ def test_random_is_seeded_log_uniform_and_within_bounds():
     assert {t["wd"] for t in trials} == {0.0, 0.1}
     assert {t["warmup"] for t in trials} == {1, 2, 3, 4, 5}
     assert {t["clip"] for t in trials} <= {0.5, 1.0, 1.5, 2.0}
-    assert len({sweep.trial_id(t) for t in trials}) == 200
+    assert len({sweep_config.trial_id(t) for t in trials}) == 200
 
 
 def test_random_count_comes_from_run_cap_and_a_small_space_runs_out(capsys):
     config = {**_config("random"), "run_cap": 3}
-    assert len(sweep.expand(config)) == 3
-    assert len(sweep.expand(config, count=10)) == 4  # 2 lr x 2 wd distinct trials
+    assert len(sweep_config.expand(config)) == 3
+    assert len(sweep_config.expand(config, count=10)) == 4  # 2 lr x 2 wd distinct trials
     assert "only 4 distinct trials" in capsys.readouterr().out
     with pytest.raises(BadInput, match="--count"):
-        sweep.expand(_config("random"))
+        sweep_config.expand(_config("random"))
 
 
 def test_bayes_falls_back_to_random_with_a_one_line_note(capsys):
     config = _config("bayes", lr={"distribution": "log_uniform_values", "min": 1e-4, "max": 1e-1})
-    trials = sweep.expand(config, 4, seed=3)
+    trials = sweep_config.expand(config, 4, seed=3)
     note = capsys.readouterr().out
     assert note.count("\n") == 1 and "bayes" in note and "random" in note
-    assert trials == sweep.expand({**config, "method": "random"}, 4, seed=3)
+    assert trials == sweep_config.expand({**config, "method": "random"}, 4, seed=3)
 
 
 @pytest.mark.parametrize("text, message", [
@@ -152,7 +153,7 @@ def test_bad_configs_fail_in_one_line(tmp_path, text, message):
     path = tmp_path / "sweep.yaml"
     path.write_text(text)
     with pytest.raises(BadInput) as err:
-        sweep.load_config(path)
+        sweep_config.load_config(path)
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
@@ -164,18 +165,18 @@ def test_command_line_reports_bad_input_in_one_line(tmp_path, capsys):
 
 
 def test_trial_arguments_are_the_wandb_agents_and_typos_fail_early():
-    config = sweep.load_config(NOTEBOOK_CONFIG, sweep.parse_overrides(
+    config = sweep_config.load_config(NOTEBOOK_CONFIG, sweep_config.parse_overrides(
         ["steps=3", "qk-norm=true", "lr=3e-4", "mlp=relu2"]))
-    params = sweep.expand(config, 1)[0]
+    params = sweep_config.expand(config, 1)[0]
     assert params["lr"] == 3e-4 and params["qk-norm"] is True and params["mlp"] == "relu2"
-    command = sweep.trial_command(config, params)
+    command = sweep_config.trial_command(config, params)
     assert command[:3] == [sys.executable, "-m", "shared.train"]
     assert "--lr=0.0003" in command and "--qk-norm=True" in command
     assert command[-1] == "--no-progress"
-    assert sweep.arm(config) == "mlp=relu2+qk-norm=True"
-    sweep.check_train_args(command)
+    assert sweep_config.arm(config) == "mlp=relu2+qk-norm=True"
+    sweep_config.check_train_args(command)
     with pytest.raises(BadInput, match="learning_rate"):
-        sweep.check_train_args(command + ["--learning_rate=1"])
+        sweep_config.check_train_args(command + ["--learning_rate=1"])
 
 
 # ---------------------------------------------------------------------------- the runner
@@ -210,7 +211,8 @@ def test_trials_csv_records_every_trial_and_failures_do_not_stop_the_sweep(stand
     assert float(rows[1]["final_loss"]) == pytest.approx(5.1)
     assert float(rows[1]["tok_per_s"]) == 1000.0
     assert rows[2]["val_loss"] == "" and "ValueError: loss is nan" in rows[2]["error"]
-    assert {r["trial_id"] for r in rows} == {sweep.trial_id(t) for t in sweep.expand(config)}
+    expected = {sweep_config.trial_id(t) for t in sweep_config.expand(config)}
+    assert {r["trial_id"] for r in rows} == expected
 
     argv = launches()[0]["argv"]
     assert argv[argv.index("--wandb-group") + 1] == "test-sweep"
@@ -224,7 +226,7 @@ def test_trials_run_offline_unless_wandb_is_disabled(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "online")
     env = sweep._trial_env(tmp_path)
     assert env["WANDB_MODE"] == "offline" and env["WANDB_DIR"] == str(tmp_path)
-    assert env["PYTHONPATH"].split(os.pathsep)[0] == str(REPO)
+    assert env.get("PYTHONPATH") == os.environ.get("PYTHONPATH")  # the project is installed
     monkeypatch.setenv("WANDB_MODE", "disabled")
     assert sweep._trial_env(tmp_path)["WANDB_MODE"] == "disabled"
 

@@ -1,4 +1,5 @@
-"""The training loop: exact resume after SIGKILL, SIGTERM checkpoints, bad checkpoints, eval.
+"""The training loop: exact resume after SIGKILL or past a corrupt checkpoint, SIGTERM
+checkpoints, foreign checkpoints, eval.
 
 The command-line runs use the tiny config on Shakespeare (prepared under data/ on first use)
 with short sequences, so each process spends most of its time compiling.
@@ -6,18 +7,20 @@ with short sequences, so each process spends most of its time compiling.
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import jax.numpy as jnp
 import pytest
 
 from shared import data, train
+from shared.checkpoints import Checkpoints
 from shared.errors import BadInput
 
-REPO = Path(__file__).resolve().parent.parent
 # --eval-batches keeps each process short; the in-process test below covers the whole split.
 ARGS = ["--config", "tiny", "--steps", "12", "--batch", "8", "--seq", "64", "--warmup", "2",
         "--ckpt-every", "3", "--no-progress", "--vocab-size", "512", "--eval-batches", "4"]
@@ -35,7 +38,7 @@ def jax_cache(tmp_path_factory):
 
 
 def _env(cache: str | None = None):
-    env = {**os.environ, "PYTHONPATH": str(REPO), "WANDB_MODE": "disabled"}
+    env = {**os.environ, "WANDB_MODE": "disabled"}
     if cache:
         env.update(JAX_COMPILATION_CACHE_DIR=cache, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
                    JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
@@ -67,18 +70,48 @@ def _wait_for_step(path: Path, step: int, process: subprocess.Popen, timeout: fl
     raise TimeoutError(f"no step {step} in {path}")
 
 
-def test_sigkill_and_restart_reproduce_the_uninterrupted_metrics(tmp_path, jax_cache):
-    whole = _run(jax_cache, *_command(tmp_path, "whole"))
-    assert whole.returncode == 0, whole.stderr
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory, jax_cache) -> Path:
+    """An uninterrupted run (checkpoints at steps 9 and 12 kept): the metrics to match."""
+    folder = tmp_path_factory.mktemp("whole")
+    done = _run(jax_cache, *_command(folder, "whole"))
+    assert done.returncode == 0, done.stderr
+    return folder
+
+
+def test_sigkill_and_restart_reproduce_the_uninterrupted_metrics(tmp_path, jax_cache, whole):
     killed = _start(jax_cache, *_command(tmp_path, "killed"))
     _wait_for_step(tmp_path / "killed.jsonl", 7, killed)
     killed.send_signal(signal.SIGKILL)
     killed.wait()
     resumed = _run(jax_cache, *_command(tmp_path, "killed"))
     assert resumed.returncode == 0, resumed.stderr
-    expected = _metrics(tmp_path / "whole.jsonl")
+    expected = _metrics(whole / "whole.jsonl")
     assert [r["step"] for r in expected] == list(range(1, 13)) + [12]
     assert _metrics(tmp_path / "killed.jsonl") == expected  # losses equal to the last bit
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_corrupt_newest_checkpoint_resumes_from_the_previous_one(tmp_path, jax_cache, whole):
+    shutil.copytree(whole / "ckpt-whole", tmp_path / "ckpt-whole")
+    shutil.copy(whole / "whole.jsonl", tmp_path / "whole.jsonl")
+    arrays = [p for p in (tmp_path / "ckpt-whole" / "12" / "state").rglob("*")
+              if p.is_file() and p.parent.name == "d"]  # the OCDBT data files
+    assert arrays
+    for path in arrays:
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    damaged = _files(tmp_path / "ckpt-whole" / "12")
+    resumed = _run(jax_cache, *_command(tmp_path, "whole"))
+    assert resumed.returncode == 0, resumed.stderr
+    (line,) = resumed.stderr.strip().splitlines()  # one line, no orbax tracebacks
+    assert "step 12" in line and "truncated" in line and "resuming from step 9" in line
+    assert _files(tmp_path / "ckpt-whole" / "12.corrupt") == damaged  # kept, not deleted
+    assert (tmp_path / "ckpt-whole" / "12").is_dir()  # saved again beside it
+    # From step 9 the run repeats steps 10-12: the same losses and final evaluation.
+    assert _metrics(tmp_path / "whole.jsonl") == _metrics(whole / "whole.jsonl")
 
 
 def test_sigterm_saves_a_checkpoint_and_stops(tmp_path, jax_cache):
@@ -93,7 +126,26 @@ def test_sigterm_saves_a_checkpoint_and_stops(tmp_path, jax_cache):
     assert steps[-1] == summary["steps_done"]
 
 
-def test_corrupt_and_foreign_checkpoints_fail_in_one_line(tmp_path, jax_cache):
+def test_every_unreadable_step_is_set_aside_and_reported_in_one_line(tmp_path, capsys):
+    params, opt_state = {"w": jnp.arange(8.0)}, {"m": jnp.zeros(8)}
+    with Checkpoints(str(tmp_path), {"run": 1}) as ckpt:
+        for step in (3, 6):
+            ckpt.save(step, params, opt_state)
+    (tmp_path / "6.corrupt").mkdir()  # left by an earlier resume
+    for path in list(tmp_path.rglob("*")):
+        if path.is_file() and path.parent.name == "d":
+            path.unlink()
+    with Checkpoints(str(tmp_path), {"run": 1}) as ckpt:
+        assert ckpt.resume(params, opt_state) == (params, opt_state, 0)
+        ckpt.save(6, params, opt_state)  # a set-aside step is saved anew, not skipped
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "steps 6, 3" in line and "(array files missing)" in line
+    assert "kept as 6.corrupt-2, 3.corrupt; no earlier step is valid: starting fresh" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["3.corrupt", "6", "6.corrupt",
+                                                          "6.corrupt-2"]
+
+
+def test_foreign_checkpoint_fails_and_an_only_corrupt_one_starts_fresh(tmp_path, jax_cache):
     short = ("--steps", "3", "--warmup", "1")
     first = _run(jax_cache, *_command(tmp_path, "c", *short))
     assert first.returncode == 0, first.stderr
@@ -103,10 +155,13 @@ def test_corrupt_and_foreign_checkpoints_fail_in_one_line(tmp_path, jax_cache):
     for path in (tmp_path / "ckpt-c" / "3" / "state").rglob("*"):
         if path.is_file():
             path.write_bytes(b"not a checkpoint")
-    corrupt = _run(jax_cache, *_command(tmp_path, "c", *short))
-    assert corrupt.returncode == 2, corrupt.stderr
-    assert "corrupt or incompatible" in corrupt.stderr and "ckpt-c/3" in corrupt.stderr
-    assert corrupt.stderr.strip().count("\n") == 0
+    again = _run(jax_cache, *_command(tmp_path, "c", *short))
+    assert again.returncode == 0, again.stderr
+    (line,) = again.stderr.strip().splitlines()
+    assert "step 3" in line and "ckpt-c" in line and "starting fresh" in line
+    assert json.loads(again.stdout.strip().splitlines()[-1])["steps_done"] == 3
+    kept = tmp_path / "ckpt-c" / "3.corrupt" / "state"
+    assert {p.read_bytes() for p in kept.rglob("*") if p.is_file()} == {b"not a checkpoint"}
 
 
 def test_in_process_training_evaluates_the_whole_heldout_split():
