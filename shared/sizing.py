@@ -13,6 +13,18 @@ from shared.errors import BadInput, choose, run_cli
 from shared.hardware import Chip, parse_target
 
 
+def positive(**values: float | None) -> None:
+    """BadInput naming the first of `values` that is zero or negative (None means not given)."""
+    for name, value in values.items():
+        if value is not None and not value > 0:
+            raise BadInput(f"{name.replace('_', '-')} must be positive, got {value}")
+
+
+def _fraction_of_peak(mfu_fraction: float) -> None:
+    if not 0 < mfu_fraction <= 1:
+        raise BadInput(f"mfu is a fraction of peak in (0, 1], e.g. 0.4; got {mfu_fraction}")
+
+
 @dataclass(frozen=True)
 class ModelDims:
     """The shape of a decoder-only transformer, all the sizing maths needs."""
@@ -30,6 +42,10 @@ class ModelDims:
     norms_per_layer: int = 2  # D-sized RMSNorm scales per layer (Gemma 3 has 4)
     qk_norm: bool = False  # H-sized norms on queries and keys (Gemma 3 has them)
     T: int | None = None  # a typical training sequence length for this preset
+
+    def __post_init__(self):  # named as the command line's flags
+        positive(layers=self.L, d_model=self.D, d_ff=self.F, heads=self.N, kv_heads=self.K,
+                 head_dim=self.H, vocab=self.V, seq=self.T, mlp_matrices=self.mlp_matrices)
 
 
 # Gemma 3 presets match tunix 0.1.7 `ModelConfig.gemma3_*` (text only); LLaMA 3 from the
@@ -105,11 +121,13 @@ def matmul_params(dims: ModelDims) -> int:
 
 def kv_cache_bytes_per_token(dims: ModelDims, bytes_per_element: int = 2) -> int:
     """2 (K and V) · L · K · H · bytes. tunix allocates every layer's full cache."""
+    positive(bytes_per_element=bytes_per_element)
     return 2 * dims.L * dims.K * dims.H * bytes_per_element
 
 
 def kv_cache_bytes(dims: ModelDims, batch: int, cache_len: int, bytes_per_element: int = 2) -> int:
     """The KV cache for `batch` sequences of `cache_len` slots."""
+    positive(batch=batch, cache_len=cache_len)
     return batch * cache_len * kv_cache_bytes_per_token(dims, bytes_per_element)
 
 
@@ -154,6 +172,7 @@ def training_memory(
     `logits='full'` adds the fp32 [B, T, V] logits a naive loss keeps; 'chunked' adds nothing.
     """
     choose("logits mode", logits, ("chunked", "full"))
+    positive(batch_tokens=batch_tokens, chips=chips)
     p = param_counts(dims)["total"]
     parts = {
         "params": p * param_bytes,
@@ -193,6 +212,7 @@ def flops_per_token(dims: ModelDims, T: int | None = None, convention: str = "ma
     T = T if T is not None else dims.T
     if T is None:
         raise BadInput(f"{dims.name}: give a sequence length T for the attention FLOPs")
+    positive(seq=T)
     attention = 6.0 * dims.L * T * dims.N * dims.H
     return 6.0 * matmul_params(dims) + (attention if convention == "maxtext" else 2 * attention)
 
@@ -205,12 +225,16 @@ def mfu(tokens_per_second: float, flops_per_tok: float, peak_flops_total: float)
 def training_seconds(tokens: float, flops_per_tok: float, peak_flops_total: float,
                      mfu_fraction: float) -> float:
     """Wall time to train on `tokens` at a given MFU."""
+    positive(tokens=tokens)
+    _fraction_of_peak(mfu_fraction)
     return tokens * flops_per_tok / (peak_flops_total * mfu_fraction)
 
 
 def chips_for_deadline(tokens: float, flops_per_tok: float, peak_flops_per_chip: float,
                        mfu_fraction: float, seconds: float) -> int:
     """The fewest chips that finish `tokens` within `seconds` at the given MFU."""
+    positive(tokens=tokens, seconds=seconds)
+    _fraction_of_peak(mfu_fraction)
     chip_seconds = tokens * flops_per_tok / (peak_flops_per_chip * mfu_fraction)
     return max(1, math.ceil(chip_seconds / seconds))
 
@@ -233,6 +257,7 @@ def mesh_choice(dims: ModelDims, batch_tokens: float, chips: int, chip: Chip,
     """
     if chip.peak_bf16_flops is None or chip.ici_bidirectional_bandwidth is None:
         raise BadInput(f"mesh choice needs a chip with a peak and an interconnect, not {chip.name}")
+    positive(batch_tokens=batch_tokens, chips=chips)
     M_X = fsdp_axes if fsdp_axes is not None else max(1, chip.ici_axes - 1)
     M_Y = tp_axes
     alpha = chip.peak_bf16_flops / chip.ici_bidirectional_bandwidth
@@ -335,7 +360,7 @@ def _report_kv(dims: ModelDims, args) -> dict:
 
 def _report_train(dims: ModelDims, args) -> dict:
     target = parse_target(args.hardware)
-    chips = args.chips or target.chips
+    chips = target.chips if args.chips is None else args.chips
     peak = target.chip.peak_bf16_flops
     if peak is None or target.chip.hbm_bytes is None:
         raise BadInput(f"train sizing needs a chip with a known peak and HBM, not {target.name}")

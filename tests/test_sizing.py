@@ -2,13 +2,14 @@
 
 import json
 import math
+import re
 import subprocess
 import sys
 
 import pytest
 
 from shared import sizing
-from shared.errors import BadInput
+from shared.errors import BadInput, run_cli
 from shared.hardware import CHIPS
 
 LLAMA70 = sizing.preset("llama3-70b")
@@ -162,3 +163,42 @@ def test_days_scale_inversely_with_mfu():
     a = sizing.training_seconds(1e12, per_token, 1e15, 0.2)
     b = sizing.training_seconds(1e12, per_token, 1e15, 0.4)
     assert math.isclose(a, 2 * b)
+
+
+_TRAIN = ("train", "--model", "llama3-70b", "--tokens", "1e12", "--batch-tokens", "4e6",
+          "--hardware", "v5p")
+
+
+@pytest.mark.parametrize("args, message", [
+    (("kv", "--model", "gemma3-1b", "--batch", "0"), "batch must be positive, got 0"),
+    (("kv", "--model", "gemma3-1b", "--cache-len", "-1"), "cache-len must be positive"),
+    (("kv", "--model", "gemma3-1b", "--bytes-per-element", "0"), "bytes-per-element"),
+    (("kv", "--model", "gemma3-1b", "--hardware", "v5e-0"), "at least one chip"),
+    ((*_TRAIN, "--chips", "0"), "chips must be positive"),  # 0 is not "the target's count"
+    (("train", "--model", "llama3-70b", "--tokens", "0", "--batch-tokens", "4e6",
+      "--hardware", "v5p"), "tokens must be positive"),
+    (("train", "--model", "llama3-70b", "--tokens", "1e12", "--batch-tokens", "-4",
+      "--hardware", "v5p"), "batch-tokens must be positive"),
+    ((*_TRAIN, "--mfu", "0"), "mfu is a fraction of peak in (0, 1]"),
+    ((*_TRAIN, "--mfu", "1.5"), "mfu is a fraction of peak in (0, 1]"),
+    ((*_TRAIN, "--seq", "0"), "seq must be positive"),
+    (("params", "--layers", "0", "--d-model", "1024", "--d-ff", "3072", "--heads", "4",
+      "--kv-heads", "1", "--head-dim", "256", "--vocab", "32768"), "layers must be positive"),
+])
+def test_zero_or_negative_sizes_are_one_line_and_exit_2(args, message, capsys):
+    with pytest.raises(BadInput, match=re.escape(message)):
+        sizing.main(list(args))
+    with pytest.raises(SystemExit) as exit_:
+        run_cli(sizing.main, list(args))
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.count("\n") == 1 and err.startswith("error: ")
+    assert message in err
+
+
+def test_library_refuses_zero_sizes_too():
+    with pytest.raises(BadInput, match="cache-len"):
+        sizing.kv_cache_bytes(LLAMA70, batch=1, cache_len=0)
+    with pytest.raises(BadInput, match="mfu"):
+        sizing.training_seconds(1e12, 1e9, 1e15, 0.0)
+    with pytest.raises(BadInput, match="d-model"):
+        sizing.custom(L=1, D=0, F=1, N=1, K=1, H=1, V=1)
