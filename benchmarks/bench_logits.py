@@ -33,7 +33,6 @@ from pathlib import Path
 
 os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")
 os.environ.setdefault("WANDB_MODE", "disabled")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -105,11 +104,6 @@ def ce_fns():
     }
 
 
-def specs(B, T, D, V, dtype, sharding=None):
-    s = lambda shape, dt: jax.ShapeDtypeStruct(shape, dt, sharding=sharding)  # noqa: E731
-    return s((B, T, D), dtype), s((V, D), dtype), s((B, T), jnp.int32)
-
-
 def temp_bytes(fn, *args):
     """XLA's temp bytes for fn(*args), compile only. Out-of-memory at compile -> parsed need."""
     try:
@@ -143,14 +137,6 @@ def wall_time(fn, args, repeats):
     }
 
 
-def inputs(B, T, D, V, dtype, seed=0):
-    kh, ke, kt = jax.random.split(jax.random.PRNGKey(seed), 3)
-    h = jax.random.normal(kh, (B, T, D), jnp.float32).astype(dtype)
-    e = (3.0 / D**0.5 * jax.random.normal(ke, (V, D), jnp.float32)).astype(dtype)  # logit std 3
-    t = jax.random.randint(kt, (B, T), 0, V)
-    return h, e, t
-
-
 def ratio(a, b):
     """a / b rounded; None when either is missing; "inf" when only b is 0 (e.g. no HBM temp)."""
     if a is None or b is None:
@@ -172,7 +158,7 @@ def log(*msg):
 
 
 def memory_section(a, dtype, sharding=None):
-    h, e, t = specs(a.B, a.T, a.D, a.V, dtype, sharding)
+    h, e, t = L.example_specs(a.B, a.T, a.D, a.V, dtype, sharding)
     out = {"top_k": {}, "cross_entropy_fwd_bwd": {}}
     for name, fn in topk_fns(a.k).items():
         out["top_k"][name] = temp_bytes(fn, h, e)
@@ -211,7 +197,7 @@ def tpu_memory_section(a, dtype):
 
 
 def time_section(a, dtype):
-    h, e, t = inputs(a.time_B, a.time_T, a.D, a.time_V, dtype)
+    h, e, t = L.example_inputs(a.time_B, a.time_T, a.D, a.time_V, dtype)
     out = {"top_k": {}, "cross_entropy_fwd_bwd": {}}
     for name, fn in topk_fns(a.k).items():
         if name == "per_step" and a.skip_per_step_time:
@@ -241,7 +227,7 @@ def sweep_section(a, dtype):
     visit every point once, so a burst of load from other jobs hits all points alike; the
     minimum over rounds is the least noisy estimate on a shared machine.
     """
-    hm, em, tm = specs(a.B, a.T, a.D, a.V, dtype)
+    hm, em, tm = L.example_specs(a.B, a.T, a.D, a.V, dtype)
     rows, timed = [], []
     for C, Vc in [(None, None), *a.sweep]:
         kw = {"chunk_size": C, "vocab_chunk_size": Vc}
@@ -256,7 +242,7 @@ def sweep_section(a, dtype):
             timed.append((row, name, fn))
         rows.append(row)
     if not a.skip_time:
-        args = inputs(a.time_B, a.time_T, a.D, a.time_V, dtype)
+        args = L.example_inputs(a.time_B, a.time_T, a.D, a.time_V, dtype)
         compiled = []
         for row, name, fn in timed:
             c = jax.jit(fn).lower(*args).compile()
@@ -278,7 +264,7 @@ def sweep_section(a, dtype):
 def accuracy_section(dtype):
     """Errors of bf16 gradients vs an fp32 reference computed from the same (rounded) inputs."""
     B, T, D, V = 2, 256, 256, 8192
-    h, e, t = inputs(B, T, D, V, dtype, seed=1)
+    h, e, t = L.example_inputs(B, T, D, V, dtype, seed=1)
     t = t.at[0, :7].set(-1)  # a few ignored targets
     ref_l, (ref_h, ref_e) = ce_fns()["full"](h.astype(jnp.float32), e.astype(jnp.float32), t)
 

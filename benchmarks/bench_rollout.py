@@ -6,7 +6,7 @@ the per-device peak memory after the point, the KV-cache estimate of shared.sizi
 out-of-memory error as a data point. The first call of each shape (compile + run) is reported
 apart and discarded; the timings are medians of `--trials` calls after it.
 
-Two sweeps, as in notebook 01 (which measures with the functions of this file):
+Two sweeps, as in notebook 01 (both measure with shared.rollout_sweep):
 - steps at batch 1 (`--steps`), then
 - batch sizes at the largest step count (`--batch-sizes`), multiples of 64 and their
   off-by-4 neighbours on a real device.
@@ -39,7 +39,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -47,152 +46,10 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("WANDB_MODE", "disabled")  # `import tunix` imports its wandb logger
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # run as a script: benchmarks/ is sys.path[0], not the repo
-    sys.path.insert(0, str(REPO))
 
-from shared import gemma, measure, sizing  # noqa: E402
+from shared import measure, models, rollout  # noqa: E402
 from shared.errors import BadInput, run_cli  # noqa: E402
-
-# ---------------------------------------------------------------------------- one point
-
-
-def _timed_rollout(sampler, prompts, steps: int, mesh) -> dict:
-    """One rollout, reduced to numbers at once: the final state (its KV cache) is dropped
-    here, so two caches are never alive together and the peak belongs to one rollout."""
-    result = gemma.rollout(sampler, prompts, steps, mesh=mesh)
-    return {"prefill_s": result.prefill_s, "decode_s": result.decode_s,
-            "tokens": result.tokens.copy()}
-
-
-def kv_bytes_per_device(dims: sizing.ModelDims, batch: int, cache_size: int, fsdp: int = 1,
-                        tp: int = 1) -> int:
-    """shared.sizing's KV cache divided as gemma.state_shardings lays it out: batch over
-    "fsdp", KV heads over "tp" when they divide."""
-    return sizing.kv_cache_bytes(dims, batch, cache_size) // fsdp // (
-        tp if dims.K % tp == 0 else 1)
-
-
-def measure_point(sampler, mesh, dims: sizing.ModelDims, *, batch: int, steps: int,
-                  prompt_len: int, trials: int, seed: int = 0) -> dict:
-    """Time one (batch, steps) point; an out-of-memory error makes a row with status 'oom'.
-
-    measure.time_fn times one function; a rollout needs its prefill and decode timed apart
-    and its init left out, which gemma.rollout does, so the trials are counted here.
-    """
-    if trials < 1:
-        raise BadInput(f"trials must be >= 1, got {trials}")
-    cache_size = sampler.cache_config.cache_size
-    prompts = gemma.random_prompts(batch, prompt_len, dims.V, seed=seed)
-    row = {"batch": batch, "steps": steps, "prompt_len": prompt_len, "cache_size": cache_size,
-           "kv_cache_bytes": sizing.kv_cache_bytes(dims, batch, cache_size),
-           "kv_cache_bytes_per_device": kv_bytes_per_device(dims, batch, cache_size,
-                                                             mesh.shape["fsdp"], mesh.shape["tp"])}
-
-    def run():
-        first = _timed_rollout(sampler, prompts, steps, mesh)
-        return first, [_timed_rollout(sampler, prompts, steps, mesh) for _ in range(trials)]
-
-    out, oom = measure.run_or_oom(run)
-    row["peak_bytes_per_device"] = measure.peak_bytes_per_device()  # None on CPU
-    if oom is not None:
-        return {**row, "status": "oom", "error": oom}
-    first, timed = out
-    prefill_s = statistics.median(t["prefill_s"] for t in timed)
-    decode_s = statistics.median(t["decode_s"] for t in timed)
-    tokens = timed[-1]["tokens"]  # per row; greedy decoding repeats exactly
-    total = int(tokens.sum())
-    first_s = first["prefill_s"] + first["decode_s"]
-    return {**row, "status": "ok", "trials": trials,
-            "first_call_s": first_s, "compile_s": max(0.0, first_s - prefill_s - decode_s),
-            "prefill_s": prefill_s, "decode_s": decode_s, "ttft_ms": 1e3 * prefill_s,
-            "tokens": total, "tokens_per_row_min": int(tokens.min()),
-            "tokens_per_row_max": int(tokens.max()),
-            # the decode loop runs `steps` forward passes (tunix drops the last one's token)
-            "decode_ms_per_step": 1e3 * decode_s / steps,
-            # batch-wide: decode seconds per token it delivered (prefill's token not counted)
-            "decode_ms_per_token": 1e3 * decode_s / max(1, total - batch),
-            "tokens_per_s": total / (prefill_s + decode_s)}
-
-
-def sweep(measure_one, points: list[tuple[int, int]], *, desc: str = "rollout points",
-          progress: bool = True) -> list[dict]:
-    """`measure_one(batch, steps) -> row` over points in the order given (callers sort them
-    by increasing batch); after an out-of-memory batch, larger batches at the same steps are
-    recorded as skipped rather than run."""
-    from tqdm.auto import tqdm
-
-    rows, oom_at = [], {}
-    for batch, steps in tqdm(points, desc=desc, unit="point", disable=not progress):
-        if steps in oom_at and batch >= oom_at[steps]:
-            rows.append({"batch": batch, "steps": steps, "status": "skipped",
-                         "error": f"batch {oom_at[steps]} ran out of memory"})
-            continue
-        row = measure_one(batch, steps)
-        if row["status"] == "oom":
-            oom_at[steps] = min(batch, oom_at.get(steps, batch))
-        rows.append(row)
-    return rows
-
-
-# ---------------------------------------------------------------------------- the answer
-
-
-def aligned_pairs(rows: list[dict], step: int = 4) -> list[dict]:
-    """Each multiple of 64 (of 8 when no batch reaches 64) against the batch `step` rows
-    larger: the larger batch's decode cost per token over the aligned one's. A larger batch
-    normally costs less per token (the weights are read once per step for more rows), so a
-    ratio above 1 is the padding / tiling penalty of leaving the aligned size."""
-    ok = {r["batch"]: r for r in rows if r.get("status") == "ok"}
-    aligned = [b for b in sorted(ok) if b % 64 == 0] or [b for b in sorted(ok) if b % 8 == 0]
-    return [{"aligned": b, "neighbour": b + step,
-             "neighbour_cost_ratio": (ratio := ok[b + step]["decode_ms_per_token"]
-                                      / ok[b]["decode_ms_per_token"]),
-             "aligned_wins": ratio > 1.0}
-            for b in aligned if b + step in ok]
-
-
-def summarize(rows: list[dict]) -> dict:
-    """Best batch per token, largest that ran, first out of memory, aligned vs neighbours."""
-    ok = [r for r in rows if r.get("status") == "ok"]
-    oom = [r["batch"] for r in rows if r.get("status") == "oom"]
-    if not ok:
-        return {"best_batch": None, "largest_ran": None, "first_oom": min(oom, default=None),
-                "aligned_pairs": []}
-    best = max(ok, key=lambda r: r["tokens_per_s"])
-    return {"best_batch": best["batch"], "best_tokens_per_s": best["tokens_per_s"],
-            "best_decode_ms_per_token": best["decode_ms_per_token"],
-            "largest_ran": max(r["batch"] for r in ok), "first_oom": min(oom, default=None),
-            "aligned_pairs": aligned_pairs(ok)}
-
-
-def recommendation(summary: dict, rows: list[dict], where: str) -> str:
-    """A paragraph written from the numbers (nothing in it is fixed in advance)."""
-    if summary["best_batch"] is None:
-        return f"No batch ran on {where}: every point ran out of memory or was skipped."
-    ok = {r["batch"]: r for r in rows if r.get("status") == "ok"}
-    best, largest = summary["best_batch"], summary["largest_ran"]
-    text = (f"On {where}, batch {best} gives the highest throughput "
-            f"({summary['best_tokens_per_s']:,.0f} tokens/s, "
-            f"{summary['best_decode_ms_per_token']:.3g} ms of decode per token). ")
-    if largest != best:
-        ratio = ok[largest]["tokens_per_s"] / summary["best_tokens_per_s"]
-        text += (f"The largest batch that ran, {largest}, reaches {ratio:.0%} of that "
-                 f"throughput. ")
-    text += (f"Batch {summary['first_oom']} ran out of memory, so the largest that fits lies "
-             f"between {largest} and {summary['first_oom']}. " if summary["first_oom"] else
-             f"Nothing ran out of memory up to batch {largest}. ")
-    pairs = summary["aligned_pairs"]
-    if pairs:
-        won = [p for p in pairs if p["aligned_wins"]]
-        detail = "; ".join(f"{p['neighbour']} vs {p['aligned']}: "
-                           f"{p['neighbour_cost_ratio'] - 1:+.1%} per token" for p in pairs)
-        text += (f"Aligned batches beat the batch 4 larger per token in {len(won)} of "
-                 f"{len(pairs)} comparisons ({detail}).")
-    return text.strip()
-
-
-# ---------------------------------------------------------------------------- command line
+from shared.rollout_sweep import measure_point, recommendation, summarize, sweep  # noqa: E402
 
 
 def _ints(text: str, what: str) -> list[int]:
@@ -207,8 +64,8 @@ def _ints(text: str, what: str) -> list[int]:
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", default="gemma3-tiny", help=", ".join(gemma.MODEL_NAMES))
-    p.add_argument("--weights", default="dummy", help="dummy | kaggle")
+    p.add_argument("--model", default="gemma3-tiny", help=", ".join(models.MODEL_NAMES))
+    p.add_argument("--weights", default="dummy", help="dummy | real")
     p.add_argument("--batch-sizes", default="1,4,8,12,16", help="batch sweep, comma-separated")
     p.add_argument("--steps", default="8,16,32",
                    help="steps sweep at batch 1; the batch sweep uses the largest")
@@ -242,17 +99,17 @@ def device_info() -> dict:
 
 
 def setup(a):
-    """(sampler, mesh, dims) for the model on this process's devices."""
+    """(sampler, mesh, vocabulary size) for the model on this process's devices."""
     from shared import hardware
     from shared.sharding import make_mesh
 
     hardware.initialize_distributed()
     mesh = make_mesh(a.mesh)
     # tunix's sampling layout, as plan mode's 'rollout' compiles it
-    model, tok = gemma.load(a.model, a.weights, mesh=mesh, seed=a.seed, is_sampling=True)
-    dims = gemma.dims_from_config(a.model, model.config)
-    sampler = gemma.make_sampler(model, tok, a.cache_size, stop_at_eos=a.stop_at_eos)
-    return sampler, mesh, dims
+    model, tok = models.load(a.model, a.weights, mesh=mesh, seed=a.seed, is_sampling=True)
+    vocab = models.family_of_model(model).vocab_size(model.config)
+    sampler = rollout.make_sampler(model, tok, a.cache_size, stop_at_eos=a.stop_at_eos)
+    return sampler, mesh, vocab
 
 
 def _child_args(a, batch: int, steps: int, out: Path) -> list[str]:
@@ -295,8 +152,8 @@ def main(argv=None):
     batch_points = [(b, max(a.steps_list)) for b in a.batch_list]
     if a.point:  # a --fresh child: one point, its row and this device's description
         batch, steps = (int(x) for x in a.point.split(","))
-        sampler, mesh, dims = setup(a)
-        row = measure_point(sampler, mesh, dims, batch=batch, steps=steps,
+        sampler, mesh, vocab = setup(a)
+        row = measure_point(sampler, mesh, vocab, batch=batch, steps=steps,
                             prompt_len=a.prompt_len, trials=a.trials, seed=a.seed)
         _write_json(Path(a.out), {**row, "device": device_info()})
         return 0
@@ -304,9 +161,9 @@ def main(argv=None):
         measure_one = lambda b, s: _point_in_child(a, b, s)  # noqa: E731
         info = None
     else:
-        sampler, mesh, dims = setup(a)
+        sampler, mesh, vocab = setup(a)
         measure_one = lambda b, s: measure_point(  # noqa: E731
-            sampler, mesh, dims, batch=b, steps=s, prompt_len=a.prompt_len, trials=a.trials,
+            sampler, mesh, vocab, batch=b, steps=s, prompt_len=a.prompt_len, trials=a.trials,
             seed=a.seed)
         info = device_info()
     # Increasing batch order: the steps sweep (batch 1) first, then the batch sweep; the point
@@ -330,7 +187,7 @@ def main(argv=None):
         "wall_s": time.perf_counter() - started,
         "notes": [
             "timings are medians of `trials` calls after a first (compile + run) call",
-            "tokens are counted from the token buffer (gemma.generated_tokens); with "
+            "tokens are counted from the token buffer (rollout.generated_tokens); with "
             "stop_at_eos false every row decodes every step, as random weights would "
             "otherwise stop rows at whatever step they happen to emit EOS",
             "peak_bytes_per_device is the process-wide high-water mark after the point "

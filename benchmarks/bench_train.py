@@ -21,8 +21,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 

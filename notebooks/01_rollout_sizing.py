@@ -68,7 +68,6 @@ SEED = 0
 MESH = None  # FSDPxTP, e.g. "8x1"; None: every device on fsdp (local: one device)
 PLAN_BATCH_SIZES = [8, 64, 128]  # plan mode: one compile each (1-3 min for gemma3-1b)
 PLAN_MAX_BATCH = True  # plan mode: search the largest batch that fits (~10-17 compiles)
-PLAN_LIMIT = 1024  # the largest batch that search tries
 PREDICT = False  # local/device: also compile predictions for TARGET (cached ones are shown)
 
 # %%
@@ -84,8 +83,7 @@ from IPython.display import display
 from matplotlib.ticker import FuncFormatter
 from tqdm.auto import tqdm
 
-from benchmarks import bench_rollout  # the benchmark script measures with these functions
-from shared import gemma, hardware, measure, plan, sizing
+from shared import hardware, measure, models, plan, rollout, rollout_sweep, sizing
 from shared.errors import BadInput, choose
 from shared.sharding import check_batch, make_mesh, mesh_shape
 
@@ -94,8 +92,8 @@ BATCH_SIZES = report.by_mode(MODE, BATCH_SIZES, [1, 4, 8, 12, 16],
                              [1, 4, 16, 60, 64, 68, 124, 128, 132, 252, 256, 260])
 STEPS = report.by_mode(MODE, STEPS, [8, 16, 32], [128, 256, 512, 1024])
 PROMPT_LEN = report.by_mode(MODE, PROMPT_LEN, 16, 256)
-choose("Gemma 3 model", MODEL, gemma.MODEL_NAMES)
-choose("weights", WEIGHTS, gemma.WEIGHTS)
+choose("model", MODEL, models.MODEL_NAMES)
+choose("weights", WEIGHTS, models.WEIGHTS)
 BATCH_SIZES, STEPS = sorted(set(BATCH_SIZES)), sorted(set(STEPS))
 if not BATCH_SIZES or not STEPS or min(BATCH_SIZES + STEPS + [PROMPT_LEN, TRIALS]) < 1:
     raise BadInput("BATCH_SIZES, STEPS, PROMPT_LEN and TRIALS must be positive (lists non-empty)")
@@ -105,7 +103,7 @@ if PROMPT_LEN + max(STEPS) > CACHE:
 BATCH_STEPS = max(STEPS)  # the batch sweep's generation steps
 target = hardware.parse_target(TARGET)
 out = report.results_dir(RESULTS_DIR)
-dims = gemma.model_dims(MODEL)
+dims = models.model_dims(MODEL)
 GiB, MiB = 2**30, 2**20
 
 
@@ -132,11 +130,11 @@ weights_bytes = sizing.param_counts(dims)["total"] * 2  # bf16
 
 def closed_form_per_device(batch):
     """bf16 weights (split over tp only) + the KV cache of this device's share of the batch."""
-    return weights_bytes // tp_t + bench_rollout.kv_bytes_per_device(dims, batch, CACHE, fsdp_t,
-                                                                      tp_t)
+    return weights_bytes // tp_t + rollout_sweep.closed_form_kv_per_device(
+        dims, batch, CACHE, fsdp_t, tp_t)
 
 
-kv_row_per_device = bench_rollout.kv_bytes_per_device(dims, 1, CACHE, 1, tp_t)
+kv_row_per_device = rollout_sweep.closed_form_kv_per_device(dims, 1, CACHE, 1, tp_t)
 closed_max = fsdp_t * ((target.chip.hbm_bytes - weights_bytes // tp_t) // kv_row_per_device)
 show([{"quantity": "parameters", "value": sizing.param_counts(dims)["total"]},
       {"quantity": "weights bytes (bf16)", "value": weights_bytes},
@@ -176,23 +174,23 @@ if measured:
         check_batch(b, mesh)
     start = time.perf_counter()
     # tunix's sampling layout, as plan mode's `rollout` workload compiles it
-    model, tok = gemma.load(MODEL, WEIGHTS, mesh=mesh, seed=SEED, is_sampling=True)
-    dims = gemma.dims_from_config(MODEL, model.config)  # gemma3-tiny: V = the tokenizer's
-    sampler = gemma.make_sampler(model, tok, CACHE, stop_at_eos=False)
+    model, tok = models.load(MODEL, WEIGHTS, mesh=mesh, seed=SEED, is_sampling=True)
+    dims = models.dims(MODEL, model.config)  # gemma3-tiny: V = the tokenizer's
+    sampler = rollout.make_sampler(model, tok, CACHE, stop_at_eos=False)
     chip_here = hardware.current_chip()
-    weights_here = gemma.param_bytes(model) // mesh.shape["tp"]  # replicated over fsdp
+    weights_here = models.param_bytes(model) // mesh.shape["tp"]  # replicated over fsdp
     print(f"loaded {MODEL} ({WEIGHTS}) in {time.perf_counter() - start:.1f}s on {len(devices)} "
           f"{devices[0].device_kind} device(s), mesh {dict(mesh.shape)}; weights "
-          f"{size(gemma.param_bytes(model))}; memory stats: "
+          f"{size(models.param_bytes(model))}; memory stats: "
           f"{'n/a on this backend' if measure.device_memory() is None else 'per device'}")
 
     def measure_one(batch, steps):
-        return bench_rollout.measure_point(sampler, mesh, dims, batch=batch, steps=steps,
+        return rollout_sweep.measure_point(sampler, mesh, dims.V, batch=batch, steps=steps,
                                            prompt_len=PROMPT_LEN, trials=TRIALS, seed=SEED)
 
     steps_points = [(1, s) for s in STEPS]
     batch_points = [(b, BATCH_STEPS) for b in BATCH_SIZES]
-    rows = bench_rollout.sweep(measure_one, list(dict.fromkeys(steps_points + batch_points)))
+    rows = rollout_sweep.sweep(measure_one, list(dict.fromkeys(steps_points + batch_points)))
     by_point = {(r["batch"], r["steps"]): r for r in rows}
     steps_rows = [by_point[p] for p in steps_points]
     batch_rows = [by_point[p] for p in batch_points]
@@ -319,7 +317,7 @@ if MODE != "plan":
     wanted = [r for r in wanted if PREDICT or plan.is_cached(r)]
 predicted = [predicted_row(plan.plan_point(r)) for r in
              tqdm(wanted, desc=f"plan {MODEL} on {TARGET}", unit="point", disable=not wanted)]
-search = (plan.max_batch(plan_request(fsdp_t), limit=PLAN_LIMIT)
+search = (plan.max_batch(plan_request(fsdp_t))
           if MODE == "plan" and PLAN_MAX_BATCH else None)
 if predicted:
     show(predicted, "predicted")
@@ -328,8 +326,7 @@ if search:
     show(probes, "max_batch_probes", ["batch", "bytes_per_device", "closed_form_bytes", "fits",
                                       "roofline_ms_per_token", "cached"])
     print(f"largest batch that fits {TARGET}: {search['max_batch']}"
-          + (f" (batch {search['first_not_fitting']} does not)" if search["first_not_fitting"]
-             else f" (searched up to {PLAN_LIMIT})") + f"; closed form said {closed_max}")
+          + f"; {plan.describe(search)}; closed form said {closed_max}")
 
 # %%
 if predicted or search:
@@ -387,13 +384,13 @@ if measured and predicted:  # predicted beside measured at the batches both have
 # %%
 summary_rows, paragraph = [], []
 if measured:
-    summary = bench_rollout.summarize(batch_rows)
+    summary = rollout_sweep.summarize(batch_rows)
     summary_rows += [{"source": "measured", "quantity": k, "value": v}
                      for k, v in summary.items() if k != "aligned_pairs"]
     summary_rows += [{"source": "measured", "quantity": f"{p['neighbour']} vs {p['aligned']}",
                       "value": f"{p['neighbour_cost_ratio'] - 1:+.1%} per token"}
                      for p in summary["aligned_pairs"]]
-    paragraph.append(bench_rollout.recommendation(summary, batch_rows,
+    paragraph.append(rollout_sweep.recommendation(summary, batch_rows,
                                                   f"{where}, {BATCH_STEPS} steps"))
 if search:
     found = search["max_batch"]
@@ -408,8 +405,8 @@ if search:
     else:
         at = points[found]
         text = (f"The TPU compiler predicts that batch {found} is the largest that fits for "
-                f"{setting}" + (f" (the search stopped at PLAN_LIMIT={PLAN_LIMIT})"
-                                if search["first_not_fitting"] is None else "")
+                f"{setting}" + (" (at least: the search reached its ceiling)"
+                                if search["at_least"] else "")
                 + f"; weights + KV cache alone would allow {closed_max}. At batch {found} the "
                 f"compiler needs {size(at['difference_bytes'])} more than that closed form"
                 + (f", {size(at['temp_bytes'])} of it temporaries. " if "temp_bytes" in at

@@ -90,8 +90,7 @@ from flax import nnx
 from IPython.display import display
 from tqdm.auto import tqdm
 
-from benchmarks import bench_rollout  # rollouts are timed as notebook 01 and the benchmark do
-from shared import data, gemma, hardware, lora, measure, plan, sizing
+from shared import data, hardware, lora, measure, models, plan, rollout, rollout_sweep
 from shared.errors import BadInput, choose
 from shared.sharding import check_batch, make_mesh
 
@@ -100,8 +99,8 @@ BATCH_SIZES = report.by_mode(MODE, BATCH_SIZES, [1, 16], [1, 16, 64, 128])
 STEPS = report.by_mode(MODE, STEPS, 32, 1024)
 PROMPT_LEN = report.by_mode(MODE, PROMPT_LEN, 16, 256)
 TRAIN_SEQ = report.by_mode(MODE, TRAIN_SEQ, 64, 512)
-choose("Gemma 3 model", MODEL, gemma.MODEL_NAMES)
-choose("weights", WEIGHTS, gemma.WEIGHTS)
+choose("model", MODEL, models.MODEL_NAMES)
+choose("weights", WEIGHTS, models.WEIGHTS)
 choose("play", TRAIN_PLAY, [name for name, _ in data.shakespeare_documents()])
 RANKS, BATCH_SIZES = sorted(set(RANKS)), sorted(set(BATCH_SIZES))
 if not RANKS or not BATCH_SIZES or min(RANKS + BATCH_SIZES + [STEPS, PROMPT_LEN, TRIALS,
@@ -110,7 +109,7 @@ if not RANKS or not BATCH_SIZES or min(RANKS + BATCH_SIZES + [STEPS, PROMPT_LEN,
                    "positive (lists non-empty)")
 target = hardware.parse_target(TARGET)
 out = report.results_dir(RESULTS_DIR)
-dims = gemma.model_dims(MODEL)
+dims = models.model_dims(MODEL)
 GiB = 2**30
 
 
@@ -127,17 +126,18 @@ alpha = lora.default_alpha  # as plan mode's LoRA workloads use
 
 # %% [markdown]
 # ## 1 · The closed form: how many parameters LoRA adds
-# qwix puts an `A [in, r]`, `B [r, out]` pair on q, kv, the attention output and the three MLP
+# qwix puts an `A [in, r]`, `B [r, out]` pair on the attention projections and the three MLP
 # matrices of every layer: `r · (in + out)` parameters each. Small next to the base, and linear
-# in the rank.
+# in the rank. Counted on the abstract LoRA model (qwix's own graph, nothing allocated).
 
 # %%
-base_params = sizing.param_counts(dims)["total"]
-show([{"model": MODEL, "rank": r, "lora_params": lora.expected_lora_param_count(dims, r),
-       "lora_bytes_bf16": 2 * lora.expected_lora_param_count(dims, r),
-       "base_bytes_bf16": 2 * base_params,
-       "lora_over_base": lora.expected_lora_param_count(dims, r) / base_params}
-      for r in RANKS], "closed_form")
+base_params = models.param_count(models.abstract_model(MODEL))
+lora_counts = {r: lora.lora_param_count(models.abstract_model(MODEL, lora_rank=r,
+                                                              lora_alpha=alpha(r)))
+               for r in RANKS}
+show([{"model": MODEL, "rank": r, "lora_params": n, "lora_bytes_bf16": 2 * n,
+       "base_bytes_bf16": 2 * base_params, "lora_over_base": n / base_params}
+      for r, n in lora_counts.items()], "closed_form")
 
 # %% [markdown]
 # ## 2 · HBM before LoRA, after applying it, after deleting the base
@@ -182,25 +182,24 @@ if measured:
         check_batch(b, mesh)
     rank = max(RANKS)
     memory = [memory_row("nothing loaded")]
-    base, tok = gemma.load(MODEL, WEIGHTS, mesh=mesh, seed=SEED, is_sampling=True)
-    base_bytes = gemma.param_bytes(base)
-    memory.append(memory_row("base model", params=gemma.param_count(base)))
+    base, tok = models.load(MODEL, WEIGHTS, mesh=mesh, seed=SEED, is_sampling=True)
+    base_bytes = models.param_bytes(base)
+    memory.append(memory_row("base model", params=models.param_count(base)))
     start = time.perf_counter()
     adapted = lora.apply_lora(base, rank, alpha(rank), mesh=mesh)
     apply_s = time.perf_counter() - start
     base_leaves = jax.tree.leaves(nnx.state(base))
     adapted_ids = {id(x) for x in jax.tree.leaves(nnx.state(adapted))}
     shared_leaves = sum(id(x) in adapted_ids for x in base_leaves)
-    lora_bytes = gemma.param_bytes(adapted) - base_bytes
-    memory.append(memory_row(f"base + LoRA rank {rank} applied", params=gemma.param_count(adapted),
+    lora_bytes = models.param_bytes(adapted) - base_bytes
+    memory.append(memory_row(f"base + LoRA rank {rank} applied", params=models.param_count(adapted),
                              lora_params=lora.lora_param_count(adapted),
                              if_qwix_copied_the_base_bytes=(memory[1]["array_bytes_per_device"]
                                                             + base_bytes + lora_bytes)))
     freed = lora.free_base(base, keep=adapted)
     del base
     memory.append(memory_row("after free_base + del base", freed_bytes=freed))
-    assert lora.lora_param_count(adapted) == lora.expected_lora_param_count(
-        gemma.dims_from_config(MODEL, adapted.config), rank)
+    assert lora.lora_param_count(adapted) == lora_counts[rank]
     show(memory, "hbm_stages")
     print(f"apply_lora took {apply_s:.1f}s (qwix runs one eager forward pass to create the "
           f"adapters). {shared_leaves} of the base model's {len(base_leaves)} arrays are the very "
@@ -235,15 +234,15 @@ if measured:
 
 # %%
 if measured:
-    base, tok = gemma.load(MODEL, WEIGHTS, mesh=mesh, seed=SEED, is_sampling=True)
-    dims = gemma.dims_from_config(MODEL, base.config)
+    base, tok = models.load(MODEL, WEIGHTS, mesh=mesh, seed=SEED, is_sampling=True)
+    dims = models.dims(MODEL, base.config)
     speed = []
     for rank in [0] + RANKS:
         model = base if rank == 0 else lora.apply_lora(base, rank, alpha(rank), mesh=mesh)
-        sampler = gemma.make_sampler(model, tok, PROMPT_LEN + STEPS, stop_at_eos=False)
-        rows = bench_rollout.sweep(
-            lambda b, s, sampler=sampler: bench_rollout.measure_point(
-                sampler, mesh, dims, batch=b, steps=s, prompt_len=PROMPT_LEN, trials=TRIALS,
+        sampler = rollout.make_sampler(model, tok, PROMPT_LEN + STEPS, stop_at_eos=False)
+        rows = rollout_sweep.sweep(
+            lambda b, s, sampler=sampler: rollout_sweep.measure_point(
+                sampler, mesh, dims.V, batch=b, steps=s, prompt_len=PROMPT_LEN, trials=TRIALS,
                 seed=SEED),
             [(b, STEPS) for b in BATCH_SIZES], desc="base" if rank == 0 else f"LoRA rank {rank}")
         speed += [{"model": "base" if rank == 0 else f"LoRA r={rank}", "rank": rank, **r}
@@ -293,7 +292,7 @@ if measured:
 # %%
 if measured:
     train_rank = min(RANKS)
-    base, tok = gemma.load(MODEL, WEIGHTS, mesh=mesh, seed=SEED)  # training layout
+    base, tok = models.load(MODEL, WEIGHTS, mesh=mesh, seed=SEED)  # training layout
     adapted = lora.apply_lora(base, train_rank, alpha(train_rank), mesh=mesh)
     play = dict(data.shakespeare_documents())[TRAIN_PLAY]
     lines = [line for line in play.splitlines()  # not titles, speaker names, stage directions
@@ -326,7 +325,7 @@ if measured:
     # The adapters cannot change the tied output table, so |logit_v| <= |E_v| * |h| with the
     # final RMSNorm's output |h| <= sqrt(D) * max|1 + scale|: for random weights of std 0.02
     # that is a few units, and the loss can fall only so far below ln V.
-    table = np.asarray(gemma.embedding_table(adapted), np.float32)
+    table = np.asarray(models.head_table(adapted), np.float32)
     norm_gain = np.abs(1 + np.asarray(adapted.final_norm.scale.get_value(), np.float32)).max()
     logit_bound = np.linalg.norm(table, axis=1).max() * np.sqrt(table.shape[1]) * norm_gain
     print(f"ln V = {np.log(table.shape[0]):.2f} nats; no logit can exceed {logit_bound:.3g} "
@@ -361,7 +360,7 @@ if measured:
     check = check[:2, :-1]  # two rows: logits are [B, T, V], large for a 262k vocabulary
 
     def logits_of(model):
-        return np.asarray(gemma.full_logits(model, check), np.float32)
+        return np.asarray(models.full_logits(model, check), np.float32)
 
     def as_f32(model):
         graphdef, state = nnx.split(model)

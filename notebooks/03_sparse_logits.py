@@ -93,7 +93,6 @@ TRIALS = 3  # timed calls after the first (compile + run) call; the per-step sca
 PLAN_SEQ = 1024
 PLAN_BATCHES = [8, 32]  # one compile each per mode (minutes each for gemma3-1b on 2 cores)
 PLAN_MAX_BATCH = True  # search the largest batch that fits, for each mode
-PLAN_LIMIT = 4096  # the largest batch that search tries
 PREDICT = False  # local/device: also compile section 4 (cached results are always shown)
 
 # %%
@@ -113,15 +112,14 @@ from flax import nnx
 from IPython.display import display
 from tqdm.auto import tqdm
 
-from benchmarks import bench_logits  # the benchmark measures with the same helpers
-from shared import gemma, hardware, measure, plan
+from shared import hardware, measure, models, plan, rollout
 from shared import logits as L
 from shared.errors import BadInput, choose
 from shared.sharding import make_mesh
 
 MODEL = report.by_mode(MODE, MODEL, "gemma3-tiny", "gemma3-1b")
-choose("Gemma 3 model", MODEL, gemma.MODEL_NAMES)
-choose("weights", WEIGHTS, gemma.WEIGHTS)
+choose("model", MODEL, models.MODEL_NAMES)
+choose("weights", WEIGHTS, models.WEIGHTS)
 by_mode = functools.partial(report.by_mode, MODE)  # sizes left at None: local vs real
 GEMMA_T = by_mode(GEMMA_T, 64, 512)
 TIME_B, TIME_T, TIME_V = by_mode(TIME_B, 4, 8), by_mode(TIME_T, 64, 1024), by_mode(TIME_V, 32768,
@@ -193,7 +191,7 @@ def compile_memory(fn, *args):
     try:
         return {**measure.compiled_memory(jax.jit(fn).lower(*args).compile()), "refused": None}
     except Exception as err:  # libtpu refuses programs over HBM: keep what it asked for
-        return plan.refusal(err)  # re-raises anything else; parses libtpu's two wordings
+        return measure.refusal(err)  # re-raises anything else; parses libtpu's two wordings
 
 
 def memory_rows(where, sharding, batches, chunks=None):
@@ -208,7 +206,7 @@ def memory_rows(where, sharding, batches, chunks=None):
                          for C, Vc in chunks]
     rows = []
     for B, what, method, fn, C, Vc in tqdm(jobs, desc=f"compile on {where}", unit="compile"):
-        h, e, t = bench_logits.specs(B, MEM_T, MEM_D, MEM_V, jnp.bfloat16, sharding)
+        h, e, t = L.example_specs(B, MEM_T, MEM_D, MEM_V, jnp.bfloat16, sharding)
         start = time.perf_counter()
         stats = compile_memory(fn, h, e) if what == "top-k" else compile_memory(fn, h, e, t)
         rows.append({"where": where, "what": what, "method": method, "B": B, "chunk_size": C,
@@ -489,7 +487,7 @@ if measured:
     topk_rows, ce_rows = [], []
     B, T, D, V = EXACT_SHAPE
     C, Vc = EXACT_CHUNKS
-    h32, e32, t = bench_logits.inputs(B, T, D, V, jnp.float32, seed=SEED)  # logits of std ~3
+    h32, e32, t = L.example_inputs(B, T, D, V, jnp.float32, seed=SEED)  # logits of std ~3
     t = t.at[0, : T // 10].set(-1)  # some ignored targets
     topk = jax.jit(functools.partial(L.top_k_logits, k=K, chunk_size=C, vocab_chunk_size=Vc))
     per_step = jax.jit(functools.partial(L.per_step_top_k_logits, k=K))
@@ -507,7 +505,7 @@ if measured:
             ce_rows += loss_rows(case, h, e, t, softcap, chunk_size=C, vocab_chunk_size=Vc)
 
 # %% [markdown]
-# The same on Gemma 3: `gemma.teacher_forced_top_k` runs the model's own teacher-forced pass
+# The same on Gemma 3: `models.teacher_forced_top_k` runs the model's own teacher-forced pass
 # and either materialises the logits and takes `lax.top_k` (mode `full`, as tunix's forward
 # does) or stops at the final-normed hidden states and calls `top_k_logits` (mode `topk`).
 # The loss uses those hidden states and the model's tied embedding table, with the next token as
@@ -519,23 +517,23 @@ if measured:
     one_device = make_mesh(None, jax.devices()[:1])  # any batch is legal on one device
     start = time.perf_counter()
     if WEIGHTS == "dummy":  # no tokenizer needed: the tokens are random ids
-        model = gemma.dummy_model(MODEL, mesh=one_device, seed=SEED)
+        model = models.dummy_model(MODEL, mesh=one_device, seed=SEED)
     else:
-        model, _ = gemma.load(MODEL, WEIGHTS, mesh=one_device, seed=SEED)
+        model, _ = models.load(MODEL, WEIGHTS, mesh=one_device, seed=SEED)
     graphdef, state = nnx.split(model)
-    graph = gemma.StaticGraph(graphdef)
+    graph = models.StaticGraph(graphdef)
     vocab = model.config.num_embed
-    tokens = jnp.asarray(gemma.random_prompts(GEMMA_B, GEMMA_T, vocab, seed=SEED))
+    tokens = jnp.asarray(rollout.random_prompts(GEMMA_B, GEMMA_T, vocab, seed=SEED))
 
     @functools.partial(jax.jit, static_argnames="graph")
     def hidden_and_table(graph, state, tokens):
         model = nnx.merge(graph.graphdef, state)
-        return gemma.hidden_states(model, tokens), gemma.embedding_table(model)
+        return models.hidden_states(model, tokens), models.head_table(model)
 
     hidden, table = hidden_and_table(graph, state, tokens)
     case = f"{MODEL} ({WEIGHTS}) B={GEMMA_B} T={GEMMA_T} D={table.shape[1]} V={vocab}"
-    ref = gemma.teacher_forced_top_k(graph, state, tokens, mode="full", k=K + 1)
-    ours = gemma.teacher_forced_top_k(graph, state, tokens, mode="topk", k=K)
+    ref = models.teacher_forced_top_k(graph, state, tokens, mode="full", k=K + 1)
+    ours = models.teacher_forced_top_k(graph, state, tokens, mode="topk", k=K)
     for method, (v, i) in (("full logits (lax.top_k)", (ref[0][..., :K], ref[1][..., :K])),
                            ("ours (teacher_forced_top_k)", ours)):
         topk_rows.append(top_k_agreement(case, hidden.dtype, method, v, i, *ref, hidden, table))
@@ -575,7 +573,7 @@ if measured:
 
 # %%
 if measured:
-    h, e, t = bench_logits.inputs(TIME_B, TIME_T, MEM_D, TIME_V, jnp.bfloat16, seed=SEED)
+    h, e, t = L.example_inputs(TIME_B, TIME_T, MEM_D, TIME_V, jnp.bfloat16, seed=SEED)
     jobs = [("top-k", m, f, (h, e)) for m, f in TOPK_FNS.items()]
     jobs += [("loss fwd+bwd", m, f, (h, e, t)) for m, f in LOSS_FNS.items()]
     time_rows = []
@@ -627,7 +625,7 @@ if measured:
 
 # %% [markdown]
 # ## 4 · Plan: the largest teacher-forced Gemma 3 batch on `TARGET`
-# `shared.plan`'s `forward` workload compiles `gemma.teacher_forced_top_k` — the same jitted
+# `shared.plan`'s `forward` workload compiles `models.teacher_forced_top_k` — the same jitted
 # function section 2 ran — for `TARGET` with abstract arguments: the model's weights with their
 # shardings, tokens `[B, PLAN_SEQ]`. `full` materialises the `[B, T, V]` logits and takes
 # `lax.top_k`; `topk` stops at the hidden states and calls `top_k_logits`. Bytes per device are
@@ -654,32 +652,30 @@ def plan_row(point):
 
 n_chips = len(plan.topology_devices(target)) if (MODE == "plan" or PREDICT) else target.chips
 batches = [b for b in PLAN_BATCHES if b % n_chips == 0]  # the batch is split over the chips
-wanted = [plan_request(m, b) for m in gemma.LOGITS_MODES for b in batches]
+wanted = [plan_request(m, b) for m in models.LOGITS_MODES for b in batches]
 if MODE != "plan":
     wanted = [r for r in wanted if PREDICT or plan.is_cached(r)]
 planned = [plan_row(plan.plan_point(r)) for r in
            tqdm(wanted, desc=f"plan forward {MODEL} on {TARGET}", unit="point",
                 disable=not wanted)]
 searches = {}
-for mode in gemma.LOGITS_MODES:
+for mode in models.LOGITS_MODES:
     if PLAN_MAX_BATCH and (MODE == "plan" or PREDICT):
-        searches[mode] = plan.max_batch(plan_request(mode, n_chips), limit=PLAN_LIMIT)
+        searches[mode] = plan.max_batch(plan_request(mode, n_chips))
 if planned:
     show(planned, "plan_points")
 for mode, search in searches.items():
-    planned += [plan_row(p) for p in search["probes"] + search["fast_probes"]]
+    planned += [plan_row(p) for p in search["probes"]]
     print(f"{mode}: the largest batch that fits {TARGET} at T={PLAN_SEQ} is "
-          f"{search['max_batch']}" + (f" (batch {search['first_not_fitting']} does not)"
-                                      if search["first_not_fitting"] else
-                                      f" (searched up to PLAN_LIMIT={PLAN_LIMIT})"))
+          f"{search['max_batch']}: {plan.describe(search)}")
 if searches:
     show([plan_row(p) | {"search": mode} for mode, s in searches.items()
-          for p in s["fast_probes"] + s["probes"]], "plan_max_batch_probes")
+          for p in s["probes"]], "plan_max_batch_probes")
 
 # %%
 if planned:
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
-    for mode, style in zip(gemma.LOGITS_MODES, ("o-", "s-"), strict=True):
+    for mode, style in zip(models.LOGITS_MODES, ("o-", "s-"), strict=True):
         pts = sorted({r["batch"]: r for r in planned
                       if r["logits"] == mode and not r["fast"]}.items())
         line, = ax.plot([b for b, _ in pts], [r["bytes_per_device"] / GiB for _, r in pts],

@@ -216,8 +216,7 @@ if MODE == "plan":
                            round(batch * PLAN_SEQ / point["roofline_lower_bound_s"]),
                        "compile s": round(point["compile_s"], 1), "cached": point["cached"]})
     show(points, "plan_train")
-    search = plan.max_batch(plan.Request("train", MODEL, TARGET, seq=PLAN_SEQ),
-                            limit=max(PLAN_BATCHES) * 8)
+    search = plan.max_batch(plan.Request("train", MODEL, TARGET, seq=PLAN_SEQ))
     print(f"largest batch of {PLAN_SEQ}-token sequences that fits one step on {TARGET}: "
           f"{search['max_batch']} (probed {[p['batch'] for p in search['probes']]})")
     fig, ax = plt.subplots(figsize=(6, 3.5))

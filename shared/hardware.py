@@ -208,6 +208,18 @@ def current_chip() -> Chip | None:
     return chip_for_device_kind(jax.local_devices()[0].device_kind)
 
 
+def current_target_name() -> str | None:
+    """This process's slice as a target name ('v5e-8', 'v5p-8', 'h100-1'), for predictions
+    beside measurements; None on a CPU or an accelerator not in the table."""
+    import jax
+
+    here = current_chip()
+    if here is None or here.name == "cpu":
+        return None
+    chips = max(1, jax.device_count() // (here.devices_per_chip if here.name == "tpu7x" else 1))
+    return f"{here.name}-{chips * here.cores_per_chip_name}"
+
+
 def chip(name: str) -> Chip:
     """Look a chip up by table name ('v5p'), or by target name ('v5p-8')."""
     return CHIPS[name] if name in CHIPS else parse_target(name).chip

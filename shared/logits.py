@@ -183,6 +183,23 @@ def cross_entropy(
     return _chunked_ce(hidden, embedding, targets, C, Vc, softcap and float(softcap))
 
 
+def example_inputs(B, T, D, V, dtype, seed=0):
+    """Random hidden [B, T, D], table [V, D] (logits of std ~3, like a trained LM head) and
+    targets [B, T]: what the benchmark, notebook 03 and the tests measure with."""
+    kh, ke, kt = jax.random.split(jax.random.PRNGKey(seed), 3)
+    h = jax.random.normal(kh, (B, T, D), jnp.float32).astype(dtype)
+    e = (3.0 / D**0.5 * jax.random.normal(ke, (V, D), jnp.float32)).astype(dtype)
+    return h, e, jax.random.randint(kt, (B, T), 0, V)
+
+
+def example_specs(B, T, D, V, dtype, sharding=None):
+    """The same as ShapeDtypeStructs, for compile-only memory measurements."""
+    def spec(shape, dt):
+        return jax.ShapeDtypeStruct(shape, dt, sharding=sharding)
+
+    return spec((B, T, D), dtype), spec((V, D), dtype), spec((B, T), jnp.int32)
+
+
 # ---------------------------------------------------------------------------------------------
 # cross-entropy internals
 

@@ -1,14 +1,16 @@
-"""qwix LoRA on tunix Gemma 3: apply, count, merge, export to safetensors, train the adapters.
+"""qwix LoRA on any tunix family: apply, count, merge, export to safetensors, train the adapters.
 
-- `apply_lora`: qwix `LoraProvider` on q/kv/attn_vec/gate/up/down (`gemma.LORA_MODULE_PATH`),
-  rank and alpha as parameters, resharded onto the mesh. qwix's `apply_lora_to_model` clones
-  the module graph; with flax 0.12 the clone shares the base weight buffers, so HBM does not
-  double (the known trap of older versions); `free_base` deletes what is not shared.
-- `merge_lora` folds W + (alpha/r)·A@B back into a plain Gemma3; `export_safetensors` writes it
-  under Hugging Face Gemma 3 names and `load_safetensors` reloads it through tunix's loader.
+- `apply_lora`: qwix `LoraProvider` on the family's attention projections and dense MLP (the
+  adapter's `lora_module_path`), rank and alpha as parameters, resharded onto the mesh. qwix's
+  `apply_lora_to_model` clones the module graph; with flax 0.12 the clone shares the base weight
+  buffers, so HBM does not double (the known trap of older versions); `free_base` deletes what
+  is not shared.
+- `merge_lora` folds W + (alpha/r)·A@B back into a plain model; `export_safetensors` writes it
+  under the family's Hugging Face names and `load_safetensors` reloads it through tunix's own
+  loader for that family.
 - `lora_train_step`: one jitted optax step on the LoRA parameters only, with the chunked loss
-  of shared.logits (no [B, T, V] logits at V = 262,144); plan mode lowers the same function
-  with `abstract_lora_train_args`.
+  of shared.logits (no [B, T, V] logits); plan mode lowers the same function with
+  `abstract_lora_train_args`.
 """
 
 import functools
@@ -18,19 +20,23 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 import qwix
 from flax import nnx
-from tunix.models.gemma3 import model as gemma3_lib
-from tunix.models.gemma3 import params_safetensors as gemma3_safetensors
 from tunix.rl import reshard
 
-from shared import gemma, logits, sizing
-from shared.errors import BadInput
-from shared.gemma import LORA_MODULE_PATH, PAD_ID, StaticGraph
-from shared.model import count_params
-from shared.sharding import batch_sharding, check_batch, make_mesh, opt_state_shardings
+from shared import logits, models, optim, sizing
+from shared.errors import BadInput, choose
+from shared.measure import Executable
+from shared.models import PAD_ID, StaticGraph
+from shared.sharding import (
+    abstract_like,
+    batch_sharding,
+    check_batch,
+    make_mesh,
+    on_mesh,
+    opt_state_shardings,
+)
 
 # ---------------------------------------------------------------------------- adapters
 
@@ -41,16 +47,17 @@ def default_alpha(rank: int) -> float:
     return 2.0 * rank
 
 
-def apply_lora(model, rank: int, alpha: float, *, mesh=None, seed: int = 0,
-               module_path: str = LORA_MODULE_PATH):
-    """qwix LoRA on q/kv/attn_vec/gate/up/down, resharded onto `mesh` (tunix's reshard).
+def apply_lora(model, rank: int, alpha: float, *, mesh=None, seed: int = 0):
+    """qwix LoRA on the family's attention projections and dense MLP, resharded onto `mesh`
+    (tunix's reshard).
 
     qwix runs one eager forward pass on `model.get_model_input()` to create lora_a (he_uniform)
     and lora_b (zeros), each sharded like its base weight. The result shares the base weight
     buffers with `model` (nnx.clone default); see free_base for deleting the base.
     """
-    lora = qwix.apply_lora_to_model(model, gemma.lora_provider(rank, alpha, module_path),
-                                    rngs=nnx.Rngs(seed), **model.get_model_input())
+    provider = models.lora_provider(models.family_of_model(model), rank, alpha)
+    lora = qwix.apply_lora_to_model(model, provider, rngs=nnx.Rngs(seed),
+                                    **model.get_model_input())
     return reshard.reshard_model_to_mesh(lora, mesh) if mesh is not None else lora
 
 
@@ -67,20 +74,22 @@ def free_base(base, keep) -> int:
 
 
 def lora_param_count(model) -> int:
-    return count_params(nnx.state(model, nnx.LoRAParam))
+    return models.param_count(nnx.state(model, nnx.LoRAParam))
 
 
-def expected_lora_param_count(dims: sizing.ModelDims, rank: int) -> int:
-    """r·(in+out) per adapted matrix: q D→N·H, kv D→2·K·H, attn_vec N·H→D, gate/up D→F,
-    down F→D, in every layer."""
+def expected_lora_param_count(dims: sizing.ModelDims, rank: int, *, fused_kv: bool) -> int:
+    """r·(in+out) per adapted matrix of a dense model with one attention layout: q D→N·H,
+    k and v D→K·H each (or one fused kv D→2·K·H: Gemma 2 and 3), the attention output
+    N·H→D, gate/up D→F, down F→D, in every layer."""
     D, F, NH, KH = dims.D, dims.F, dims.N * dims.H, dims.K * dims.H
-    per_layer = (D + NH) + (D + 2 * KH) + (NH + D) + 2 * (D + F) + (F + D)
+    kv = (D + 2 * KH) if fused_kv else 2 * (D + KH)
+    per_layer = (D + NH) + kv + (NH + D) + 2 * (D + F) + (F + D)
     return dims.L * rank * per_layer
 
 
 def _lora_modules(model):
     """(module, weight attribute) for every module qwix gave lora_a/lora_b."""
-    for _, module in model.iter_modules():
+    for _, module in nnx.iter_modules(model):
         for attr in ("w", "kernel"):
             if hasattr(module, f"{attr}_lora_a"):
                 yield module, attr
@@ -106,10 +115,10 @@ def _lora_delta(module, attr: str, rank: int, alpha: float) -> jax.Array:
 
 
 def merge_lora(lora_model, rank: int, alpha: float):
-    """A plain tunix Gemma3 with W + (alpha/r)·A@B in every adapted weight (same shardings)."""
+    """A plain tunix model with W + (alpha/r)·A@B in every adapted weight (same shardings)."""
+    model_class = models.family_of_model(lora_model).model_class
     cfg = lora_model.config
-    graphdef, abs_state = nnx.split(nnx.eval_shape(lambda: gemma3_lib.Gemma3(cfg,
-                                                                            rngs=nnx.Rngs(0))))
+    graphdef, abs_state = nnx.split(nnx.eval_shape(lambda: model_class(cfg, rngs=nnx.Rngs(0))))
     merged = nnx.state(lora_model, nnx.All(nnx.Param, nnx.Not(nnx.LoRAParam))).to_pure_dict()
     for module, attr in _lora_modules(lora_model):
         path = module.qwix_path  # set by qwix on every module
@@ -129,114 +138,94 @@ def merge_lora(lora_model, rank: int, alpha: float):
 # ---------------------------------------------------------------------------- safetensors
 
 
-def hf_state_dict(model) -> dict[str, np.ndarray]:
-    """The model's weights under Hugging Face Gemma 3 names and layouts, inverse of tunix's
-    params_safetensors mapping (q/k/v/o_proj [out, in], MLP [out, in], tied embedding)."""
-    cfg = model.config
-    N, K, D, H = cfg.num_heads, cfg.num_kv_heads, cfg.embed_dim, cfg.head_dim
-
-    def arr(x):
-        return np.asarray(jax.device_get(x.get_value() if isinstance(x, nnx.Variable) else x))
-
-    out = {"model.embed_tokens.weight": arr(model.embedder.input_embedding),
-           "model.norm.weight": arr(model.final_norm.scale)}
-    for i, layer in enumerate(model.layers):
-        p, attn = f"model.layers.{i}.", layer.attn
-        if attn.use_qkv_einsum:
-            q, k, v = arr(attn.qkv_einsum.w)  # [3, N, D, H]
-        else:
-            q = arr(attn.q_einsum.w)  # [N, D, H]
-            k, v = arr(attn.kv_einsum.w)  # [2, K, D, H]
-        out[p + "self_attn.q_proj.weight"] = q.transpose(1, 0, 2).reshape(D, N * H).T
-        out[p + "self_attn.k_proj.weight"] = k.transpose(1, 0, 2).reshape(D, K * H).T
-        out[p + "self_attn.v_proj.weight"] = v.transpose(1, 0, 2).reshape(D, K * H).T
-        out[p + "self_attn.o_proj.weight"] = arr(attn.attn_vec_einsum.w).reshape(N * H, D).T
-        out[p + "self_attn.q_norm.weight"] = arr(attn._query_norm.scale)
-        out[p + "self_attn.k_norm.weight"] = arr(attn._key_norm.scale)
-        for proj in ("gate_proj", "up_proj", "down_proj"):
-            out[p + f"mlp.{proj}.weight"] = arr(getattr(layer.mlp, proj).kernel).T
-        out[p + "input_layernorm.weight"] = arr(layer.pre_attention_norm.scale)
-        out[p + "post_attention_layernorm.weight"] = arr(layer.post_attention_norm.scale)
-        out[p + "pre_feedforward_layernorm.weight"] = arr(layer.pre_ffw_norm.scale)
-        out[p + "post_feedforward_layernorm.weight"] = arr(layer.post_ffw_norm.scale)
-    return {k: np.ascontiguousarray(v) for k, v in out.items()}
-
-
 def export_safetensors(model, out_dir: str | Path) -> Path:
-    """model.safetensors (+ a minimal config.json) in out_dir, written to a temporary name and
-    renamed, so a failed export leaves an earlier one intact. All tensors in one dtype (bf16):
-    tunix's fast safetensors loader assumes a single dtype per file.
+    """model.safetensors (+ a minimal config.json) in out_dir under the family's Hugging Face
+    names, written to a temporary name and renamed, so a failed export leaves an earlier one
+    intact. All tensors in one dtype (bf16): tunix's fast safetensors loader assumes a single
+    dtype per file.
 
     tunix's `safetensors_saver.save_lora_merged_model_as_safetensors` does not fit: it needs
-    the base model as an HF safetensors checkpoint on disk, and Kaggle ships Flax/orbax.
+    the base model as an HF safetensors checkpoint on disk, and Kaggle ships Flax/orbax, and
+    dummy weights have no file at all.
     """
     from safetensors.numpy import save_file
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    cfg = model.config
-    tensors = hf_state_dict(model)
+    family = models.family_of_model(model)
+    tensors = family.hf_state_dict(model)
     dtypes = {v.dtype for v in tensors.values()}
     if len(dtypes) != 1:
         raise BadInput(f"export expects one parameter dtype, found {sorted(map(str, dtypes))}")
     tmp = out_dir / "model.safetensors.tmp"
     save_file(tensors, str(tmp), metadata={"format": "pt"})
     os.replace(tmp, out_dir / "model.safetensors")
-    config = {"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text",
-              "num_hidden_layers": cfg.num_layers, "hidden_size": cfg.embed_dim,
-              "intermediate_size": cfg.hidden_dim, "num_attention_heads": cfg.num_heads,
-              "num_key_value_heads": cfg.num_kv_heads, "head_dim": cfg.head_dim,
-              "vocab_size": cfg.num_embed, "sliding_window": cfg.sliding_window_size,
-              "rope_theta": cfg.global_base_frequency,
-              "rope_local_base_freq": cfg.local_base_frequency, "torch_dtype": str(dtypes.pop())}
+    config = {**family.hf_config(model.config), "torch_dtype": str(dtypes.pop())}
     (out_dir / "config.json").write_text(json.dumps(config, indent=1))
     return out_dir / "model.safetensors"
 
 
-def load_safetensors(file_dir: str | Path, name: str | None = None, *, mesh=None,
-                     config: gemma3_lib.ModelConfig | None = None, vocab_size: int | None = None):
-    """A tunix Gemma3 from HF-layout safetensors via tunix's params_safetensors loader."""
-    if config is None:
-        if name is None:
-            raise BadInput("load_safetensors needs a model name or a ModelConfig")
-        config = gemma.model_config(name, vocab_size=vocab_size)
+def load_safetensors(folder: str | Path, name: str, *, mesh=None,
+                     vocab_size: int | None = None):
+    """A tunix model from Hugging Face-layout safetensors via the family's own tunix loader."""
+    cfg = models.model_config(name, vocab_size=vocab_size)
     mesh = mesh if mesh is not None else make_mesh()
-    return gemma3_safetensors.create_model_from_safe_tensors(str(file_dir), config, mesh,
-                                                             dtype=config.param_dtype)
+    return models.family_of(name).load_safetensors(Path(folder), cfg, mesh)
 
 
 # ---------------------------------------------------------------------------- training
 
 
-def _lm_loss(model, tokens, pad_id):
-    """Mean next-token loss over non-pad targets, tokens [B, T+1], never forming [B, T, V]."""
-    hidden = gemma.hidden_states(model, tokens[:, :-1], pad_id)
+LOSSES = ("chunked", "full")
+
+
+def _lm_loss(model, tokens, pad_id, loss: str = "chunked"):
+    """Mean next-token loss over non-pad targets, tokens [B, T+1].
+
+    "chunked": shared.logits' cross-entropy from the hidden states, never forming [B, T, V];
+    "full": the model's own [B, T, V] logits then log-softmax, as tunix's trainers compute it
+    (the comparison plan mode makes)."""
     targets = jnp.where(tokens[:, 1:] == pad_id, -1, tokens[:, 1:])
-    return logits.cross_entropy(hidden, gemma.embedding_table(model), targets)
+    if loss == "full":
+        logp = jax.nn.log_softmax(models.forward_logits(model, tokens[:, :-1], pad_id)
+                                  .astype(jnp.float32))
+        picked = jnp.take_along_axis(logp, jnp.maximum(targets, 0)[..., None], axis=-1)[..., 0]
+        keep = targets >= 0
+        return -(picked * keep).sum() / jnp.maximum(keep.sum(), 1)
+    hidden = models.hidden_states(model, tokens[:, :-1], pad_id)
+    return logits.cross_entropy(hidden, models.head_table(model), targets,
+                                softcap=models.final_softcap(model))
 
 
 # Training the LoRA parameters: an optax step on the nnx.LoRAParam state only, rather than
 # tunix's PeftTrainer. The trainer wants a TrainingConfig, checkpoint and metrics managers and
 # an input pipeline of TrainingInput, and its step is internal, so plan mode could not lower it
 # with abstract arguments; this is one plain jitted function of explicit pytrees.
-@functools.partial(jax.jit, static_argnames=("graphdef", "optimizer", "pad_id"),
+@functools.partial(jax.jit, static_argnames=("graphdef", "optimizer", "pad_id", "microbatches",
+                                             "loss"),
                    donate_argnames=("lora_params", "opt_state"))
 def lora_train_step(graphdef, optimizer, lora_params, base_params, opt_state, tokens,
-                    pad_id: int = PAD_ID):
+                    pad_id: int = PAD_ID, microbatches: int = 1, loss: str = "chunked"):
     """One optimizer step on the LoRA parameters; base weights frozen (no gradient taken).
 
     graphdef, lora_params, base_params = split_lora(model) (graphdef is a StaticGraph);
-    tokens [B, T+1] int32 from shard_batch.
+    tokens [B, T+1] int32 from shard_batch, split into `microbatches` whose fp32 gradients are
+    accumulated (shared.optim) so activations are held for B/microbatches rows at a time.
     Returns (lora_params, opt_state, loss). lora_params and opt_state are donated: the
     arrays passed in (including the model's own, straight from split_lora) are invalid
     afterwards, so rebind them and finish with nnx.update(model, lora_params).
     """
-    def loss_fn(lp):
-        return _lm_loss(nnx.merge(graphdef.graphdef, lp, base_params), tokens, pad_id)
+    def loss_fn(lp, micro):
+        # copy=True: fresh Variables at this trace level. Merged in place, the base weights would
+        # keep their Variables from the jit level, and tunix's nnx.remat (remat="block") writes
+        # back into them from inside the gradient trace, which flax refuses.
+        model = nnx.merge(graphdef.graphdef, lp, base_params, copy=True)
+        return _lm_loss(model, micro, pad_id, loss)
 
-    loss, grads = jax.value_and_grad(loss_fn)(lora_params)
+    mean_loss, grads = optim.accumulate_gradients(
+        loss_fn, lora_params, optim.split_microbatches(tokens, microbatches))
     updates, opt_state = optimizer.update(grads, opt_state, lora_params)
-    return optax.apply_updates(lora_params, updates), opt_state, loss
+    return optax.apply_updates(lora_params, updates), opt_state, mean_loss
 
 
 def split_lora(model):
@@ -258,19 +247,30 @@ def init_opt_state(optimizer, lora_params, *, mesh):
                    out_shardings=opt_state_shardings(optimizer, lora_params, mesh))(lora_params)
 
 
-def abstract_lora_train_args(name: str, batch: int, seq_len: int, rank: int, alpha: float, *,
-                             mesh, optimizer, vocab_size: int | None = None) -> tuple:
-    """Abstract positional arguments for `lora_train_step.lower(*args)` on `mesh`.
-
-    Tokens are [batch, seq_len + 1] sharded over "fsdp"; optimizer state as init_opt_state.
-    """
+def lora_train_executable(name: str, batch: int, seq_len: int, rank: int, *, mesh,
+                          optimizer=None, vocab_size: int | None = None, remat: str = "none",
+                          microbatches: int = 1, loss: str = "chunked") -> Executable:
+    """`lora_train_step` with abstract arguments on `mesh`, for plan mode: tokens
+    [batch, seq_len + 1] sharded over "fsdp", optimizer state laid out as init_opt_state; the
+    base weights, adapters and optimizer state are the run's resident buffers."""
     check_batch(batch, mesh)
-    abs_model = gemma.abstract_model(name, vocab_size=vocab_size, lora_rank=rank,
-                                     lora_alpha=alpha)
-    gemma.check_divisible(abs_model.config, mesh)
-    graphdef, lora_abs, base_abs = split_lora(abs_model)
-    lora_abs, base_abs = gemma.with_shardings(lora_abs, mesh), gemma.with_shardings(base_abs, mesh)
-    opt_abs = gemma.abstract_like(jax.eval_shape(optimizer.init, lora_abs),
-                   opt_state_shardings(optimizer, lora_abs, mesh))
+    choose("loss", loss, LOSSES)
+    if batch % (mesh.shape["fsdp"] * microbatches):
+        raise BadInput(f"batch {batch} does not split into {microbatches} micro-batches that "
+                       f"each divide the fsdp axis of {mesh.shape['fsdp']}")
+    optimizer = optimizer or optax.adamw(1e-4)
+    abstract = models.abstract_model(name, vocab_size=vocab_size, lora_rank=rank,
+                                     lora_alpha=default_alpha(rank), remat=remat)
+    models.check_divisible(abstract, mesh, name)
+    graphdef, lora_abs, base_abs = split_lora(abstract)
+    lora_abs, base_abs = on_mesh(lora_abs, mesh), on_mesh(base_abs, mesh)
+    opt_abs = abstract_like(jax.eval_shape(optimizer.init, lora_abs),
+                            opt_state_shardings(optimizer, lora_abs, mesh))
     tokens = jax.ShapeDtypeStruct((batch, seq_len + 1), jnp.int32, sharding=batch_sharding(mesh))
-    return graphdef, optimizer, lora_abs, base_abs, opt_abs, tokens
+    return Executable(
+        "lora_train_step", lora_train_step,
+        (graphdef, optimizer, lora_abs, base_abs, opt_abs, tokens),
+        {"microbatches": microbatches, "loss": loss},
+        note=f"rank {rank}, adamw on the adapters, remat {remat}, {microbatches} micro-batches, "
+             f"{loss} loss, {models.dtype_name(base_abs)} weights",
+        resident_args={2: "adapters", 3: "weights", 4: "optimizer state"})

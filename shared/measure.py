@@ -6,10 +6,12 @@ peak is a process-wide high-water mark, so callers measure points in increasing 
 a fresh process.
 """
 
+import re
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import jax
 
@@ -31,6 +33,18 @@ class Executable:
     repeats: int = 1  # how many times one workload run calls it (decode steps, for the roofline)
     note: str = ""
     resident_args: dict[int, str] = field(default_factory=dict)  # arg index -> resident name
+
+
+@dataclass
+class Workload:
+    """What a real run holds: executables run one after another, and resident buffers alive for
+    the whole run. Resident buffers are named by the executables' `resident_args` and, when no
+    executable takes them as an argument (a second copy of the weights, a batch the caller
+    keeps), listed in `resident` as abstract arrays carrying their shardings."""
+
+    executables: list[Executable]
+    resident: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -105,6 +119,58 @@ def compiled_memory(compiled) -> dict[str, int]:
     summary["total_bytes"] = (summary["argument_bytes"] + summary["output_bytes"]
                               + summary["temp_bytes"] - summary["alias_bytes"])
     return summary
+
+
+def compile_executable(exe: Executable, options: dict | None = None) -> dict:
+    """Lower and compile one executable: see compile_lowered."""
+    return compile_lowered(exe.fn.lower(*exe.args, **exe.kwargs), options)
+
+
+def compile_lowered(lowered, options: dict | None = None) -> dict:
+    """Compile a lowered function; its bytes (compiled_memory), FLOPs (compiled_cost) and
+    compile seconds. A compiler that refuses for lack of HBM is a data point (`refusal`), any
+    other error propagates. Thread-safe: XLA compiles outside the GIL."""
+    start = time.perf_counter()
+    try:
+        compiled = lowered.compile(options)
+        summary = {**compiled_memory(compiled), **compiled_cost(compiled), "refused": None,
+                   "compiler_hbm_bytes": None}
+    except Exception as err:  # the TPU compiler refuses programs that cannot fit
+        summary = refusal(err)
+    return {**summary, "compile_s": time.perf_counter() - start}
+
+
+_SIZE = r"([0-9.]+)([KMGT])"
+# The two ways libtpu words a refusal (sizes in binary units):
+_OVER_TEMPS = re.compile(rf"required for [^(]*\({_SIZE}\) exceeds available HBM \({_SIZE}\)")
+_OVER_USED = re.compile(rf"Used {_SIZE} of {_SIZE} hbm\. Exceeded hbm capacity by {_SIZE}")
+
+
+def _bytes(number: str, unit: str) -> int:
+    return int(float(number) * 1024 ** ("KMGT".index(unit) + 1))
+
+
+def refusal(err: Exception) -> dict:
+    """An executable the TPU compiler refused for lack of HBM, kept as a data point.
+
+    libtpu names what it needed and what it has ("HLO temporaries (15.78G) exceeds available
+    HBM (15.75G)", or "Used 15.75G of 15.75G hbm. Exceeded hbm capacity by 5.19M"): the needed
+    bytes stand in for the total (a lower bound) and the available bytes are the chip's usable
+    HBM, a little under the datasheet's (15.75 of 16 GiB on v5e).
+    """
+    if not is_out_of_memory(err):
+        raise err
+    message = str(err).strip().splitlines()[0]
+    needed = available = 0
+    if match := _OVER_TEMPS.search(message):
+        needed, available = _bytes(*match.group(1, 2)), _bytes(*match.group(3, 4))
+    elif match := _OVER_USED.search(message):
+        available = _bytes(*match.group(3, 4))
+        needed = _bytes(*match.group(1, 2)) + _bytes(*match.group(5, 6))
+    return {"argument_bytes": 0, "output_bytes": 0, "temp_bytes": needed, "alias_bytes": 0,
+            "generated_code_bytes": 0, "total_bytes": needed, "flops": 0.0,
+            "bytes_accessed": 0.0, "refused": message[:300],
+            "compiler_hbm_bytes": available or None}
 
 
 def compiled_cost(compiled) -> dict[str, float]:

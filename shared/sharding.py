@@ -11,9 +11,11 @@ with `Auto` axes XLA pushes the output sharding into the random-number generatio
 Explicit axes, 432 MiB (three shards' worth) with Auto (notebook 06 shows the comparison).
 """
 
+import math
 from collections.abc import Callable
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
@@ -68,6 +70,41 @@ def state_shardings(abstract: nnx.Module, mesh: Mesh):
     """NamedShardings for the module's state, from the partition specs its params declare."""
     specs = nnx.get_partition_spec(nnx.state(abstract))
     return jax.tree.map(lambda spec: NamedSharding(mesh, spec), specs)
+
+
+def abstract_like(tree, shardings):
+    """ShapeDtypeStructs with `tree`'s shapes and dtypes carrying `shardings` (a matching tree
+    of NamedShardings): what plan mode lowers with, nothing allocated."""
+    return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(
+        x.shape, x.dtype, sharding=s, weak_type=getattr(x, "weak_type", False)), tree, shardings)
+
+
+def bytes_per_device(abstract_tree) -> int:
+    """Bytes one device holds of a tree of sharded ShapeDtypeStructs (or arrays): each leaf's
+    shard shape times its item size. Datasheet arithmetic: the TPU compiler may pad small
+    minor dimensions to its tiles, which only its own memory analysis shows."""
+    return sum(math.prod(x.sharding.shard_shape(x.shape)) * np.dtype(x.dtype).itemsize
+               for x in jax.tree.leaves(abstract_tree))
+
+
+def on_mesh(abstract_state, mesh: Mesh):
+    """An abstract nnx state (leaves inside their Variables) carrying the NamedShardings its
+    partition annotations give on `mesh`."""
+    return abstract_like(abstract_state, nnx.get_named_sharding(abstract_state, mesh))
+
+
+def put_on_mesh(module: nnx.Module, mesh: Mesh, dtype=None) -> nnx.Module:
+    """Every array of a module built on the host, moved to `mesh` in the sharding its partition
+    annotations give (cast to `dtype` on the way if given); the host copies are dropped."""
+    state = nnx.state(module)
+    shardings = nnx.get_named_sharding(state, mesh)
+
+    def put(x, sharding):
+        x = x if dtype is None or not jnp.issubdtype(x.dtype, jnp.floating) else x.astype(dtype)
+        return jax.device_put(x, sharding)
+
+    nnx.update(module, jax.tree.map(put, state, shardings))
+    return module
 
 
 def sharded_init(factory: Callable[[], nnx.Module], mesh: Mesh) -> nnx.Module:

@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
-from shared import data, hardware, logits, measure, model, optim, sharding, sizing
+from shared import data, hardware, ledger, logits, measure, model, optim, sharding, sizing
 from shared.checkpoints import Checkpoints
 from shared.errors import BadInput, run_cli
 from shared.measure import Executable
@@ -324,6 +324,12 @@ def train(cfg: TrainConfig, *, progress: bool = True) -> Run:
     if run is not None:
         run.summary.update(evals)
         run.finish()
+    if peak_label != "cpu-measured" and last.get("tok_per_s"):  # a device run: the ledger
+        ledger.append([ledger.row(
+            "shared.train", workload="train", model=config.name, batch=cfg.batch,
+            shape=f"seq {cfg.seq}, {cfg.microbatches} micro-batches", status="ok",
+            peak_bytes=measure.peak_bytes_per_device(),
+            seconds=cfg.batch * cfg.seq / last["tok_per_s"])])
     summary = {"config": config.name, "params": sizing.param_counts(config.dims())["total"],
                "steps_done": last["step"], "preempted": preemption.requested, **evals,
                "final_loss": last.get("loss"), "tok_per_s": last.get("tok_per_s"),

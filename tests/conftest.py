@@ -11,3 +11,66 @@ if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "")
 os.environ["JAX_PLATFORMS"] = "cpu"  # the tests are CPU tests, also on a GPU machine
 os.environ["WANDB_MODE"] = "disabled"  # even where the machine sets offline/online
 os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")
+
+import io  # noqa: E402
+
+import pytest  # noqa: E402
+
+# A short text for tokenizers trained inside the tests (no data download).
+SONNET = """\
+Shall I compare thee to a summer's day? Thou art more lovely and more temperate.
+Rough winds do shake the darling buds of May, and summer's lease hath all too short a date.
+Sometime too hot the eye of heaven shines, and often is his gold complexion dimm'd;
+and every fair from fair sometime declines, by chance or nature's changing course untrimm'd.
+But thy eternal summer shall not fade, nor lose possession of that fair thou ow'st;
+nor shall Death brag thou wander'st in his shade, when in eternal lines to time thou grow'st.
+So long as men can breathe or eyes can see, so long lives this, and this gives life to thee.
+To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer
+the slings and arrows of outrageous fortune, or to take arms against a sea of troubles.
+""".splitlines()
+TEST_VOCAB = 256  # the tiny models' vocabulary in the model tests = the test tokenizer's
+
+
+@pytest.fixture(scope="session")
+def tokenizer_file(tmp_path_factory):
+    """A small SentencePiece model with Gemma's special ids (pad 0, eos 1, bos 2, unk 3)."""
+    import sentencepiece as spm
+
+    buf = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(SONNET), model_writer=buf, vocab_size=TEST_VOCAB,
+        model_type="bpe", pad_id=0, eos_id=1, bos_id=2, unk_id=3, hard_vocab_limit=False,
+        minloglevel=2)
+    path = tmp_path_factory.mktemp("tok") / "tokenizer.model"
+    path.write_bytes(buf.getvalue())
+    return path
+
+
+@pytest.fixture(scope="session")
+def tok(tokenizer_file):
+    import sentencepiece as spm
+
+    return spm.SentencePieceProcessor(model_file=str(tokenizer_file))
+
+
+@pytest.fixture(scope="session")
+def mesh1():
+    import jax
+
+    from shared.sharding import make_mesh
+
+    return make_mesh((1, 1), jax.devices()[:1])
+
+
+@pytest.fixture(scope="session")
+def mesh8():
+    from shared.sharding import make_mesh
+
+    return make_mesh((8, 1))
+
+
+@pytest.fixture(scope="session")
+def mesh42():
+    from shared.sharding import make_mesh
+
+    return make_mesh((4, 2))

@@ -1,10 +1,12 @@
-"""Plan mode on real TPU topologies (libtpu from PyPI, no TPU): verdicts, sharding, search, CLI.
+"""Plan mode on real TPU topologies (libtpu from PyPI, no TPU): whole-workload verdicts, the
+search, the cache, the CLI, and agreement with the field's measurement on a real v5e chip.
 
-A synthetic workload (one elementwise function of a [B, 4096, 131072] bf16 input) makes the byte
-counts exact and the compiles fast; the model workloads are exercised on small configs.
+Synthetic workloads (elementwise functions of [B, 4096, 131072] bf16 inputs: exactly 1 GiB a
+row, in whole TPU tiles) make byte counts exact and compiles fast.
 """
 
 import json
+import os
 import subprocess
 import sys
 
@@ -15,31 +17,79 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from shared import plan
 from shared.errors import BadInput
+from shared.hardware import parse_target
+from shared.measure import Executable, Workload
+from shared.plan import search, verdict
 
 GIB = 2**30
-ROW = (4096, 131072)  # one batch row: 1 GiB of bf16, in whole TPU tiles (no layout padding)
+ROW = (4096, 131072)  # one batch row: 1 GiB of bf16
+
+
+def _spec(mesh, rows, row=ROW):
+    return jax.ShapeDtypeStruct((rows, *row), jnp.bfloat16,
+                                sharding=NamedSharding(mesh, PartitionSpec("fsdp")))
 
 
 def _scale(request, mesh):
-    x = jax.ShapeDtypeStruct((request.batch, *ROW), jnp.bfloat16,
-                             sharding=NamedSharding(mesh, PartitionSpec("fsdp")))
-    return [plan.Executable("scale", jax.jit(lambda a: a * 2), (x,))]
+    return Workload([Executable("scale", jax.jit(lambda a: a * 2), (_spec(mesh, request.batch),))])
+
+
+def _small_rows(request, mesh):  # 64 KiB a row: even the search's ceiling fits
+    return Workload([Executable("scale", jax.jit(lambda a: a * 2),
+                                (_spec(mesh, request.batch, (64, 512)),))])
+
+
+def _shared_weights(request, mesh):
+    """Two executables reading the same 2 GiB of weights, plus a 4 GiB copy nobody passes."""
+    weights = _spec(mesh, 2)
+    return Workload(
+        [Executable("small", jax.jit(lambda w, x: x * 2 + w[:1]), (weights, _spec(mesh, 1)),
+                    resident_args={0: "weights"}),
+         Executable("large", jax.jit(lambda w, y: y + w[:1]),
+                    (weights, _spec(mesh, request.batch)), resident_args={0: "weights"})],
+        resident={"reference copy": _spec(mesh, 4)})
 
 
 @pytest.fixture(autouse=True)
 def isolated(monkeypatch, tmp_path):
-    monkeypatch.setattr(plan, "CACHE_DIR", tmp_path / "plan-cache")
-    monkeypatch.setitem(plan.WORKLOADS, "scale", _scale)
+    monkeypatch.setattr(verdict, "CACHE_DIR", tmp_path / "plan-cache")
+    for name, builder in (("scale", _scale), ("small-rows", _small_rows),
+                          ("shared", _shared_weights)):
+        monkeypatch.setitem(plan.WORKLOADS, name, builder)
 
 
 def test_bytes_per_device_and_verdict():
     point = plan.plan_point(plan.Request("scale", "none", "v5e-1", batch=3))
     exe = point["executables"]["scale"]
     assert exe["argument_bytes"] == exe["output_bytes"] == 3 * GIB
-    assert point["bytes_per_device"] == exe["total_bytes"] == 6 * GIB + exe["temp_bytes"]
-    assert point["hbm_bytes"] == 16 * GIB and point["fits"]
-    assert point["margin_bytes"] == 16 * GIB - point["bytes_per_device"]
+    assert point["bytes_per_device"] == 6 * GIB + exe["temp_bytes"] and point["fits"]
+    assert point["hbm_bytes"] == int(15.75 * GIB)  # what libtpu allows, not the datasheet's 16
+    assert point["margin_bytes"] == point["hbm_bytes"] - point["bytes_per_device"]
+    assert point["versions"]["libtpu"] and point["versions"]["google-tunix"]
     assert point["roofline_lower_bound_s"] > 0 and not point["cached"]
+
+
+def test_resident_buffers_count_once_and_the_worst_transient_adds():
+    point = plan.plan_point(plan.Request("shared", "none", "v5e-1", batch=6))
+    assert point["resident"] == {"weights": 2 * GIB, "reference copy": 4 * GIB}
+    transient = point["transient_bytes"]  # arguments not resident + outputs + temps
+    large = point["executables"]["large"]
+    assert transient["small"] == 2 * GIB and transient["large"] == 12 * GIB + large["temp_bytes"]
+    assert point["worst"] == "large" and point["bytes_per_device"] == 6 * GIB + transient["large"]
+    # Each executable alone (args + outputs + temps) fits 15.75 GiB; the whole run does not.
+    assert large["total_bytes"] <= point["hbm_bytes"] and not point["fits"]
+
+
+def test_combine_arithmetic_with_aliasing_and_a_refusal():
+    exes = {
+        "step": {"argument_bytes": 10, "output_bytes": 6, "temp_bytes": 3, "alias_bytes": 6,
+                 "total_bytes": 13, "refused": None},  # donated state written in place
+        "refused": {"argument_bytes": 0, "output_bytes": 0, "temp_bytes": 30, "alias_bytes": 0,
+                    "total_bytes": 30, "refused": "RESOURCE_EXHAUSTED"},
+    }
+    got = plan.combine(exes, {"weights": 8}, {"step": ["weights"], "refused": ["weights"]})
+    assert got["transient_bytes"] == {"step": 10 - 8 + 6 + 3 - 6, "refused": 30 - 8}
+    assert got["worst"] == "refused" and got["bytes_per_device"] == 30
 
 
 def test_sharding_divides_bytes_by_the_mesh_factor():
@@ -50,27 +100,44 @@ def test_sharding_divides_bytes_by_the_mesh_factor():
     assert eight["executables"]["scale"]["argument_bytes"] == GIB
 
 
-def test_verdict_flips_where_bytes_cross_the_hbm_line():
-    result = plan.max_batch(plan.Request("scale", "none", "v5e-1"), limit=64, progress=False)
-    by_batch = {p["batch"]: p for p in result["probes"]}
-    best, first_bad = result["max_batch"], result["first_not_fitting"]
-    assert first_bad == best + 1
-    assert by_batch[best]["fits"] and by_batch[best]["bytes_per_device"] <= 16 * GIB
-    assert not by_batch[first_bad]["fits"]
-    assert best == 7  # 2 x 7 GiB in and out fit 15.75 GiB of usable v5e HBM; 2 x 8 do not
+def test_search_finds_the_boundary_in_few_compiles():
+    result = plan.max_batch(plan.Request("scale", "none", "v5e-1"), progress=False)
+    assert (result["max_batch"], result["first_not_fitting"]) == (7, 8)  # 2 x 7 GiB < 15.75
+    assert result["converged"] and not result["at_least"] and result["compiles"] <= 6
+    exact = [p for p in result["probes"] if not p["fast"]]
+    assert {p["batch"] for p in exact} >= {7, 8}  # the answer is an exact compile's verdict
 
 
-def test_results_are_cached_on_disk():
+def test_search_steps_in_the_multiple_asked_for():
+    result = plan.max_batch(plan.Request("scale", "none", "v6e-8"), multiple_of=16,
+                            progress=False)
+    assert all(p["batch"] % 16 == 0 for p in result["probes"])
+    assert result["max_batch"] == 112 and result["first_not_fitting"] == 128  # 2 x 14 GiB < 31.25
+    with pytest.raises(BadInput, match="multiple of the mesh's data-parallel size 8"):
+        plan.max_batch(plan.Request("scale", "none", "v6e-8"), multiple_of=12, progress=False)
+
+
+def test_a_search_that_never_fails_says_at_least():
+    result = plan.max_batch(plan.Request("small-rows", "none", "v5e-1"), progress=False)
+    assert result["at_least"] and result["max_batch"] == search.CEILING
+    assert plan.describe(result).startswith(f"at least {search.CEILING} fits")
+
+
+def test_results_are_cached_atomically_and_a_broken_entry_recompiles(capsys):
     request = plan.Request("scale", "none", "v6e-1", batch=2)
     first = plan.plan_point(request)
+    assert plan.plan_point(request)["cached"]
+    assert [p.name for p in verdict.CACHE_DIR.iterdir()] == [plan.cache_path(request).name]
+    plan.cache_path(request).write_text(json.dumps(first)[:100])  # a truncated write
     again = plan.plan_point(request)
-    assert again["cached"] and again["bytes_per_device"] == first["bytes_per_device"]
-    assert not plan.plan_point(request, use_cache=False)["cached"]
+    assert not again["cached"] and again["bytes_per_device"] == first["bytes_per_device"]
+    assert "unreadable" in capsys.readouterr().err
+    assert plan.plan_point(request)["cached"]
 
 
 @pytest.mark.parametrize("request_kw, message", [
     ({"target": "v7z-8"}, "unknown target"),
-    ({"target": "h100"}, "TPU targets"),
+    ({"target": "h100"}, "this machine has"),
     ({"target": "v5e-8", "batch": 6}, "does not divide"),
     ({"target": "v5e-8", "mesh": "3x3"}, "must be FSDPxTP"),
     ({"target": "v5e-1", "workload": "decode"}, "unknown workload"),
@@ -84,7 +151,13 @@ def test_bad_input_fails_with_one_line(request_kw, message):
 def test_missing_libtpu_is_one_line(monkeypatch):
     monkeypatch.setitem(sys.modules, "libtpu", None)
     with pytest.raises(BadInput, match="needs libtpu"):
-        plan.topology_devices(plan.parse_target("v5e-8"))
+        plan.topology_devices(parse_target("v5e-8"))
+
+
+def test_ironwood_compiles_two_devices_a_chip():
+    point = plan.plan_point(plan.Request("scale", "none", "tpu7x-8", batch=8))
+    assert point["devices"] == 8 and point["target_chip"] == "tpu7x"
+    assert point["executables"]["scale"]["argument_bytes"] == GIB and point["fits"]
 
 
 def test_train_step_of_the_tiny_model_shards_over_v5e_8():
@@ -94,32 +167,48 @@ def test_train_step_of_the_tiny_model_shards_over_v5e_8():
     args8 = eight["executables"]["train_step"]["argument_bytes"]
     # Parameters and Adam state are FSDP-sharded; TPU tiles pad small shards, so < 8x.
     assert 4 * args8 < args1 and one["fits"] and eight["fits"]
-    assert one["executables"]["train_step"]["flops"] > 0
+    assert set(one["resident"]) == {"weights", "optimizer state"}
+
+
+def test_field_measurement_on_one_v5e_chip_is_bracketed_with_tunix_016():
+    """The field, tunix of Dec 2025 (0.1.6 semantics: no donation), gemma3-1b on one v5e chip,
+    prompts padded to 128, 1024 steps, cache 1312: batch 200 ran, 256 ran out of HBM. The real
+    compiler with those semantics must say the same (notebook 01 shows 0.1.7 beside it)."""
+    def point(batch, semantics):
+        return plan.plan_point(plan.Request(
+            "rollout", "gemma3-1b", "v5e-1", batch=batch, prompt_len=128, steps=1024,
+            cache_size=1312, tunix=semantics))
+
+    assert point(200, "0.1.6")["fits"]
+    assert not point(256, "0.1.6")["fits"]
 
 
 def _cli(*args, cache):
     return subprocess.run([sys.executable, "-m", "shared.plan", *args], capture_output=True,
                           text=True, timeout=600,
-                          env={**__import__("os").environ, "TPU_BUDGET_LAB_PLAN_CACHE": cache})
+                          env={**os.environ, "TPU_BUDGET_LAB_PLAN_CACHE": cache})
 
 
 def test_cli_rollout_json_and_table(tmp_path):
-    args = ["rollout", "--model", "gemma3-tiny", "--target", "v5e-1", "--prompt-len", "16",
+    args = ["rollout", "--model", "qwen3-tiny", "--target", "v5e-1", "--prompt-len", "16",
             "--steps", "16"]
     run = _cli(*args, "--batch", "4", "--json", cache=str(tmp_path))
     assert run.returncode == 0, run.stderr
     point = json.loads(run.stdout)
     assert point["fits"] and set(point["executables"]) == {"prefill", "decode"}
-    assert point["executables"]["decode"]["repeats"] == 16
+    assert point["executables"]["decode"]["repeats"] == 16 and point["dtype"] == "bfloat16"
     table = _cli(*args, "--batch", "4", cache=str(tmp_path))
-    assert "FITS" in table.stdout and "[cached]" in table.stdout and "roofline" in table.stdout
+    for shown in ("FITS", "[cached]", "roofline", "resident", "libtpu", "bfloat16"):
+        assert shown in table.stdout
 
 
 @pytest.mark.parametrize("args, message", [
     (["rollout", "--model", "gemma3-tiny", "--target", "v5e-9"], "no TPU topology"),
     (["rollout", "--model", "gemma3-tiny", "--target", "v5e-8", "--batch", "6"],
      "does not divide"),
-    (["rollout", "--model", "gemma3-2b", "--target", "v5e-1"], "unknown Gemma 3 model"),
+    (["rollout", "--model", "gemma3-2b", "--target", "v5e-1"], "unknown model"),
+    (["rollout", "--model", "gemma3-tiny", "--target", "v5e-1", "--tunix-semantics", "0.2"],
+     "unknown tunix semantics"),
 ])
 def test_cli_bad_input_exit_2(args, message, tmp_path):
     run = _cli(*args, cache=str(tmp_path))

@@ -1,0 +1,125 @@
+"""The largest batch that fits, in a handful of compiles, and always the compiler's verdict.
+
+Bytes per device grow close to linearly with the batch (KV cache, activations). So:
+1. locate: two fast compiles (least optimisation effort) at 8 and 64 units give the line's
+   slope; where it crosses the usable HBM is the candidate, and when that is far off, a third
+   fast compile there gives the slope near the boundary;
+2. confirm: exact compiles until a fitting batch and a failing one sit one unit apart. With
+   exact points on one side only, the fast slope through the newest one gives the next
+   candidate; with points on both sides, the line through the nearest two (regula falsi).
+   A point that fails stops compiling at its first failing executable.
+The answer is the exact compile's verdict at that boundary, never the line's. The unit is
+`multiple_of` (default: the mesh's data-parallel size; people pick multiples of 8 or 64). No
+limit caps the answer: the search keeps going up until a batch fails, or reaches a stated hard
+ceiling and says "at least".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from shared.errors import BadInput
+from shared.hardware import parse_target
+from shared.plan.target import target_devices
+from shared.plan.verdict import Request, plan_point
+from shared.sharding import mesh_shape
+
+CEILING = 1 << 16  # the largest batch a search tries; reaching it is reported as "at least"
+MAX_EXACT = 8  # exact compiles before the search gives up on a non-linear boundary
+
+
+def unit_for(request: Request, multiple_of: int | None) -> int:
+    """The search's step: `multiple_of`, which must itself split over the data-parallel axis."""
+    fsdp, _ = mesh_shape(request.mesh, len(target_devices(parse_target(request.target))))
+    unit = multiple_of or fsdp
+    if unit < 1 or unit % fsdp:
+        raise BadInput(f"--multiple-of {multiple_of} must be a positive multiple of the mesh's "
+                       f"data-parallel size {fsdp}")
+    return unit
+
+
+def _crossing(at: dict, slope: float, usable: int, unit: int) -> int:
+    """The largest multiple of `unit` where the line through `at` (batch, bytes) with `slope`
+    stays within `usable` bytes."""
+    if slope <= 0:
+        return CEILING
+    batch = at["batch"] + (usable - at["bytes_per_device"]) / slope
+    return int(max(unit, min(CEILING, batch)) // unit * unit)
+
+
+def _slope(a: dict, b: dict) -> float:
+    return (b["bytes_per_device"] - a["bytes_per_device"]) / (b["batch"] - a["batch"])
+
+
+def max_batch(request: Request, *, multiple_of: int | None = None, use_cache: bool = True,
+              progress: bool = True) -> dict:
+    """The largest batch (a multiple of the unit) the compiler says fits, with every probe."""
+    from tqdm.auto import tqdm
+
+    unit = unit_for(request, multiple_of)
+    bar = tqdm(desc=f"max batch {request.workload} {request.model} on {request.target}",
+               unit="compile", disable=not progress)
+    start = time.perf_counter()
+    probes: list[dict] = []
+
+    def probe(batch: int, fast: bool) -> dict:
+        bar.set_postfix(batch=batch, fast=fast)
+        point = plan_point(dataclasses.replace(request, batch=batch, fast=fast),
+                           use_cache=use_cache)
+        probes.append(point)
+        bar.update()
+        return point
+
+    low, high = probe(8 * unit, True), probe(64 * unit, True)
+    usable = low["hbm_bytes"]
+    fast_slope = _slope(low, high)
+    candidate = _crossing(high if high["fits"] else low, fast_slope, usable, unit) \
+        if low["fits"] else unit
+    if high["fits"] and candidate > 2 * high["batch"]:  # far off: a third fast point nearby
+        near = probe(candidate, True)
+        fast_slope = _slope(high, near)
+        candidate = _crossing(near, fast_slope, usable, unit)
+    exact: dict[int, dict] = {}
+    for _ in range(MAX_EXACT):
+        point = exact[candidate] = probe(candidate, False)
+        best = max((b for b, p in exact.items() if p["fits"]), default=0)
+        worst = min((b for b, p in exact.items() if not p["fits"]), default=None)
+        if (worst is not None and worst - best <= unit) or (worst is None and best >= CEILING):
+            break
+        if best and worst is not None:  # exact points on both sides: regula falsi
+            guess = _crossing(exact[best], _slope(exact[best], exact[worst]), usable, unit)
+        else:  # one side only: the fast slope through the newest exact point
+            guess = _crossing(point, fast_slope, usable, unit)
+        top = CEILING if worst is None else worst - unit
+        guess = min(max(guess, best + unit), top)
+        if guess in exact:  # the line keeps landing on a known point: halve the bracket
+            guess = min(max((best + (worst or 2 * best)) // 2 // unit * unit, best + unit), top)
+        candidate = guess
+    bar.close()
+    fits = [b for b, p in exact.items() if p["fits"]]
+    fails = [b for b, p in exact.items() if not p["fits"]]
+    largest, first_fail = max(fits, default=0), min(fails, default=None)
+    return {**dataclasses.asdict(request), "multiple_of": unit, "max_batch": largest,
+            "first_not_fitting": first_fail,
+            "at_least": first_fail is None,  # the ceiling stopped the search, not the compiler
+            "ceiling": CEILING, "converged": first_fail is not None and first_fail - largest
+            <= unit or largest >= CEILING,
+            "compiles": sum(not p["cached"] for p in probes), "probes": probes,
+            "wall_s": time.perf_counter() - start}
+
+
+def describe(search: dict) -> str:
+    """One line: the answer, the evidence, and what limited it."""
+    largest, fail = search["max_batch"], search["first_not_fitting"]
+    where = f"{search['workload']} {search['model']} on {search['target']}"
+    if largest == 0:
+        return f"not even batch {search['multiple_of']} fits for {where} (the compiler's verdict)"
+    if search["at_least"]:
+        return (f"at least {largest} fits for {where}: the search stops at its ceiling of "
+                f"{search['ceiling']} without a failing batch")
+    text = f"largest batch that fits for {where}: {largest} (batch {fail} does not)"
+    if not search["converged"]:
+        text += f"; the search stopped after {MAX_EXACT} exact compiles with a gap, so a batch "\
+                f"between {largest} and {fail} may also fit"
+    return text

@@ -1,0 +1,214 @@
+"""One verdict: compile a whole workload for a target and say whether it fits, per device.
+
+A real run holds more than one executable's arguments: weights several executables share, a
+second model, optimizer state, a batch the caller keeps. So a verdict is
+
+    bytes per device = resident (buffers alive for the whole run, each counted once)
+                     + the worst executable's transient bytes
+                       (its arguments that are not resident + outputs + temps - aliased)
+
+against the HBM the compiler lets a program use (15.75 of a v5e's 16 GiB). Both parts are
+reported. Results are cached on disk (written atomically; an unreadable entry is recompiled),
+keyed by the request, the versions of jax/libtpu/tunix/qwix/flax and the source of shared/.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import jax
+
+from shared.errors import BadInput, choose
+from shared.hardware import parse_target
+from shared.measure import Workload, compile_lowered
+from shared.paths import ROOT
+from shared.plan.target import target_devices, usable_hbm_per_device, versions
+from shared.plan.workloads import WORKLOADS, build_workload
+from shared.sharding import bytes_per_device, make_mesh
+
+CACHE_DIR = Path(os.environ.get("TPU_BUDGET_LAB_PLAN_CACHE", ROOT / ".cache" / "plan"))
+
+# A fast compile (exec_time_optimization_effort -1) cuts XLA:TPU's compile time several-fold
+# but schedules buffers differently, so its bytes differ from the real compile's, in either
+# direction: a quick estimate that locates a boundary, never the verdict at it. Device mode
+# compiles at the default effort, which `fast=False` reproduces exactly.
+FAST_COMPILE = {"exec_time_optimization_effort": -1.0}
+WORKERS = max(1, min(4, os.cpu_count() or 1))  # executables compiled at once
+
+
+@dataclass(frozen=True)
+class Request:
+    """Everything that decides what gets compiled: the cache key."""
+
+    workload: str
+    model: str
+    target: str
+    batch: int = 8
+    seq: int = 1024
+    prompt_len: int = 256
+    steps: int = 1024
+    cache_size: int | None = None
+    logits: str = "full"
+    k: int = 128
+    lora_rank: int = 8
+    mesh: str | None = None
+    microbatches: int = 1
+    remat: str = "none"
+    loss: str = "chunked"
+    tunix: str = "0.1.7"  # the Sampler's semantics: "0.1.6" compiles it without donation
+    fast: bool = False  # compile with the least optimisation effort: see FAST_COMPILE
+
+    def key(self) -> str:
+        sources = hashlib.sha256(b"".join(
+            p.read_bytes() for p in sorted(Path(__file__).resolve().parents[1].rglob("*.py"))
+        )).hexdigest()
+        blob = json.dumps({"request": dataclasses.asdict(self), "versions": versions(),
+                           "sources": sources}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def cache_path(request: Request) -> Path:
+    return CACHE_DIR / f"{request.key()}.json"
+
+
+def read_cache(request: Request) -> dict | None:
+    """The cached verdict, or None; an unreadable entry (a truncated write, a hand edit) is a
+    miss that recompiles, with one line saying so."""
+    path = cache_path(request)
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        print(f"plan cache: ignoring unreadable {path.name} ({type(err).__name__}); recompiling",
+              file=sys.stderr)
+        return None
+
+
+def write_cache(request: Request, result: dict) -> None:
+    """Write to a temporary file in the cache folder, then rename: a reader never sees half."""
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=CACHE_DIR, suffix=".tmp")
+    with os.fdopen(fd, "w") as handle:
+        json.dump(result, handle, indent=1)
+    os.replace(tmp, cache_path(request))
+
+
+def is_cached(request: Request) -> bool:
+    """Whether plan_point would answer from disk without compiling."""
+    return read_cache(request) is not None
+
+
+def resident_bytes(workload: Workload) -> dict[str, int]:
+    """Per-device bytes of every resident buffer, each counted once: those named by the
+    executables' `resident_args`, and the workload's own `resident` list."""
+    sizes: dict[str, int] = {}
+    for exe in workload.executables:
+        for index, name in exe.resident_args.items():
+            sizes[name] = max(sizes.get(name, 0), bytes_per_device(exe.args[index]))
+    for name, tree in workload.resident.items():
+        sizes[name] = sizes.get(name, 0) + bytes_per_device(tree)
+    return sizes
+
+
+def combine(executables: dict[str, dict], resident: dict[str, int],
+            takes: dict[str, list[str]]) -> dict:
+    """The whole-workload arithmetic: each executable's transient bytes (its non-resident
+    arguments + outputs + temps - aliased) and the verdict bytes, resident + worst transient.
+    `takes[label]` names the resident buffers that executable receives as arguments."""
+    transient = {}
+    for label, e in executables.items():
+        held = sum(resident[name] for name in takes[label])
+        if e["refused"]:  # libtpu's number is the whole program's need, resident args included
+            transient[label] = max(0, e["total_bytes"] - held)
+            continue
+        transient[label] = (max(0, e["argument_bytes"] - held) + e["output_bytes"]
+                            + e["temp_bytes"] - e["alias_bytes"])
+    worst = max(transient, key=transient.get)
+    total = sum(resident.values())
+    return {"resident_bytes": total, "transient_bytes": transient, "worst": worst,
+            "bytes_per_device": total + transient[worst]}
+
+
+def _exceeds(verdict: dict, executables: dict, usable: int) -> bool:
+    return verdict["bytes_per_device"] > usable or any(e["refused"] for e in executables.values())
+
+
+def weights_dtype(workload: Workload) -> str:
+    """The dtype of the floating-point weights the workload holds ("bfloat16"), for the verdict."""
+    dtypes = {str(x.dtype) for exe in workload.executables
+              for index, name in exe.resident_args.items() if name == "weights"
+              for x in jax.tree.leaves(exe.args[index]) if "float" in str(x.dtype)}
+    return "/".join(sorted(dtypes)) or "n/a"
+
+
+def check_batch_on(request: Request, mesh) -> None:
+    fsdp = mesh.shape["fsdp"]
+    if request.batch < 1 or request.batch % fsdp:
+        raise BadInput(f"batch {request.batch} does not divide the mesh's fsdp axis of {fsdp}: "
+                       f"use a multiple of {fsdp} or --mesh 1x{mesh.size}")
+
+
+def plan_point(request: Request, *, use_cache: bool = True) -> dict:
+    """Compile the request's workload for its target: bytes per device (resident + worst
+    transient), a verdict against the compiler's usable HBM, FLOPs and a roofline.
+
+    Executables compile in the workload's order, as many at once as there are cores; once the
+    compiled ones do not fit, the rest are skipped (and listed): the verdict cannot change, and a
+    search saves their compile time."""
+    choose("workload", request.workload, WORKLOADS)
+    target = parse_target(request.target)
+    if use_cache and (cached := read_cache(request)) is not None:
+        return {**cached, "cached": True}
+    devices = target_devices(target)
+    mesh = make_mesh(request.mesh, devices)
+    check_batch_on(request, mesh)
+    workload = build_workload(request, mesh)
+    options = FAST_COMPILE if request.fast else None
+    resident = resident_bytes(workload)
+    usable = usable_hbm_per_device(target, devices)
+    executables, takes, skipped = {}, {}, []
+    pending = list(workload.executables)
+    with jax.set_mesh(mesh), ThreadPoolExecutor(WORKERS) as pool:
+        while pending:
+            if executables and _exceeds(combine(executables, resident, takes), executables,
+                                        usable):
+                skipped += [exe.label for exe in pending]  # cannot change the verdict
+                break
+            group, pending = pending[:WORKERS], pending[WORKERS:]
+            # Lowered here (the mesh context is this thread's), compiled one per core: XLA
+            # compiles outside the GIL.
+            lowered = [exe.fn.lower(*exe.args, **exe.kwargs) for exe in group]
+            for exe, summary in zip(group, pool.map(lambda low: compile_lowered(low, options),
+                                                    lowered), strict=True):
+                executables[exe.label] = {**summary, "repeats": exe.repeats, "note": exe.note}
+                takes[exe.label] = sorted(set(exe.resident_args.values()))
+    verdict = combine(executables, resident, takes)
+    refused = [label for label, e in executables.items() if e["refused"]]
+    flops = sum(e["flops"] * e["repeats"] for e in executables.values())
+    accessed = sum(e["bytes_accessed"] * e["repeats"] for e in executables.values())
+    chip = target.chip
+    result = {
+        **dataclasses.asdict(request), "versions": versions(), "dtype": weights_dtype(workload),
+        "target_chip": chip.name, "devices": len(devices), "mesh_shape": dict(mesh.shape),
+        "executables": executables, "resident": resident, **verdict,
+        "hbm_bytes": usable, "datasheet_hbm_bytes": chip.hbm_bytes_per_device,
+        "fits": not _exceeds(verdict, executables, usable), "refused": refused,
+        "skipped": skipped, "margin_bytes": usable - verdict["bytes_per_device"],
+        "notes": workload.notes + ([f"not compiled: {', '.join(skipped)} (an executable before "
+                                    "it already does not fit)"] if skipped else []),
+        "flops_per_device": flops, "bytes_accessed_per_device": accessed,
+        "roofline_lower_bound_s": max(flops / chip.peak_flops_per_device,
+                                      accessed / (chip.hbm_bandwidth / chip.devices_per_chip)),
+        "compile_s": sum(e["compile_s"] for e in executables.values()),
+    }
+    write_cache(request, result)
+    return {**result, "cached": False}
