@@ -7,8 +7,9 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")  # plan mode never needs the local
 import argparse  # noqa: E402
 import json  # noqa: E402
 
-from shared import plan  # noqa: E402
+from shared import budget, plan  # noqa: E402
 from shared.errors import choose, run_cli  # noqa: E402
+from shared.plan import frontier  # noqa: E402
 from shared.sizing import human  # noqa: E402
 
 
@@ -50,9 +51,21 @@ def print_point(point: dict) -> None:
           f"{point['roofline_lower_bound_s'] * 1e3:.2f} ms per workload run")
 
 
+def print_bill(point: dict, args) -> None:
+    """Hours and dollars of the user's run: --runs runs, and what --hours buys."""
+    if not point["fits"]:
+        return
+    print(f"  {budget.describe(budget.estimate(point, runs=args.runs, kind=args.price))}")
+    if args.hours:
+        fit = budget.runs_in(point, args.hours)
+        print(f"  in {args.hours:g} h: at most {fit['at_most']:,} runs (roofline), about "
+              f"{fit['estimated']:,} at {fit['assumed_efficiency']:.0%}")
+
+
 def main(argv: list[str] | None = None) -> int:
     from shared.lora import LOSSES
     from shared.rollout import SEMANTICS
+    from shared.token_logprobs import IMPLEMENTATIONS
 
     parser = argparse.ArgumentParser(prog="python -m shared.plan", description=plan.__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -65,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--batch", type=int, default=8)
     size.add_argument("--max-batch", action="store_true", help="search the largest batch")
+    size.add_argument("--frontier", action="store_true",
+                      help="compile a small grid of the workload's knobs; name the one to use")
     parser.add_argument("--multiple-of", type=int,
                         help="--max-batch steps in this unit (default: the data-parallel size)")
     parser.add_argument("--seq", type=int, default=1024, help="forward/train sequence length")
@@ -85,6 +100,25 @@ def main(argv: list[str] | None = None) -> int:
                         help="least compile effort: several times quicker, bytes approximate")
     parser.add_argument("--no-cache", action="store_true", help="recompile even if cached")
     parser.add_argument("--json", action="store_true", help="print JSON")
+    bill = parser.add_argument_group("hours and dollars (shared.budget, shared.prices)")
+    bill.add_argument("--runs", type=float, default=1,
+                      help="price this many runs of the workload (a step, a batch of rollouts)")
+    bill.add_argument("--hours", type=float, help="also: how many runs fit in this many hours")
+    bill.add_argument("--price", default="on-demand", help="on-demand | spot | 1y | 3y")
+    grpo = parser.add_argument_group("grpo (--batch: sequences per call of each phase without "
+                                     "its own micro-batch; --steps: the completion length)")
+    grpo.add_argument("--completion-len", type=int, dest="steps", help="= --steps")
+    grpo.add_argument("--prompts-per-step", type=int,
+                      help="default: the least multiple of the phases' micro-batches")
+    grpo.add_argument("--num-generations", type=int, default=4, help="G, per prompt")
+    grpo.add_argument("--num-iterations", type=int, default=1, help="> 1: old-policy log-probs")
+    grpo.add_argument("--rollout-micro", type=int, help="sequences per Sampler call")
+    grpo.add_argument("--logps-micro", type=int, help="sequences per log-prob call")
+    grpo.add_argument("--train-micro", type=int, help="sequences per policy-update pass")
+    grpo.add_argument("--logps", default="tunix", help="log-prob phases: tunix | chunked")
+    grpo.add_argument("--beta", type=float, default=0.08, help="KL weight (0: no reference)")
+    grpo.add_argument("--phases", help="compile only these: rollout, logps, update (comma-"
+                                       "separated; resident buffers still counted)")
     args = parser.parse_args(argv)
 
     request = plan.Request(
@@ -94,7 +128,23 @@ def main(argv: list[str] | None = None) -> int:
         logits=choose("logits mode", args.logits, ("full", "topk")), k=args.k,
         lora_rank=args.lora_rank, mesh=args.mesh, microbatches=args.microbatches,
         remat=args.remat, loss=choose("loss", args.loss, LOSSES),
-        tunix=choose("tunix semantics", args.tunix_semantics, SEMANTICS), fast=args.fast)
+        tunix=choose("tunix semantics", args.tunix_semantics, SEMANTICS), fast=args.fast,
+        prompts_per_step=args.prompts_per_step, num_generations=args.num_generations,
+        num_iterations=args.num_iterations, rollout_micro=args.rollout_micro,
+        logps_micro=args.logps_micro, train_micro=args.train_micro,
+        logps=choose("log-prob implementation", args.logps, IMPLEMENTATIONS), beta=args.beta,
+        phases=args.phases)
+    if args.frontier:
+        result = frontier.frontier(request, use_cache=not args.no_cache, progress=not args.json)
+        if args.json:
+            print(json.dumps(result, indent=1))
+            return 0
+        for point in result["frontier"]:
+            print_point(point)
+        print(f"\n{frontier.describe(result)}; {result['compiles']} compiles")
+        if result["choice"] is not None:
+            print_bill(result["choice"], args)
+        return 0
     if args.max_batch:
         result = plan.max_batch(request, multiple_of=args.multiple_of,
                                 use_cache=not args.no_cache, progress=not args.json)
@@ -109,14 +159,18 @@ def main(argv: list[str] | None = None) -> int:
                 print_point(point)
         print(f"\n{plan.describe(result)}; {result['compiles']} compiles "
               f"({len(result['probes']) - result['compiles']} cached), {result['wall_s']:.0f} s")
+        for point in result["probes"]:
+            if not point["fast"] and point["batch"] == result["max_batch"]:
+                print_bill(point, args)
+                break
         return 0
     point = plan.plan_point(request, use_cache=not args.no_cache)
     if args.json:
         print(json.dumps(point, indent=1))
-    else:
-        print_point(point)
+        return 0
+    print_point(point)
+    print_bill(point, args)
     return 0
-
 
 if __name__ == "__main__":
     run_cli(main)

@@ -65,6 +65,18 @@ class Request:
     loss: str = "chunked"
     tunix: str = "0.1.7"  # the Sampler's semantics: "0.1.6" compiles it without donation
     fast: bool = False  # compile with the least optimisation effort: see FAST_COMPILE
+    # grpo (shared.grpo_plan): `batch` is the sequences per call (tunix's micro-batch of prompts
+    # x num_generations) of every phase whose own *_micro is None, so --max-batch finds the
+    # largest micro-batch that fits; `steps` is the completion length, `cache_size` the KV slots
+    prompts_per_step: int | None = None  # None: the least multiple of the phases' micro-batches
+    num_generations: int = 4  # G: completions sampled per prompt
+    num_iterations: int = 1  # mu: > 1 adds the old-policy log-prob phase
+    rollout_micro: int | None = None  # sequences per Sampler call
+    logps_micro: int | None = None  # sequences per log-prob call (reference, old policy)
+    train_micro: int | None = None  # sequences per forward/backward of the policy update
+    logps: str = "tunix"  # the log-prob phases: tunix's [B, T, V] function | "chunked"
+    beta: float = 0.08  # KL weight; 0 drops the reference phase (and the reference weights)
+    phases: str | None = None  # compile only these ("rollout,logps,update"); None: all
 
     def key(self) -> str:
         sources = hashlib.sha256(b"".join(
@@ -73,6 +85,11 @@ class Request:
         blob = json.dumps({"request": dataclasses.asdict(self), "versions": versions(),
                            "sources": sources}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def request_of(point: dict) -> Request:
+    """The request a verdict answered (its fields are the first keys of the verdict)."""
+    return Request(**{field.name: point[field.name] for field in dataclasses.fields(Request)})
 
 
 def cache_path(request: Request) -> Path:

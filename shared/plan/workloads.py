@@ -6,6 +6,7 @@ runs, with abstract arguments on the target's mesh, and says which buffers stay 
     forward       a teacher-forced pass to top-k logits: full [B, T, V] or chunked
     lora-train    one optax step on the LoRA parameters (remat, micro-batches, loss)
     train         the ~130M pretraining model's train step (notebook 04)
+    grpo          one tunix GRPO step: rollout, log-probs, policy update (shared.grpo_plan)
 """
 
 from __future__ import annotations
@@ -59,12 +60,19 @@ def _train(request, mesh: Mesh) -> Workload:
                                             remat=request.remat))
 
 
+def _grpo(request, mesh: Mesh) -> Workload:
+    from shared import grpo_plan
+
+    return grpo_plan.workload(request, mesh)
+
+
 WORKLOADS: dict[str, Callable[..., Workload]] = {
     "rollout": _rollout,
     "lora-rollout": lambda request, mesh: _rollout(request, mesh, lora=True),
     "forward": _forward,
     "lora-train": _lora_train,
     "train": _train,
+    "grpo": _grpo,
 }
 
 

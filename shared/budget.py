@@ -1,0 +1,96 @@
+"""Hours and dollars for a planned run: the roofline, an estimate at a stated efficiency, the bill.
+
+The roofline (FLOPs at the chip's peak, or bytes at its HBM bandwidth, whichever is slower) is a
+lower bound, never a prediction: no run is faster. An estimate divides it by an efficiency, and
+that efficiency is an assumption, named here with where it comes from. Dollars come from
+shared.prices (dated, sourced). Measured runs replace the assumption: the ledger holds them.
+
+    est = budget.estimate(point, runs=1000, kind="spot")   # point: a shared.plan verdict
+    print(budget.describe(est))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shared import prices
+from shared.errors import BadInput, choose
+from shared.hardware import parse_target
+from shared.sizing import positive
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """The fraction of the roofline a real run is assumed to reach, and why that number."""
+
+    fraction: float
+    source: str
+
+
+_TRAINING = Efficiency(0.40, "assumed 40% MFU, the scaling book's LLaMA-3 training example; "
+                             "public TPU anchors: tpuchat 46.5% (130M, v6e), MaxText 45-67%")
+_GENERATION = Efficiency(0.40, "assumed 40% of the roofline: no public measurement of tunix's "
+                               "Sampler efficiency is in hand; the ledger's device runs replace it")
+EFFICIENCY = {"train": _TRAINING, "lora-train": _TRAINING, "grpo": _TRAINING,
+              "rollout": _GENERATION, "lora-rollout": _GENERATION, "forward": _GENERATION}
+SECONDS_PER_HOUR = 3600.0
+
+
+def estimate(point: dict, *, runs: float = 1, kind: str = "on-demand") -> dict:
+    """Time and cost of `runs` runs of a planned workload on its target.
+
+    Prices: the target's slice at `kind` (on-demand, spot, 1y, 3y); a target with no published
+    price keeps its times and says why it has no dollars."""
+    positive(runs=runs)
+    choose("price kind", kind, prices.HOURLY_KINDS)
+    efficiency = EFFICIENCY[point["workload"]]
+    roofline_s = point["roofline_lower_bound_s"] * runs
+    estimated_s = roofline_s / efficiency.fraction
+    result = {"runs": runs, "target": point["target"], "roofline_s": roofline_s,
+              "assumed_efficiency": efficiency.fraction, "efficiency_source": efficiency.source,
+              "estimated_s": estimated_s, "price_kind": kind}
+    try:
+        per_hour = prices.price_per_hour(point["target"], kind)
+    except BadInput as err:
+        return {**result, "dollars_per_hour": None, "no_price": str(err)}
+    row = prices.lookup(parse_target(point["target"]).chip.name, kind)
+    return {**result, "dollars_per_hour": per_hour, "price_read": row.read,
+            "price_source": row.source,
+            "dollars_at_roofline": per_hour * roofline_s / SECONDS_PER_HOUR,
+            "dollars_estimated": per_hour * estimated_s / SECONDS_PER_HOUR}
+
+
+def runs_in(point: dict, hours: float) -> dict:
+    """How many runs of the workload fit in `hours`: at most (the roofline) and as estimated."""
+    positive(hours=hours)
+    est = estimate(point)
+    seconds = hours * SECONDS_PER_HOUR
+    return {"hours": hours, "at_most": _whole(seconds / est["roofline_s"]),
+            "estimated": _whole(seconds / est["estimated_s"]),
+            "assumed_efficiency": est["assumed_efficiency"],
+            "efficiency_source": est["efficiency_source"]}
+
+
+def describe(est: dict) -> str:
+    """One paragraph: roofline, estimate with its assumption, and dollars with their date."""
+    runs = f"{est['runs']:g} run{'s' if est['runs'] != 1 else ''}"
+    text = (f"{runs} on {est['target']}: at least {_duration(est['roofline_s'])} (roofline, a "
+            f"lower bound); about {_duration(est['estimated_s'])} at "
+            f"{est['assumed_efficiency']:.0%} of it ({est['efficiency_source']})")
+    if est["dollars_per_hour"] is None:
+        return f"{text}; no dollars: {est['no_price']}"
+    return (f"{text}; ${est['dollars_estimated']:,.2f} at ${est['dollars_per_hour']:,.2f}/h "
+            f"{est['price_kind']} (at the roofline ${est['dollars_at_roofline']:,.2f}; price "
+            f"read {est['price_read']})")
+
+
+def _whole(runs: float) -> int:
+    """Completed runs, forgiving float noise (3600 / 0.1 is 35999.99...)."""
+    return int(runs + 1e-9)
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("days", 86400), ("h", 3600), ("min", 60), ("s", 1)):
+        if seconds >= size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds * 1e3:.3g} ms"

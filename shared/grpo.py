@@ -1,0 +1,403 @@
+"""GRPO on a budget: tunix's GRPOLearner run for real on any family, timed per phase.
+
+    model, tok = models.load("gemma3-tiny", "dummy", mesh=mesh)   # or qwen3-tiny, gemma3-1b
+    run = build_grpo(model, tok, mesh, GRPOSettings(prompts_per_step=4), steps=3)
+    result = run_grpo(run, arithmetic_batches(steps=3, prompts_per_step=4))
+    result.steps[1]  # {"rollout_s", "reference_logps_s", "rewards_s", "policy_update_s",
+                     #  "step_s", "reward_mean", "loss", "kl", "grad_norm", ...}
+
+A qwix LoRA policy over a frozen reference (the base model) in tunix's RLCluster (vanilla
+rollout, all roles on one mesh). A tunix 0.1.7 step runs its phases one after another: rollout
+(Sampler prefill + decode), reference log-probs (`rl.common.compute_per_token_logps`),
+old-policy log-probs (num_iterations > 1 only), rewards and advantages (host), policy update
+(the trainer's jitted `_train_step`: GRPO loss with the policy's log-probs, grads, optax).
+Everything here is tunix's own loop; `settings.logps="chunked"` only swaps the function its
+log-prob workers call (shared.token_logprobs). Plan mode compiles the same jitted functions
+with abstract arguments: shared.grpo_plan.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("WANDB_MODE", "disabled")  # `import tunix` imports its wandb logger
+
+import contextlib
+import dataclasses
+import time
+
+import jax
+import numpy as np
+import optax
+from flax import nnx
+from tunix.generate.tokenizer_adapter import TokenizerAdapter
+from tunix.rl import rl_cluster as rl_cluster_lib
+from tunix.rl.grpo import grpo_learner
+from tunix.rl.rollout import base_rollout
+
+from shared import lora, token_logprobs
+from shared.errors import BadInput, choose
+
+Role = rl_cluster_lib.Role
+
+# ---------------------------------------------------------------------------- the task
+
+
+def arithmetic_problems(n: int, *, seed: int = 0, max_operand: int = 20,
+                        ops: str = "+-") -> list[tuple[str, str]]:
+    """n (prompt, answer) pairs like ("12+7=", "19"), a task checked without a model;
+    subtraction never goes below zero."""
+    if n < 1 or max_operand < 1 or not ops or set(ops) - set("+-*"):
+        raise BadInput(f"arithmetic_problems needs n >= 1, max_operand >= 1 and ops from '+-*', "
+                       f"got n={n}, max_operand={max_operand}, ops={ops!r}")
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        a, b = (int(x) for x in rng.integers(0, max_operand + 1, 2))
+        op = ops[int(rng.integers(len(ops)))]
+        if op == "-" and b > a:
+            a, b = b, a
+        out.append((f"{a}{op}{b}=", str({"+": a + b, "-": a - b, "*": a * b}[op])))
+    return out
+
+
+def arithmetic_batches(steps: int, prompts_per_step: int, *, seed: int = 0,
+                       **problems) -> list[dict[str, np.ndarray]]:
+    """One tunix batch per step, {"prompts": array, "answer": array}. Arrays, not lists:
+    tunix repeats each column G times with jax.tree.map, which would split a list into its
+    strings. tunix passes the other columns to reward functions as keywords (`answer`)."""
+    pairs = np.array(arithmetic_problems(steps * prompts_per_step, seed=seed, **problems))
+    return [{"prompts": chunk[:, 0], "answer": chunk[:, 1]}
+            for chunk in np.split(pairs, steps)]
+
+
+def arithmetic_reward(prompts, completions, answer, **kwargs) -> list[float]:
+    """1.0 where the completion is exactly the answer (surrounding whitespace aside), else 0.
+    tunix decodes completions without their EOS: "19"+EOS scores, "19 apples" does not. Random
+    weights score ~0, so every group's advantage is 0 (only the KL term then trains)."""
+    return [1.0 if str(c).strip() == str(a).strip() else 0.0
+            for c, a in zip(completions, answer, strict=True)]
+
+
+# ---------------------------------------------------------------------------- settings
+
+
+@dataclasses.dataclass(frozen=True)
+class GRPOSettings:
+    """The knobs of a tunix GRPO run that decide memory, speed and cost. Batch sizes count
+    prompts, as in tunix's RLTrainingConfig; a phase runs micro-batch x G sequences. Unset ones
+    default as tunix does: train_micro -> mini -> prompts_per_step; rollout/logps -> train_micro.
+    """
+
+    prompt_len: int = 32  # RolloutConfig.max_prompt_length: prompts are left-padded to it
+    completion_len: int = 16  # RolloutConfig.max_tokens_to_generate
+    prompts_per_step: int = 4
+    num_generations: int = 4  # G
+    num_iterations: int = 1  # mu: > 1 adds the old-policy log-prob phase
+    mini_batch: int | None = None  # prompts per optimizer update
+    train_micro_batch: int | None = None  # prompts per forward/backward (grad accumulation)
+    rollout_micro_batch: int | None = None  # prompts per Sampler call
+    logps_micro_batch: int | None = None  # prompts per log-prob call
+    lora_rank: int = 8
+    lora_alpha: float | None = None  # None: lora.default_alpha(rank)
+    learning_rate: float = 3e-6  # tunix's Gemma GRPO demo
+    max_grad_norm: float | None = 0.1
+    beta: float = 0.08  # KL penalty; 0 skips the reference phase
+    epsilon: float = 0.2
+    temperature: float = 0.9
+    top_p: float | None = 1.0
+    top_k: int | None = 50
+    cache_size: int | None = None  # None: prompt_len + completion_len
+    logps: str = "tunix"  # log-prob phases: tunix's function | "chunked" (no [B, T, V])
+    seed: int = 0
+
+    def batches(self) -> dict[str, int]:
+        """Resolved prompts per step / update / micro-batch, checked as tunix checks them."""
+        full = self.prompts_per_step
+        mini = self.mini_batch or full
+        micro = self.train_micro_batch or mini
+        sizes = {"step": full, "mini": mini, "train_micro": micro,
+                 "rollout_micro": self.rollout_micro_batch or micro,
+                 "logps_micro": self.logps_micro_batch or micro}
+        bad = [f"{k}={v}" for k, v in sizes.items() if v < 1 or full % v]
+        if mini % micro:
+            bad.append(f"train_micro={micro} does not divide mini={mini}")
+        if bad or self.num_generations < 2 or self.num_iterations < 1:
+            raise BadInput(f"GRPO batch sizes must be >= 1 and divide prompts_per_step={full} "
+                           f"({', '.join(bad) or 'ok'}); num_generations >= 2 "
+                           f"({self.num_generations}), num_iterations >= 1")
+        choose("log-prob implementation", self.logps, token_logprobs.IMPLEMENTATIONS)
+        return sizes
+
+    def calls_per_step(self) -> dict[str, int]:
+        """How often one step calls each phase's jitted function (tunix slices a step's
+        prompts into micro-batches per phase; the update runs num_iterations times over all)."""
+        sizes = self.batches()
+        return {"rollout": sizes["step"] // sizes["rollout_micro"],
+                "logps": sizes["step"] // sizes["logps_micro"],
+                "update": sizes["step"] // sizes["train_micro"] * self.num_iterations}
+
+    @property
+    def sequences_per_step(self) -> int:
+        return self.prompts_per_step * self.num_generations
+
+    @property
+    def alpha(self) -> float:
+        return lora.default_alpha(self.lora_rank) if self.lora_alpha is None else self.lora_alpha
+
+    def optimizer(self) -> optax.GradientTransformation:
+        """AdamW as in tunix's GRPO demo (b2 0.99, weight decay 0.1), constant learning rate,
+        global-norm clipping first."""
+        tx = optax.adamw(self.learning_rate, b1=0.9, b2=0.99, weight_decay=0.1)
+        return tx if self.max_grad_norm is None else optax.chain(
+            optax.clip_by_global_norm(self.max_grad_norm), tx)
+
+    def rollout_config(self) -> base_rollout.RolloutConfig:
+        return base_rollout.RolloutConfig(
+            max_tokens_to_generate=self.completion_len, max_prompt_length=self.prompt_len,
+            kv_cache_size=self.cache_size or self.prompt_len + self.completion_len,
+            temperature=self.temperature, top_p=self.top_p, top_k=self.top_k, seed=self.seed)
+
+    def training_config(self, steps: int) -> rl_cluster_lib.RLTrainingConfig:
+        """tunix's config; batch sizes passed only when set (given train_micro_batch_size,
+        tunix needs a mini_batch_size and wraps the optimizer in optax.MultiSteps)."""
+        mini = self.mini_batch or (self.prompts_per_step if self.train_micro_batch else None)
+        sizes = {"mini_batch_size": mini, "train_micro_batch_size": self.train_micro_batch,
+                 "rollout_micro_batch_size": self.rollout_micro_batch,
+                 "compute_logps_micro_batch_size": self.logps_micro_batch}
+        return rl_cluster_lib.RLTrainingConfig(
+            actor_optimizer=self.optimizer(), eval_every_n_steps=10**9, max_steps=steps,
+            **{k: v for k, v in sizes.items() if v})
+
+    def algo_config(self) -> grpo_learner.GRPOConfig:
+        return grpo_learner.GRPOConfig(num_generations=self.num_generations, beta=self.beta,
+                                       num_iterations=self.num_iterations, epsilon=self.epsilon)
+
+
+class TextTokenizer:
+    """Any tokenizer tunix adapts, with `encode` taking numpy strings: tunix's data loop
+    repeats batches with np.repeat, so prompts reach the Sampler as np.str_ (SentencePiece
+    rejects those)."""
+
+    def __init__(self, tokenizer):
+        self._tok = TokenizerAdapter(tokenizer)
+
+    def encode(self, text, **kwargs):
+        return self._tok.encode(str(text), **kwargs)
+
+    def __getattr__(self, name):  # decode, bos_id, eos_id, pad_id: the adapter's (and an
+        return getattr(vars(self).get("_tok"), name)  # AttributeError while _tok is unset)
+
+
+# ---------------------------------------------------------------------------- real runs
+
+
+# RLCluster method -> phase; GRPOLearner calls them with global_steps = the step in progress.
+PHASES = {"generate": "rollout", "get_ref_per_token_logps": "reference_logps",
+          "get_old_per_token_logps": "old_policy_logps", "update_actor": "policy_update"}
+
+
+class PhaseTimer:
+    """Wall seconds per (step, phase): the RLCluster methods each phase calls (and the
+    learner's reward manager) are shadowed on the instances by timed wrappers that wait for
+    their results, so first calls include compiling. tunix's code is untouched; its own perf
+    tracer (PerfMetricsConfig) splits similar spans over threads and devices instead."""
+
+    def __init__(self, cluster, learner):
+        self.events: list[tuple[int, str, float, float]] = []  # step, phase, start, seconds
+        for method, phase in PHASES.items():
+            self._wrap(cluster, method, phase, cluster)
+        self._wrap(learner, "reward_manager", "rewards", cluster)
+
+    def _wrap(self, obj, attr: str, phase: str, cluster) -> None:
+        inner = getattr(obj, attr)
+
+        def timed(*args, **kwargs):
+            step, start = cluster.global_steps, time.perf_counter()
+            out = inner(*args, **kwargs)  # update_actor: None; wait for the params it wrote
+            jax.block_until_ready(out if out is not None else nnx.state(
+                cluster.actor_trainer.model, nnx.LoRAParam))
+            self.events.append((step, phase, start, time.perf_counter() - start))
+            return out
+
+        setattr(obj, attr, timed)
+
+    def steps(self) -> list[dict[str, float]]:
+        """Per step: seconds per phase (summed over calls) and step_s, first start to last end."""
+        out: dict[int, dict[str, float]] = {}
+        for step, phase, start, seconds in sorted(self.events, key=lambda e: e[2]):
+            row = out.setdefault(step, {"start": start})
+            row[f"{phase}_s"] = row.get(f"{phase}_s", 0.0) + seconds
+            row["step_s"] = start + seconds - row["start"]
+        return [{k: v for k, v in out[s].items() if k != "start"} for s in sorted(out)]
+
+
+@dataclasses.dataclass
+class GRPORun:
+    """A built GRPO run: tunix's cluster and learner, the models, and the timer on them."""
+
+    cluster: rl_cluster_lib.RLCluster
+    learner: grpo_learner.GRPOLearner
+    policy: nnx.Module  # the LoRA model tunix trains (and samples from)
+    reference: nnx.Module | None  # the base (None when beta = 0: tunix then needs none); the
+    # policy shares its buffers until the first update, then holds its own copy
+    settings: GRPOSettings
+    timer: PhaseTimer
+    tokenizer: TextTokenizer
+
+    def check_prompts(self, batches) -> None:
+        """BadInput unless every prompt (with BOS) fits prompt_len: tunix would silently pad
+        the batch to the next power of two instead, and then overflow the KV cache."""
+        longest = max(len(self.tokenizer.encode(p)) + 1 for b in batches for p in b["prompts"])
+        if longest > self.settings.prompt_len:
+            raise BadInput(f"a prompt is {longest} tokens with BOS but prompt_len is "
+                           f"{self.settings.prompt_len}: raise prompt_len or shorten prompts")
+
+
+def build_grpo(model, tokenizer, mesh, settings: GRPOSettings, *, steps: int,
+               reward_fns=(arithmetic_reward,)) -> GRPORun:
+    """tunix RLCluster + GRPOLearner for `steps` steps: a LoRA policy on `model` (any tunix
+    family, from models.load, on `mesh` with Auto axes "fsdp" and "tp"), `model` itself the
+    frozen reference (none when beta = 0). All roles share the mesh, so tunix colocates them:
+    the rollout samples from the policy (no weight sync) and the reference reads the base
+    buffers the policy started with."""
+    settings.batches()
+    if any(t != jax.sharding.AxisType.Auto for t in mesh.axis_types):
+        raise BadInput("tunix's GRPO needs a mesh with Auto axes (shared.sharding.make_mesh "
+                       "makes one); jax's Explicit axes raise a ShardingTypeError in its models")
+    policy = lora.apply_lora(model, settings.lora_rank, settings.alpha, mesh=mesh,
+                             seed=settings.seed)
+    reference = model if settings.beta != 0.0 else None
+    config = rl_cluster_lib.ClusterConfig(  # rollout_engine "vanilla", nothing offloaded
+        role_to_mesh={Role.ACTOR: mesh, Role.REFERENCE: mesh, Role.ROLLOUT: mesh},
+        training_config=settings.training_config(steps), rollout_config=settings.rollout_config())
+    text = TextTokenizer(tokenizer)
+    cluster = rl_cluster_lib.RLCluster(actor=policy, reference=reference, tokenizer=text,
+                                       cluster_config=config)
+    learner = grpo_learner.GRPOLearner(cluster, settings.algo_config(),
+                                       reward_fns=list(reward_fns))
+    return GRPORun(cluster, learner, policy, reference, settings, PhaseTimer(cluster, learner),
+                   text)
+
+
+# tunix metric (prefix, name) -> our column. tunix splits "rewards/score/mean" at the first "/".
+METRICS = {("rewards", "score/mean"): "reward_mean", ("rewards", "score/max"): "reward_max",
+           ("completions", "mean_length"): "completion_len", ("actor", "loss"): "loss",
+           ("actor", "kl"): "kl", ("actor", "grad_norm"): "grad_norm",
+           ("actor", "pg_clipfrac"): "pg_clipfrac"}
+
+
+@dataclasses.dataclass
+class GRPOResult:
+    steps: list[dict[str, float]]  # per step: phase seconds, step_s and the METRICS columns
+    metrics: dict[str, np.ndarray]  # tunix's full histories, one value per log event
+    wall_s: float  # the whole learner.train call
+
+    @property
+    def steady_step_s(self) -> float:
+        """Median step seconds after the first (which compiles everything)."""
+        return self.steady()["step_s"]
+
+    def steady(self) -> dict[str, float]:
+        """Median seconds per phase (and step_s) over the steps after the first."""
+        later = self.steps[1:]
+        keys = dict.fromkeys(k for row in self.steps for k in row if k.endswith("_s"))
+        return {k: float(np.median([row.get(k, 0.0) for row in later])) if later
+                else float("nan") for k in keys}
+
+
+def run_grpo(run: GRPORun, batches) -> GRPOResult:
+    """tunix's GRPO training loop over `batches` (one per step); a GRPORun trains once.
+    tunix logs actor metrics per optimizer update, the rest per step: a step's row averages
+    its updates (prompts_per_step / mini_batch x num_iterations of them)."""
+    batches = list(batches)
+    run.check_prompts(batches)
+    swap = token_logprobs.chunked_logps() if run.settings.logps == "chunked" \
+        else contextlib.nullcontext()
+    start = time.perf_counter()
+    with swap:
+        run.learner.train(batches)  # ends with cluster.close(), which flushes the metrics
+    wall = time.perf_counter() - start
+    logger = run.cluster.actor_trainer.metrics_logger
+    metrics = {column: np.asarray(logger.get_metric_history(prefix, name, "train"), float)
+               for (prefix, name), column in METRICS.items()
+               if logger.metric_exists(prefix, name, "train")}
+    rows = run.timer.steps()
+    for column, history in metrics.items():
+        if len(rows) and len(history) % len(rows) == 0:
+            for row, values in zip(rows, history.reshape(len(rows), -1), strict=True):
+                row[column] = float(values.mean())
+    return GRPOResult(rows, metrics, wall)
+
+
+@contextlib.contextmanager
+def quick_compiles():
+    """XLA's least optimisation effort while a CPU run compiles: about halves a tiny run's
+    compile time (it is compile-bound: tens of seconds of compiling against ~1 s of steps).
+    The previous setting is restored afterwards."""
+    before = jax.config.jax_exec_time_optimization_effort
+    jax.config.update("jax_exec_time_optimization_effort", -1.0)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_exec_time_optimization_effort", before)
+
+
+def base_weights(model):
+    """The base (non-LoRA) parameters of a model, as an nnx State."""
+    return nnx.state(model, nnx.All(nnx.Param, nnx.Not(nnx.LoRAParam)))
+
+
+def base_copies(run: GRPORun) -> int:
+    """How many copies of the base weights the run holds on the devices now: 1 while the
+    policy and the reference share buffers (or there is no reference), 2 once they do not.
+    tunix 0.1.7's update writes every policy variable back as a new buffer (nnx.jit returns
+    the whole model; only the optimizer is donated), so from the first update on it is 2."""
+    def buffers(model):
+        return {x.addressable_shards[0].data.unsafe_buffer_pointer()
+                for x in jax.tree.leaves(base_weights(model))}
+
+    if run.reference is None:
+        return 1
+    return 1 if buffers(run.policy) == buffers(run.reference) else 2
+
+
+PHASE_ORDER = ("rollout", "reference_logps", "old_policy_logps", "rewards", "policy_update")
+
+
+def plot_phases(results: dict[str, GRPOResult], ax) -> None:
+    """Each run's steady step (median after the first) stacked by phase, in seconds; what is
+    left of the step is the learner's own work between phases."""
+    names = list(results)
+    steady = [results[n].steady() for n in names]
+    bottom = np.zeros(len(names))
+    for phase in PHASE_ORDER:
+        seconds = np.array([row.get(f"{phase}_s", 0.0) for row in steady])
+        if seconds.any():
+            ax.bar(names, seconds, bottom=bottom, label=phase.replace("_", " "))
+            bottom += seconds
+    ax.bar(names, [row["step_s"] for row in steady] - bottom, bottom=bottom, color="0.8",
+           label="between phases (host)")
+    ax.set_ylabel("seconds per GRPO step")
+    ax.set_title("Where a GRPO step goes (median of the steps after the first)")
+    ax.legend(fontsize=7)
+
+
+def plot_curves(results: dict[str, GRPOResult], ax) -> None:
+    """Mean reward (solid) and loss (dashed, right axis) per step of each run."""
+    from matplotlib.ticker import MaxNLocator
+
+    right = ax.twinx()
+    for i, (name, result) in enumerate(results.items()):
+        steps = range(len(result.steps))
+        ax.plot(steps, [row.get("reward_mean", np.nan) for row in result.steps], "o-",
+                color=f"C{i}", label=f"{name} reward")
+        right.plot(steps, [row.get("loss", np.nan) for row in result.steps], "s--",
+                   color=f"C{i}", label=f"{name} loss")
+    ax.set_xlabel("GRPO step")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel("mean reward (arithmetic, exact match)")
+    right.set_ylabel("GRPO loss")
+    ax.set_title("Reward and loss per step")
+    ax.legend(loc="upper left", fontsize=7)
+    right.legend(loc="upper right", fontsize=7)
