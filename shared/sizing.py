@@ -138,8 +138,12 @@ def kv_cache_bytes(dims: ModelDims, batch: int, cache_len: int, bytes_per_elemen
 # scores): the two norm outputs and residual (4·D), q and attention output (2·N·H), k and v
 # (2·K·H), and the MLP's matrix outputs and activation (m·F, m = 3 gated, 2 for ReLU²).
 # 'book3' is the scaling book's "very conservative" three D-sized checkpoints per layer;
-# 'block' remats each block and keeps only its input.
-REMAT_POLICIES = ("none", "book3", "block")
+# 'fwide' the LLaMA-3 write-up that calls book3 a trap (~110 TB for 70B): its four checkpoints
+# kept at F (the FFW's B·F output) and at D, on top of the book's three D-wide ones; it keeps
+# more than 'none' does. 'block' remats each block and keeps only its input.
+REMAT_POLICIES = ("none", "book3", "fwide", "block")
+REMAT_FORMULAS = {"none": "4·D + 2·N·H + 2·K·H + m·F", "book3": "3·D",
+                  "fwide": "3·D + 4·D + 4·F", "block": "D"}  # m: MLP matrices (3 for SwiGLU)
 
 
 def activation_elements_per_token_layer(dims: ModelDims, remat: str) -> int:
@@ -148,6 +152,8 @@ def activation_elements_per_token_layer(dims: ModelDims, remat: str) -> int:
         return dims.D
     if remat == "book3":
         return 3 * dims.D
+    if remat == "fwide":
+        return 3 * dims.D + 4 * dims.D + 4 * dims.F
     return 4 * dims.D + 2 * dims.N * dims.H + 2 * dims.K * dims.H + dims.mlp_matrices * dims.F
 
 

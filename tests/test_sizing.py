@@ -78,6 +78,32 @@ def test_training_memory_book_example():
     assert per_chip == pytest.approx(1.8e9, rel=0.05)  # the book: "about 1.8GB per chip"
 
 
+def test_fwide_policy_reproduces_the_writeups_110_tb():
+    # The write-up (yashjayswal24.github.io/portfolio/blog/2026/training-llama3): 4M-token
+    # batch, bf16 params, fp32 Adam, no gradients, "Total ~110 TB", "111 TB / 96 GB = 1,156
+    # chips". Its total is 6·B·F·L·2 bytes; fwide's 7·D + 4·F equals 6·F when F = 3.5·D.
+    per_layer = sizing.activation_elements_per_token_layer(LLAMA70, "fwide")
+    assert per_layer == 3 * 8192 + 4 * 8192 + 4 * 28672 == 6 * 28672
+    mem = sizing.training_memory(LLAMA70, 4e6, remat="fwide", grad_bytes=None)
+    assert mem["activations"] == pytest.approx(110.1e12, rel=0.001)
+    assert mem["total"] == pytest.approx(110.8e12, rel=0.001)
+    chips = sizing.min_chips_for_memory(mem["total"], 96e9)
+    assert chips == 1155 and chips == pytest.approx(1156, rel=0.01)
+    # Our accounting (2**22 tokens, bf16 gradients, 95 GiB a chip) gives 105.8 TiB, 1141 chips.
+    ours = sizing.training_memory(LLAMA70, 4194304, remat="fwide")
+    assert sizing.min_chips_for_memory(ours["total"], CHIPS["v5p"].hbm_bytes) == 1141
+
+
+def test_remat_policies_are_ordered_and_have_formulas():
+    kept = {r: sizing.activation_elements_per_token_layer(LLAMA70, r)
+            for r in sizing.REMAT_POLICIES}
+    assert kept["fwide"] > kept["none"] > kept["book3"] > kept["block"] == 8192
+    assert set(sizing.REMAT_FORMULAS) == set(sizing.REMAT_POLICIES)
+    none = sizing.training_memory(LLAMA70, 4194304, remat="none")
+    assert none["activations"] / 2**40 == pytest.approx(83.75, abs=0.01)
+    assert sizing.min_chips_for_memory(none["total"], CHIPS["v5p"].hbm_bytes) == 912
+
+
 def test_training_memory_parts():
     mem = sizing.training_memory(LLAMA70, 1000, remat="block", master_fp32=True, grad_bytes=4,
                                  logits="full")
