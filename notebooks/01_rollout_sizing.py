@@ -16,421 +16,355 @@
 # %% [markdown]
 # # 01 · Rollout sizing: which batch fits and runs fastest for Gemma 3 with the tunix Sampler?
 #
-# RL fine-tuning (GRPO and friends) spends most of its time generating rollouts, so on a rented
-# chip two numbers decide the budget: how many sequences fit in HBM at once, and which batch
-# gives the most tokens per second. The field's "Sizing gemma3 for TPUv5" experiments found
-# the largest gemma3-1b batch that fits one 16 GB v5e chip at 1024 generation steps, and that
-# batches of 64 and 128 beat 68 and 132 per token. This notebook measures both with the tunix
-# Sampler's own jitted prefill and decode, and predicts them before you rent anything.
+# ## What we found
+# **Which tunix you need: 0.1.7 or later.** gemma3-1b rollouts with tunix's Sampler on one v5e
+# chip (16 GiB, of which libtpu lets a program use 15.75) at the field's setting (prompts padded
+# to 128 tokens, 1024 generation steps, a 1312-slot KV cache): the real TPU compiler, deviceless
+# (jax 0.10.2, libtpu 0.0.42.1, tunix 0.1.7, 2026-11-22), puts the largest batch at **212 with
+# tunix 0.1.6's Sampler** (213 is refused) and at **395 with 0.1.7's** (396 is refused): 1.86x
+# as many rollouts per chip. The field ran the tunix of December 2025 and saw batch 200 run and
+# 256 run out of HBM; 212 lies between them. The difference is donation: tunix 0.1.5 and 0.1.6
+# do not donate the Sampler's state, so decode holds the KV cache twice (33.3 MiB per row per
+# copy); 0.1.7 donates it and updates it in place. **Pin `google-tunix>=0.1.7`** (this project
+# pins 0.1.7). Stuck on 0.1.6? Stay at or below 212 rows, or shrink the cache to prompt + steps.
 #
-# Per point: time to first token (the prefill call) and decode time per generated token
-# measured apart, tokens actually generated (counted from the token buffer), tokens/s, peak
-# memory per device, the KV-cache estimate, and out-of-memory recorded as a point.
+# **What the compiler adds.** Weights (1.86 GiB in bf16) plus the KV copies alone would allow
+# 426 rows with 0.1.7 and 213 with 0.1.6. At batch 395 the compiler needs 1.02 GiB more than
+# that closed form: prefill sets the limit there (the cache plus the prompt's activations), so
+# longer prompts fit fewer rows: 374 at 256-token prompts (`plan_cpu.json`, from
+# `benchmarks/bench_plan.py`). At batch 212 under 0.1.6, decode sets it and adds only 53 MiB
+# to weights plus two caches. The closed form is an upper bound; the compiler's is the answer.
 #
-# Modes: `local` runs a small Gemma 3 of the real architecture with random weights on whatever
-# JAX backend is present (CPU in CI); `device` runs gemma3-1b on the attached TPU/GPU (pass
-# the real sweep's sizes, below); `plan` compiles the same jitted functions for
-# `TARGET` with the real TPU compiler and reads the bytes each device needs.
+# **Hours and dollars.** 100,000 rollouts at batch 395 (254 batches) on a v5e-1: at least
+# 1.91 h (the roofline, a lower bound), about 4.77 h at an assumed 40% of it (no public
+# measurement of the Sampler's efficiency yet), $5.72 on demand at $1.20/h ($1.17 spot; prices
+# read 2026-11-22). With 0.1.6 (batch 212, 472 batches): 4.81 h at least, about 12 h, $14.43.
+# Donation lets more rows share each step's weight reads, and decode stops copying the cache.
+#
+# **Which batch runs fastest: not measured yet.** No TPU or GPU ran in the session that wrote
+# this, so the field's "64 and 128 beat 68 and 132 per token" is neither confirmed nor refuted
+# here. Device mode measures those batches on the attached chip, beside the plan's prediction,
+# and writes ledger rows: `make tpu-execute TPU=... ZONE=... NB=01 PARAMS='-p MODE device'`.
+#
+# **Evidence and how to reproduce.** Each search made 2-3 fast compiles to find the line, then
+# exact compiles at the boundary (7 compiles for 0.1.7, 6 for 0.1.6; 81 minutes in all on a
+# heavily shared 2-core machine): `python benchmarks/bench_tunix_semantics.py --out
+# benchmarks/results/rollout_tunix_semantics.json`. This notebook re-runs both searches with
+# `make execute NB=01 PARAMS='-p MODE plan'` and checks its answer against that file.
+#
+# ![gemma3-1b rollouts on one v5e chip: bytes per batch](../docs/figures/01_tunix_bytes.png)
+#
+# ## How this notebook answers it
+# Three modes, one code path. `local` (the default) runs a tiny config of the real architecture
+# with random weights on the CPU; any model tunix ships works by name (`-p MODEL qwen3-tiny`).
+# `plan` compiles the Sampler's own prefill and decode for `TARGET` with the real TPU compiler,
+# deviceless (gemma3-1b by default), and searches the largest batch under each tunix semantics.
+# `device` measures on the attached TPU or GPU, puts the plan's prediction beside every point
+# and appends both to the ledger (`results/ledger.csv`).
 
 # %%
-# On Colab or Kaggle: fetch this repository and install it (TPU extra included). In a clone
-# set up with `make setup` this cell does nothing.
+# On Colab or Kaggle: install this project as a package, with its pinned requirements (and
+# jax's CUDA plugin on a GPU runtime). In a clone set up with `make setup` this does nothing.
 import os
+import shutil
 import subprocess
 import sys
 
-HOSTED = {"colab": "/content", "kaggle": "/kaggle/working"}
-host = ("colab" if "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ
-        else "kaggle" if "KAGGLE_KERNEL_RUN_TYPE" in os.environ else None)
-if host:
-    root = os.path.join(HOSTED[host], "tpu-budget-lab")
-    if not os.path.isdir(root):
-        subprocess.run(["git", "clone", "--depth=1",
-                        "https://github.com/tpu-budget-lab/tpu-budget-lab", root], check=True)
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-r",
-                        os.path.join(root, "requirements.txt")], check=True)
-    os.chdir(root)
-    sys.path.insert(0, root)
+if "google.colab" in sys.modules or "KAGGLE_KERNEL_RUN_TYPE" in os.environ:
+    from importlib import metadata
+
+    REPO = "tpu-budget-lab/tpu-budget-lab"
+    pip = [sys.executable, "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, "-r", f"https://raw.githubusercontent.com/{REPO}/main/requirements.txt",
+                    f"git+https://github.com/{REPO}"], check=True)
+    if shutil.which("nvidia-smi"):
+        subprocess.run([*pip, f"jax[cuda12]=={metadata.version('jax')}"], check=True)
 
 # %% tags=["parameters"]
 MODE = "local"  # local | plan | device
-TARGET = "v5e-1"  # plan mode (and PREDICT): the TPU slice the sweep is compiled for
-MODEL = None  # None: gemma3-tiny (small, real architecture) locally, else gemma3-1b
+TARGET = "v5e-1"  # the slice to plan for (device mode plans for the slice it runs on)
+MODEL = None  # None: gemma3-tiny locally, gemma3-1b in plan/device mode; any MODEL_NAMES entry
 WEIGHTS = "dummy"  # dummy: random weights, no download | kaggle: real weights (credentials)
 # Sizes left at None: CPU-friendly locally, the field's setting in plan and device mode.
-BATCH_SIZES = None  # at max(STEPS) steps; [1, 4, 8, 12, 16] | [1, 4, 16, 60, 64, 68, ..., 260]
-STEPS = None  # the steps sweep at batch 1; [8, 16, 32] | [128, 256, 512, 1024]
-PROMPT_LEN = None  # prompt tokens per row; 16 | 256
-CACHE_SIZE = None  # KV-cache slots; None: PROMPT_LEN + max(STEPS) + 32 (256 + 1024: 1312)
-TRIALS = 5  # timed calls per point after the first (compile + run) call, which is discarded
+BATCH_SIZES = None  # measured at max(STEPS) steps
+STEPS = None  # the steps sweep at the smallest batch; plan mode compiles max(STEPS)
+PROMPT_LEN = None  # prompt tokens per row: 16 locally, else 128 (the field's padded prompts)
+CACHE_SIZE = None  # KV slots: PROMPT_LEN + max(STEPS) + 32 locally, else 1312 (the field's)
+TRIALS = 5  # timed calls per point after the first (compile + run) call
+TUNIX = ["0.1.7", "0.1.6"]  # plan mode: Sampler semantics to compile (0.1.6: no donation)
+PLAN_BATCHES = None  # plan mode: None searches the largest batch; a list compiles just those
+ROLLOUTS = 100_000  # sequences to budget: hours and dollars at the largest batch
+PRICE_KIND = "on-demand"  # on-demand | spot
 RESULTS_DIR = "results/01_rollout_sizing"
 SEED = 0
 MESH = None  # FSDPxTP, e.g. "8x1"; None: every device on fsdp (local: one device)
-PLAN_BATCH_SIZES = [8, 64, 128]  # plan mode: one compile each (1-3 min for gemma3-1b)
-PLAN_MAX_BATCH = True  # plan mode: search the largest batch that fits (~10-17 compiles)
-PREDICT = False  # local/device: also compile predictions for TARGET (cached ones are shown)
+KEY_FIGURES = False  # also write the key figures to docs/figures/ (the ones committed)
 
 # %%
 from shared import report
 
 MODE = report.use_mode(MODE)  # before jax: plan mode compiles for TARGET on the CPU
 
-import time
+import dataclasses
+import math
 
 import jax
 import matplotlib.pyplot as plt
-from IPython.display import display
-from matplotlib.ticker import FuncFormatter
-from tqdm.auto import tqdm
+from packaging.version import Version
 
-from shared import hardware, measure, models, plan, rollout, rollout_sweep, sizing
+from shared import budget, hardware, ledger, models, plan, prices, rollout, rollout_sweep, sizing
 from shared.errors import BadInput, choose
-from shared.sharding import check_batch, make_mesh, mesh_shape
+from shared.sharding import make_mesh, mesh_shape
 
 MODEL = report.by_mode(MODE, MODEL, "gemma3-tiny", "gemma3-1b")
-BATCH_SIZES = report.by_mode(MODE, BATCH_SIZES, [1, 4, 8, 12, 16],
-                             [1, 4, 16, 60, 64, 68, 124, 128, 132, 252, 256, 260])
-STEPS = report.by_mode(MODE, STEPS, [8, 16, 32], [128, 256, 512, 1024])
-PROMPT_LEN = report.by_mode(MODE, PROMPT_LEN, 16, 256)
+BATCH_SIZES = sorted(set(report.by_mode(MODE, BATCH_SIZES, [1, 4, 8, 12, 16], [
+    1, 4, 16, 60, 64, 68, 124, 128, 132, 196, 200, 204, 252, 256, 260, 384])))
+STEPS = sorted(set(report.by_mode(MODE, STEPS, [8, 16, 32], [128, 256, 512, 1024])))
+PROMPT_LEN = report.by_mode(MODE, PROMPT_LEN, 16, 128)
 choose("model", MODEL, models.MODEL_NAMES)
 choose("weights", WEIGHTS, models.WEIGHTS)
-BATCH_SIZES, STEPS = sorted(set(BATCH_SIZES)), sorted(set(STEPS))
-if not BATCH_SIZES or not STEPS or min(BATCH_SIZES + STEPS + [PROMPT_LEN, TRIALS]) < 1:
-    raise BadInput("BATCH_SIZES, STEPS, PROMPT_LEN and TRIALS must be positive (lists non-empty)")
-CACHE = CACHE_SIZE or PROMPT_LEN + max(STEPS) + 32  # the field's margin: 256 + 1024 -> 1312
-if PROMPT_LEN + max(STEPS) > CACHE:
-    raise BadInput(f"CACHE_SIZE {CACHE} < PROMPT_LEN + max(STEPS) = {PROMPT_LEN + max(STEPS)}")
-BATCH_STEPS = max(STEPS)  # the batch sweep's generation steps
+[choose("tunix semantics", s, rollout.SEMANTICS) for s in TUNIX]
+if not BATCH_SIZES or not STEPS or min(BATCH_SIZES + STEPS + [PROMPT_LEN, TRIALS, ROLLOUTS]) < 1:
+    raise BadInput("BATCH_SIZES, STEPS, PROMPT_LEN, TRIALS and ROLLOUTS must be positive")
+STEPS_MAX = max(STEPS)
+CACHE = report.by_mode(MODE, CACHE_SIZE, None, 1312) or PROMPT_LEN + STEPS_MAX + 32
+if PROMPT_LEN + STEPS_MAX > CACHE:
+    raise BadInput(f"CACHE_SIZE {CACHE} < PROMPT_LEN + max(STEPS) = {PROMPT_LEN + STEPS_MAX}")
+if MODE == "device":  # join a multi-host slice first; then plan for the slice attached
+    hardware.initialize_distributed()
+    TARGET = hardware.current_target_name() or TARGET
 target = hardware.parse_target(TARGET)
-out = report.results_dir(RESULTS_DIR)
-dims = models.model_dims(MODEL)
-GiB, MiB = 2**30, 2**20
-
-
-size = report.bytes_text
-
-
-def show(rows, name, columns=None):
-    """Save the raw rows (CSV/JSON under RESULTS_DIR); display them with readable units."""
-    display(report.byte_table(rows, out, name, columns).round(4))
-
+fsdp, tp = mesh_shape(MESH, target.chips)
+usable = target.chip.compiler_hbm_bytes or target.chip.hbm_bytes  # what a program may use
+dims, out, GiB = models.model_dims(MODEL), report.results_dir(RESULTS_DIR), 2**30
+quoted = report.committed("rollout_tunix_semantics")  # the numbers "What we found" quotes
+same_setting = bool(quoted) and MESH is None and quoted["setting"] == {
+    "model": MODEL, "target": TARGET, "prompt_len": PROMPT_LEN, "steps": STEPS_MAX,
+    "cache_size": CACHE}
 
 # %% [markdown]
-# ## 1 · The closed form: weights plus KV cache
-# tunix allocates the KV cache for every layer at the full `CACHE_SIZE` (the sliding window is
-# only a mask), `2 · L · K · H · 2` bytes per token in bf16. In tunix's sampling layout the
-# weights are replicated over "fsdp" (each fsdp slice generates its share of the batch) and
-# split over "tp". Weights + KV is a lower bound on what a batch needs: the compiler's answer
-# in plan mode adds the decode step's logits, activations, the token buffer and padding.
+# ## 1 · The closed form: weights plus KV cache, once or twice
+# tunix allocates every layer's KV cache at the full `CACHE` slots (Gemma 3's sliding window
+# is only a mask): `2 · L · K · H · 2` bytes per token in bf16, 26 KiB for gemma3-1b, 33 MiB
+# per row at 1312 slots. The weights (bf16, replicated over "fsdp" as tunix samples, split over
+# "tp") come once. tunix 0.1.5 and 0.1.6 do not donate the Sampler's state, so decode holds
+# the cache it reads and the one it writes: two copies; 0.1.7 donates, one copy. Weights plus
+# those copies is a lower bound on a batch's bytes, so the batch it allows is an upper bound
+# on the compiler's answer. Local mode re-derives the committed setting's closed form.
 
 # %%
-fsdp_t, tp_t = mesh_shape(MESH, target.chips)
-weights_bytes = sizing.param_counts(dims)["total"] * 2  # bf16
-
-
-def closed_form_per_device(batch):
-    """bf16 weights (split over tp only) + the KV cache of this device's share of the batch."""
-    return weights_bytes // tp_t + rollout_sweep.closed_form_kv_per_device(
-        dims, batch, CACHE, fsdp_t, tp_t)
-
-
-kv_row_per_device = rollout_sweep.closed_form_kv_per_device(dims, 1, CACHE, 1, tp_t)
-closed_max = fsdp_t * ((target.chip.hbm_bytes - weights_bytes // tp_t) // kv_row_per_device)
-show([{"quantity": "parameters", "value": sizing.param_counts(dims)["total"]},
-      {"quantity": "weights bytes (bf16)", "value": weights_bytes},
-      {"quantity": "KV cache bytes per token", "value": sizing.kv_cache_bytes_per_token(dims)},
-      {"quantity": f"KV cache bytes per row at {CACHE} slots",
-       "value": sizing.kv_cache_bytes(dims, 1, CACHE)},
-      {"quantity": f"closed-form largest batch on {TARGET} (weights + KV only)",
-       "value": closed_max}], "closed_form")
-print(f"{MODEL}: {size(weights_bytes)} of weights; on {TARGET} ({size(target.chip.hbm_bytes)} "
-      f"per chip, mesh fsdp={fsdp_t} x tp={tp_t}) weights + KV cache alone allow a batch of "
-      f"{closed_max}: an upper bound, the compiler's answer (plan mode) is smaller.")
+closed_max = {s: rollout_sweep.closed_form_max_batch(dims, usable, CACHE, fsdp, tp, semantics=s)
+              for s in rollout.SEMANTICS}
+report.show([{"tunix": s, "weights_bytes": 2 * sizing.param_counts(dims)["total"],
+              "kv_cache_bytes_per_row": sizing.kv_cache_bytes(dims, 1, CACHE),
+              "kv_copies": rollout_sweep.KV_COPIES[s], "usable_hbm_bytes": usable,
+              "closed_form_max_batch": closed_max[s]} for s in rollout.SEMANTICS],
+            out, "closed_form")
+if MODE == "local" and not quoted:
+    print("no committed plan result here (benchmarks/results/): nothing to check against")
+elif MODE == "local":
+    q = quoted["setting"]
+    for s, entry in quoted["semantics"].items():
+        report.agree(f"closed-form largest batch, {q['model']} on {q['target']}, tunix {s}",
+                     rollout_sweep.closed_form_max_batch(
+                         models.model_dims(q["model"]), hardware.parse_target(
+                             q["target"]).chip.compiler_hbm_bytes, q["cache_size"], semantics=s),
+                     entry["closed_form_max_batch"])
 
 # %% [markdown]
-# ## 2 · Measure: steps at batch 1, then batch sizes at the largest step count
-# Random ("dummy") weights emit EOS whenever the argmax happens to land on it, so a row could
-# stop after a handful of steps and the timing would depend on luck. For sizing, the sampler
-# never stops early (`stop_at_eos=False`): every row decodes every step, which is also the
-# worst case a real rollout budget must allow. Tokens are still counted from the token buffer
-# (a generated pad id is not a token), never assumed.
-#
-# Points run in increasing batch order in this one process, so the per-device peak
-# (a process-wide high-water mark) after each point belongs to that point. Each new shape
-# compiles on its first call: that call is reported as `first_call_s` / `compile_s` and not
-# timed; the timings are medians of `TRIALS` calls after it. Out of memory is a row, and
-# larger batches after it are recorded as skipped.
+# ## 2 · Measured: rollout time against batch (local and device mode)
+# The Sampler's own jitted prefill and decode, timed apart after a first (compile) call, never
+# stopping at EOS (random weights would stop rows at random steps), tokens counted from the
+# token buffer. Points run in increasing batch order in one process, so the process-wide peak
+# after a point is that point's; out of memory is a data point and larger batches are skipped.
+# Whether 64 and 128 beat 68 and 132 per token is a property of the chip's tiles: only device
+# mode answers it.
 
 # %%
 measured = MODE != "plan"
 if measured:
-    if MODE == "device":
-        hardware.initialize_distributed()
-    # Local batches such as 1 and 12 must divide the fsdp axis: one device keeps them all
-    # legal (pytest's 8 virtual CPU devices would not). Device mode uses every device.
     devices = jax.devices() if MODE == "device" or MESH else jax.devices()[:1]
     mesh = make_mesh(MESH, devices)
-    for b in BATCH_SIZES:
-        check_batch(b, mesh)
-    start = time.perf_counter()
-    # tunix's sampling layout, as plan mode's `rollout` workload compiles it
+    unit = mesh.shape["fsdp"]  # every batch splits over the data-parallel axis
+    if dropped := [b for b in BATCH_SIZES if b % unit]:
+        print(f"left out batches {dropped}: not multiples of the {unit} data-parallel devices")
     model, tok = models.load(MODEL, WEIGHTS, mesh=mesh, seed=SEED, is_sampling=True)
-    dims = models.dims(MODEL, model.config)  # gemma3-tiny: V = the tokenizer's
     sampler = rollout.make_sampler(model, tok, CACHE, stop_at_eos=False)
-    chip_here = hardware.current_chip()
-    weights_here = models.param_bytes(model) // mesh.shape["tp"]  # replicated over fsdp
-    print(f"loaded {MODEL} ({WEIGHTS}) in {time.perf_counter() - start:.1f}s on {len(devices)} "
-          f"{devices[0].device_kind} device(s), mesh {dict(mesh.shape)}; weights "
-          f"{size(models.param_bytes(model))}; memory stats: "
-          f"{'n/a on this backend' if measure.device_memory() is None else 'per device'}")
-
-    def measure_one(batch, steps):
-        return rollout_sweep.measure_point(sampler, mesh, dims.V, batch=batch, steps=steps,
-                                           prompt_len=PROMPT_LEN, trials=TRIALS, seed=SEED)
-
-    steps_points = [(1, s) for s in STEPS]
-    batch_points = [(b, BATCH_STEPS) for b in BATCH_SIZES]
-    rows = rollout_sweep.sweep(measure_one, list(dict.fromkeys(steps_points + batch_points)))
-    by_point = {(r["batch"], r["steps"]): r for r in rows}
-    steps_rows = [by_point[p] for p in steps_points]
-    batch_rows = [by_point[p] for p in batch_points]
-
-# %%
-COLUMNS = ["batch", "steps", "status", "ttft_ms", "decode_ms_per_token", "decode_ms_per_step",
-           "tokens", "tokens_per_row_min", "tokens_per_row_max", "tokens_per_s",
-           "first_call_s", "compile_s", "peak_bytes_per_device", "kv_cache_bytes_per_device",
-           "error"]
-if measured:
-    show(steps_rows, "steps_sweep", COLUMNS)
-    show(batch_rows, "batch_sweep", COLUMNS)
-    ok_rows = [r for r in rows if r["status"] == "ok"]
-    short = [r for r in ok_rows if r["tokens_per_row_min"] < r["steps"]]
-    print(f"compile (first call minus a timed call): {sum(r['compile_s'] for r in ok_rows):.1f}s "
-          f"over {len(ok_rows)} shapes; every row generated all its steps: {not short}"
-          + (f" (fewer at {[(r['batch'], r['steps']) for r in short]}: pad ids generated)"
-             if short else ""))
-
-# %% [markdown]
-# ## 3 · Figures: elapsed, ms per token and memory, against batch and against steps
-# "ms per token" is batch-wide decode time per delivered token (what a rollout budget pays);
-# a decode *step* serves the whole batch, so its latency is shown too. Memory: measured peak
-# per device where the backend reports it (not on CPU), the KV-cache estimate per device, and
-# the chip's HBM.
-
-
-# %%
-def sweep_figure(rows, x, name, title):
-    """Three panels against `x`: elapsed (prefill, decode), ms per token/step, memory."""
-    ok = [r for r in rows if r["status"] == "ok"]
-    failed = [r[x] for r in rows if r["status"] != "ok"]
-    xs = [r[x] for r in ok]
-    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
-    axes[0].plot(xs, [r["prefill_s"] for r in ok], "o-", label="prefill (time to first token)")
-    axes[0].plot(xs, [r["decode_s"] for r in ok], "s-", label="decode")
-    axes[0].set_ylabel("elapsed per rollout (s)")
-    axes[1].plot(xs, [r["decode_ms_per_token"] for r in ok], "o-",
-                 label="decode per token (batch-wide)")
-    axes[1].plot(xs, [r["decode_ms_per_step"] for r in ok], "s--", label="decode step latency")
-    axes[1].set_ylabel("milliseconds")
-    sized = [r for r in rows if "kv_cache_bytes_per_device" in r]
-    lines = {"KV-cache estimate": [r["kv_cache_bytes_per_device"] for r in sized],
-             "weights + KV estimate": [weights_here + r["kv_cache_bytes_per_device"]
-                                       for r in sized]}
-    peak = [r["peak_bytes_per_device"] for r in ok if r["peak_bytes_per_device"] is not None]
-    hbm = chip_here.hbm_bytes if chip_here is not None else None
-    unit, unit_name = (GiB, "GiB") if max(lines["weights + KV estimate"] + peak + [
-        hbm or 0]) > GiB / 2 else (MiB, "MiB")
-    if len(peak) == len(ok):
-        axes[2].plot(xs, [p / unit for p in peak], "o-", label="measured peak")
-    for label, values in lines.items():
-        axes[2].plot([r[x] for r in sized], [v / unit for v in values], "s--", label=label)
-    if hbm:
-        axes[2].axhline(hbm / unit, color="red", ls="--", label=f"{chip_here.name} HBM")
-    axes[2].set_ylabel(f"memory per device ({unit_name})"
-                       + ("" if peak else "; peak n/a here"))
-    for ax in axes:
-        for bad in failed:
-            ax.axvline(bad, color="red", ls=":", alpha=0.6)
-        ax.set_xlabel("generation steps" if x == "steps" else "batch size (sequences)")
-        ax.legend(fontsize=7)
-    fig.suptitle(title + (f" (red dotted: out of memory / skipped at {failed})" if failed else ""))
+    where, V = f"{len(devices)}x {devices[0].device_kind}", models.dims(MODEL, model.config).V
+    rows = rollout_sweep.sweep(lambda b, s: rollout_sweep.measure_point(
+        sampler, mesh, V, batch=b, steps=s, prompt_len=PROMPT_LEN, trials=TRIALS, seed=SEED),
+        list(dict.fromkeys([(unit, s) for s in STEPS]
+                           + [(b, STEPS_MAX) for b in BATCH_SIZES if b % unit == 0])))
+    batch_rows = [r for r in rows if r["steps"] == STEPS_MAX]
+    ok = [r for r in batch_rows if r["status"] == "ok"]
+    report.show(rows, out, "rollouts", [
+        "batch", "steps", "status", "ttft_ms", "decode_ms_per_token", "tokens", "tokens_per_s",
+        "compile_s", "peak_bytes_per_device", "kv_cache_bytes_per_device", "error"])
+    print(rollout_sweep.recommendation(rollout_sweep.summarize(batch_rows), batch_rows,
+                                       f"{where}, {MODEL}, {STEPS_MAX} steps"))
+    if MODE == "local":
+        print(f"No TPU or GPU ran here: these are {MODEL} on {where}; the aligned-batch question "
+              "(64, 128 vs 68, 132) stays open until device mode runs on a chip.")
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    for ax, key, label in ((axes[0], "decode_ms_per_token", "decode ms per token (batch-wide)"),
+                           (axes[1], "tokens_per_s", "tokens per second (prefill + decode)")):
+        ax.plot([r["batch"] for r in ok], [r[key] for r in ok], "o-")
+        for r in batch_rows:
+            if r["status"] != "ok":  # out of memory, or skipped after it
+                ax.axvline(r["batch"], color="red", ls=":", label=f"{r['status']} {r['batch']}")
+        ax.set(xscale="log", xlabel="batch (sequences, log scale)", ylabel=label)
+    fig.suptitle(f"Measured rollouts: {MODEL} ({WEIGHTS} weights) on {where}, prompt "
+                 f"{PROMPT_LEN}, {STEPS_MAX} steps, cache {CACHE}")
     fig.tight_layout()
-    report.save_figure(fig, out, name)
+    report.save_figure(fig, out, "measured", key="01_measured_rollouts" if KEY_FIGURES else None)
     plt.show()
 
+# %% [markdown]
+# In device mode each measured batch gets the plan's prediction for the slice it ran on, with
+# the semantics of the tunix installed here, and a ledger row: predicted beside measured bytes,
+# kept for every later run to compare with.
 
-if measured:
-    where = f"{devices[0].device_kind}, {MODEL} ({WEIGHTS})"
-    sweep_figure(batch_rows, "batch", "vs_batch",
-                 f"Rollout vs batch: {where}, prompt {PROMPT_LEN}, {BATCH_STEPS} steps")
-    sweep_figure(steps_rows, "steps", "vs_steps",
-                 f"Rollout vs generation steps at batch 1: {where}, prompt {PROMPT_LEN}")
+# %%
+installed = "0.1.7" if Version(plan.versions()["google-tunix"]) >= Version("0.1.7") else "0.1.6"
+request = plan.Request("rollout", MODEL, TARGET, batch=fsdp, prompt_len=PROMPT_LEN,
+                       steps=STEPS_MAX, cache_size=CACHE, mesh=MESH, tunix=installed)
+if MODE == "device":
+    predicted = {r["batch"]: plan.plan_point(dataclasses.replace(request, batch=r["batch"]))
+                 for r in batch_rows if r["status"] != "skipped"}
+    ledger.append([ledger.row(
+        "01_rollout_sizing", workload="rollout", model=MODEL, batch=r["batch"], status=r["status"],
+        shape=f"prompt {PROMPT_LEN}, steps {STEPS_MAX}, cache {CACHE}, tunix {installed}",
+        peak_bytes=r.get("peak_bytes_per_device"), prediction=predicted.get(r["batch"]),
+        seconds=r["prefill_s"] + r["decode_s"] if r["status"] == "ok" else None)
+        for r in batch_rows])
+    fig, ax = plt.subplots(figsize=(5, 4))
+    if ledger.plot(ax, ledger.read()):
+        report.save_figure(fig, out, "ledger")
+        plt.show()
 
 # %% [markdown]
-# ## 4 · Predicted by the TPU compiler (plan mode; `PREDICT` or cached results elsewhere)
-# `shared.plan` lowers the same jitted prefill and decode with abstract arguments on `TARGET`'s
-# devices and reads `memory_analysis()`: arguments + outputs + temporaries − aliased bytes of
-# the larger executable. Results are cached on disk (`.cache/plan`): a gemma3-1b compile takes
-# minutes on 2 cores, a rerun is instant. The closed form of section 1 stands beside it, and
-# the difference is split into what the compiler adds: arguments beyond weights + KV (the token
-# buffer, positions, padded layouts) and temporaries, the buffers XLA keeps live inside the
-# executable (the decode step's logits, `B · V` floats in f32, shown for scale; activations;
-# in prefill, the prompt's activations). Temporaries need not grow in proportion to the batch:
-# XLA:TPU schedules for the memory it has, so near the HBM line trust the compiler's bytes,
-# not a line drawn through small batches. A batch the TPU compiler
-# refuses (it will not build a program over HBM) is kept as a point with the bytes it asked
-# for and the usable HBM it reported.
-
+# ## 3 · Predicted: the largest batch under each tunix (plan mode; else the committed one)
+# `shared.plan.max_batch` compiles the rollout for `TARGET` and reads `memory_analysis()`:
+# resident weights plus the worst executable's arguments, outputs and temporaries, against the
+# HBM libtpu lets a program use (15.75 of a v5e's 16 GiB). Fast compiles at 8 and 64 units
+# locate the line, exact compiles confirm the boundary, so the answer is always an exact
+# compile's verdict. `tunix="0.1.6"` compiles the same Sampler functions without donation,
+# with 0.1.6's single zeros layer as every layer's initial cache. A gemma3-1b search takes a
+# few minutes on 2 cores (verdicts are cached in `.cache/plan/`). To check the field's two
+# points directly: `-p TUNIX '["0.1.6"]' -p PLAN_BATCHES "[200, 256]"`.
 
 # %%
-def plan_request(batch, steps=BATCH_STEPS):
-    return plan.Request("rollout", MODEL, TARGET, batch=batch, prompt_len=PROMPT_LEN,
-                        steps=steps, cache_size=CACHE, mesh=MESH)
-
-
-def predicted_row(point):
-    """One predicted point, with the compiler's bytes split against the closed form."""
-    worst = point["executables"][point["worst"]]
-    refused = next((e["refused"] for e in point["executables"].values() if e.get("refused")),
-                   None)  # the TPU compiler refuses a program that cannot fit: a data point
-    b = point["batch"]
-    closed = closed_form_per_device(b)
-    split = None if refused else {
-        "argument_bytes": worst["argument_bytes"],
-        "arguments_beyond_closed_form_bytes": worst["argument_bytes"] - closed,
-        "temp_bytes": worst["temp_bytes"],
-        "output_minus_alias_bytes": worst["output_bytes"] - worst["alias_bytes"]}
-    return {"batch": b, "bytes_per_device": point["bytes_per_device"],
-            "closed_form_bytes": closed, "difference_bytes": point["bytes_per_device"] - closed,
-            "worst": point["worst"], **(split or {}),
-            "decode_logits_f32_bytes": b // fsdp_t * dims.V * 4,  # one step's [B, V] f32
-            "hbm_bytes": point["hbm_bytes"], "usable_hbm_bytes": point.get("compiler_hbm_bytes"),
-            "fits": point["fits"], "refused": refused,
-            "roofline_lower_bound_s": point["roofline_lower_bound_s"],
-            "roofline_ms_per_token": 1e3 * point["roofline_lower_bound_s"] / (b * BATCH_STEPS),
-            "compile_s": point["compile_s"], "cached": point["cached"]}
-
-
-divisible = [b for b in (PLAN_BATCH_SIZES if MODE == "plan" else BATCH_SIZES) if b % fsdp_t == 0]
-wanted = [plan_request(b) for b in divisible]
-if MODE != "plan":
-    wanted = [r for r in wanted if PREDICT or plan.is_cached(r)]
-predicted = [predicted_row(plan.plan_point(r)) for r in
-             tqdm(wanted, desc=f"plan {MODEL} on {TARGET}", unit="point", disable=not wanted)]
-search = (plan.max_batch(plan_request(fsdp_t))
-          if MODE == "plan" and PLAN_MAX_BATCH else None)
-if predicted:
-    show(predicted, "predicted")
-if search:
-    probes = [predicted_row(p) for p in search["probes"]]
-    show(probes, "max_batch_probes", ["batch", "bytes_per_device", "closed_form_bytes", "fits",
-                                      "roofline_ms_per_token", "cached"])
-    print(f"largest batch that fits {TARGET}: {search['max_batch']}"
-          + f"; {plan.describe(search)}; closed form said {closed_max}")
-
-# %%
-if predicted or search:
-    points = {r["batch"]: r for r in predicted + (probes if search else [])}
-    xs = sorted(points)
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
-    ax = axes[0]
-    ax.plot(xs, [points[b]["bytes_per_device"] / GiB for b in xs], "o-",
-            label="compiler (memory_analysis)")
-    ax.plot(xs, [closed_form_per_device(b) / GiB for b in xs], "s--",
-            label="closed form: weights + KV")
-    ax.axhline(target.chip.hbm_bytes / GiB, color="red", ls="--", label=f"{TARGET} HBM per chip")
-    usable = [p["usable_hbm_bytes"] for p in points.values() if p.get("usable_hbm_bytes")]
-    if usable:  # what the compiler said it may use when it refused a batch
-        ax.axhline(min(usable) / GiB, color="red", ls=":", label="usable HBM (compiler)")
-    if search:
-        ax.axvline(search["max_batch"], color="green", ls=":",
-                   label=f"largest that fits: {search['max_batch']}")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")  # a tiny model's MiB and the HBM line's GiB on one axis
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
-    ax.set_xlabel("batch size (sequences)")
-    ax.set_ylabel("bytes per device (GiB, log scale)")
-    ax.set_title(f"Predicted memory: {MODEL} rollout on {TARGET}, cache {CACHE}")
-    ax.legend(fontsize=8)
-    ax = axes[1]
-    ax.plot(xs, [points[b]["roofline_ms_per_token"] for b in xs], "o-")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("batch size (sequences)")
-    ax.set_ylabel("roofline ms per token (lower bound)")
-    ax.set_title(f"Roofline per token, {BATCH_STEPS} steps on {TARGET}")
-    fig.tight_layout()
-    report.save_figure(fig, out, "predicted_bytes")
+searches = {}
+for s in TUNIX if MODE == "plan" else []:
+    found = dataclasses.replace(request, tunix=s)
+    if PLAN_BATCHES is None:
+        found = plan.max_batch(found)
+        print(f"tunix {s}: {plan.describe(found)}; evidence: {len(found['probes'])} probes "
+              f"({sum(not p['fast'] for p in found['probes'])} exact), {found['compiles']} "
+              f"compiled now in {found['wall_s']:.0f} s; closed form: {closed_max[s]}")
+    else:  # only the batches asked for, exact
+        probes = [plan.plan_point(dataclasses.replace(found, batch=b)) for b in PLAN_BATCHES]
+        found = {"probes": probes, "max_batch": max([0] + [p["batch"] for p in probes
+                                                           if p["fits"]])}
+        print(f"tunix {s}: fits at {[p['batch'] for p in probes if p['fits']]}, not at "
+              f"{[p['batch'] for p in probes if not p['fits']]}")
+    searches[s] = found
+    report.agree(f"largest batch, tunix {s}", found["max_batch"],
+                 quoted["semantics"][s]["max_batch"] if same_setting and PLAN_BATCHES is None
+                 else None)
+shown = {"model": MODEL, "target": TARGET, "prompt_len": PROMPT_LEN, "steps": STEPS_MAX,
+         "cache_size": CACHE}
+drawn = searches
+if not searches and quoted:  # local and device mode draw the committed searches instead
+    drawn = {s: quoted["semantics"][s] for s in TUNIX if s in quoted["semantics"]}
+    shown = quoted["setting"]
+    print(f"the committed searches ({quoted['command']}, {quoted['date']}):")
+if drawn:
+    report.show([{"tunix": s, **{k: p.get(k) for k in ("batch", "fast", "fits", "bytes_per_device",
+                                                        "worst", "compile_s", "cached")}}
+                 for s, found in drawn.items() for p in found["probes"]], out, "probes")
+    bench = (report.committed("plan_cpu") or {}).get("rollout", {})  # bench_plan.py: tunix 0.1.7
+    if "0.1.7" in searches and PLAN_BATCHES is None and MESH is None and (
+            MODEL, PROMPT_LEN, STEPS_MAX, CACHE) == ("gemma3-1b", 256, 1024, 1312):
+        report.agree(f"largest batch, 256-token prompts on {TARGET} (plan_cpu.json)",
+                     searches["0.1.7"]["max_batch"], bench.get(TARGET, {}).get("max_batch"))
+    shown_chip = hardware.parse_target(shown["target"])
+    (f, t) = mesh_shape(MESH, shown_chip.chips)
+    shown_usable = shown_chip.chip.compiler_hbm_bytes or shown_chip.chip.hbm_bytes
+    fig, ax = plt.subplots(figsize=(9, 4.8))
+    top = max(p["batch"] for found in drawn.values() for p in found["probes"])
+    for (s, found), color in zip(drawn.items(), ("C0", "C1"), strict=False):
+        for fast, marker in ((False, "o"), (True, "x")):
+            pts = sorted((p["batch"], p["bytes_per_device"]) for p in found["probes"]
+                         if p["fast"] == fast)
+            ax.plot([b for b, _ in pts], [v / GiB for _, v in pts], marker, color=color,
+                    ls="none", label=f"tunix {s}: compiler, {'fast' if fast else 'exact'}")
+        ax.plot((f, top), [rollout_sweep.closed_form_bytes_per_device(models.model_dims(
+            shown["model"]), b, shown["cache_size"], f, t, s) / GiB for b in (f, top)], "--",
+            color=color,
+            label=f"closed form: weights + {rollout_sweep.KV_COPIES[s]}x KV cache")
+        ax.axvline(found["max_batch"], color=color, ls=":",
+                   label=f"largest that fits, tunix {s}: {found['max_batch']}")
+    ax.axhline(shown_usable / GiB, color="red", label=f"HBM a program may use on "
+               f"{shown['target']}")
+    for b, what in ((quoted["field"]["ran"], "ran"), (quoted["field"]["out_of_memory"], "OOM")
+                    ) if quoted and shown == quoted["setting"] else ():
+        ax.plot(b, shown_usable / GiB, "kv" if what == "OOM" else "k^", ms=9,
+                label=f"field, tunix of Dec 2025: batch {b} {what}")
+    ax.set(xlabel="batch (sequences)", ylabel="bytes per device (GiB)",
+           ylim=(0, shown_usable / GiB * 1.3), title=f"{shown['model']} rollout on "
+           f"{shown['target']}: prompt {shown['prompt_len']}, {shown['steps']} steps, "
+           f"cache {shown['cache_size']}")
+    ax.legend(fontsize=7, loc="upper left")
+    report.save_figure(fig, out, "predicted_bytes", key="01_tunix_bytes" if KEY_FIGURES else None)
     plt.show()
 
+# %% [markdown]
+# ## 4 · What the compiler adds to the closed form
+# At the largest batch that fits: the compiler's bytes minus weights and KV copies, and which
+# executable sets the limit. With donation (0.1.7) it is prefill: the cache plus the prompt's
+# activations and temporaries, so longer prompts fit fewer rows. Without donation (0.1.6) it is
+# decode holding two caches, and little else. One decode step's `[B, V]` logits in f32 are
+# shown for scale (V = 262144 for Gemma 3). Near the HBM line trust the compiler, not a line
+# through small batches: XLA schedules for the memory it has.
+
 # %%
-if measured and predicted:  # predicted beside measured at the batches both have
-    by_batch = {r["batch"]: r for r in batch_rows}
-    show([{"batch": p["batch"], "predicted_bytes_per_device": p["bytes_per_device"],
-           "measured_peak_bytes_per_device": by_batch[p["batch"]].get("peak_bytes_per_device"),
-           "kv_cache_bytes_per_device": by_batch[p["batch"]].get("kv_cache_bytes_per_device"),
-           "predicted_fits": p["fits"], "measured_status": by_batch[p["batch"]]["status"]}
-          for p in predicted], "predicted_vs_measured")
-    print(f"predictions are for {TARGET}; measurements ran on {devices[0].device_kind}")
+at_max = {s: next((p for p in found["probes"] if not p["fast"] and p["batch"]
+                   == found["max_batch"]), None) for s, found in searches.items()}
+if searches:
+    report.show([{"tunix": s, "batch": p["batch"], "compiler_bytes": p["bytes_per_device"],
+                  "closed_form_bytes": (closed := rollout_sweep.closed_form_bytes_per_device(
+                      dims, p["batch"], CACHE, fsdp, tp, s)),
+                  "compiler_adds_bytes": p["bytes_per_device"] - closed, "worst": p["worst"],
+                  "worst_temp_bytes": p["executables"][p["worst"]]["temp_bytes"],
+                  "logits_f32_bytes": p["batch"] // fsdp * dims.V * 4}
+                 for s, p in at_max.items() if p], out, "compiler_vs_closed_form")
 
 # %% [markdown]
-# ## 5 · Summary and recommendation
-# Written from the numbers above: the batch with the most tokens per second, the largest that
-# ran or is predicted to fit, and whether aligned batches (multiples of 64, or of 8 when the
-# sweep stays below 64) beat the batch 4 larger per token (64 vs 68, 128 vs 132: a larger
-# batch should cost less per token, so a higher cost is the price of leaving the aligned size).
+# ## 5 · Hours and dollars for `ROLLOUTS` rollouts
+# From the plan verdict at the largest batch (this run's in plan mode, else the committed one):
+# the roofline is a lower bound, the estimate divides it by a named efficiency assumption, and
+# dollars come from `shared.prices` with the date they were read. A measured run (local,
+# device) gives its own time at the largest batch that ran, with dollars where the device has
+# a price.
 
 # %%
-summary_rows, paragraph = [], []
-if measured:
-    summary = rollout_sweep.summarize(batch_rows)
-    summary_rows += [{"source": "measured", "quantity": k, "value": v}
-                     for k, v in summary.items() if k != "aligned_pairs"]
-    summary_rows += [{"source": "measured", "quantity": f"{p['neighbour']} vs {p['aligned']}",
-                      "value": f"{p['neighbour_cost_ratio'] - 1:+.1%} per token"}
-                     for p in summary["aligned_pairs"]]
-    paragraph.append(rollout_sweep.recommendation(summary, batch_rows,
-                                                  f"{where}, {BATCH_STEPS} steps"))
-if search:
-    found = search["max_batch"]
-    summary_rows += [{"source": f"plan {TARGET}", "quantity": "largest batch that fits",
-                      "value": found},
-                     {"source": "closed form", "quantity": "largest batch (weights + KV)",
-                      "value": closed_max}]
-    setting = (f"{MODEL} rollouts ({PROMPT_LEN}-token prompts, {BATCH_STEPS} steps, cache "
-               f"{CACHE}) on {TARGET}")
-    if found == 0:
-        text = f"The TPU compiler predicts that not even batch {fsdp_t} fits for {setting}. "
-    else:
-        at = points[found]
-        text = (f"The TPU compiler predicts that batch {found} is the largest that fits for "
-                f"{setting}" + (" (at least: the search reached its ceiling)"
-                                if search["at_least"] else "")
-                + f"; weights + KV cache alone would allow {closed_max}. At batch {found} the "
-                f"compiler needs {size(at['difference_bytes'])} more than that closed form"
-                + (f", {size(at['temp_bytes'])} of it temporaries. " if "temp_bytes" in at
-                   else ". "))
-        temps = sorted((p for p in points.values() if p.get("temp_bytes")),
-                       key=lambda p: p["batch"])
-        if len(temps) > 1:
-            first, last = temps[0], temps[-1]
-            text += (f"Temporaries are {size(first['temp_bytes'])} at batch {first['batch']} "
-                     f"and {size(last['temp_bytes'])} at batch {last['batch']}: "
-                     f"{last['temp_bytes'] / first['temp_bytes']:.1f}x for "
-                     f"{last['batch'] / first['batch']:.0f}x the rows. ")
-    fitting = sorted((p for p in points.values() if p["fits"]), key=lambda p: p["batch"])
-    if fitting:
-        best_roofline = min(fitting, key=lambda p: p["roofline_ms_per_token"])
-        text += (f"Among the planned batches that fit, the roofline lower bound per token is "
-                 f"lowest at batch {best_roofline['batch']} "
-                 f"({best_roofline['roofline_ms_per_token']:.3g} ms, against "
-                 f"{fitting[0]['roofline_ms_per_token']:.3g} ms at batch {fitting[0]['batch']}).")
-    paragraph.append(text)
-elif predicted:
-    fits = [p["batch"] for p in predicted if p["fits"]]
-    paragraph.append(f"Of the planned batches {[p['batch'] for p in predicted]}, "
-                     f"{fits or 'none'} fit {TARGET}.")
-if summary_rows:
-    show(summary_rows, "summary")
-print("\n\n".join(paragraph))
+if not searches and quoted:
+    at_max = {s: {**e["at_max"], "workload": "rollout", "target": quoted["setting"]["target"]}
+              for s, e in quoted["semantics"].items()}
+    print(f"from the committed plan verdicts for {quoted['setting']}:")
+for s, point in at_max.items():
+    if point:
+        runs = math.ceil(ROLLOUTS / point["batch"])
+        print(f"tunix {s}, batch {point['batch']} ({runs:,} batches): "
+              + budget.describe(budget.estimate(point, runs=runs, kind=PRICE_KIND)))
+if measured and ok:
+    best = max(ok, key=lambda r: r["batch"])
+    runs, seconds = math.ceil(ROLLOUTS / best["batch"]), best["prefill_s"] + best["decode_s"]
+    try:
+        dollars = (f"${prices.price_per_hour(TARGET, PRICE_KIND) * runs * seconds / 3600:,.2f} "
+                   f"{PRICE_KIND} on {TARGET}" if MODE == "device" else "no dollars for a CPU")
+    except BadInput as err:
+        dollars = str(err)
+    print(f"measured on {where}: {ROLLOUTS:,} rollouts of {STEPS_MAX} steps at batch "
+          f"{best['batch']} take {runs * seconds / 3600:.3g} h; {dollars}")

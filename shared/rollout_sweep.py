@@ -48,6 +48,31 @@ def closed_form_kv_per_device(dims: sizing.ModelDims, batch: int, cache_size: in
         tp if dims.K % tp == 0 else 1)
 
 
+# Copies of the KV cache a rollout holds at once: tunix 0.1.5 and 0.1.6 do not donate the
+# Sampler's state, so decode holds the cache it reads and the one it writes; 0.1.7 on donate.
+KV_COPIES = {"0.1.7": 1, "0.1.6": 2}
+
+
+def closed_form_bytes_per_device(dims: sizing.ModelDims, batch: int, cache_size: int,
+                                 fsdp: int = 1, tp: int = 1, semantics: str = "0.1.7") -> int:
+    """Weights + KV cache per device, a rollout's lower bound: bf16 weights split over "tp"
+    (replicated over "fsdp", as tunix samples) and `KV_COPIES[semantics]` caches of this
+    device's share of the batch. The compiler adds the decode step's logits, activations and
+    buffers; plan mode reads its bytes."""
+    weights = sizing.param_counts(dims)["total"] * 2 // tp
+    return weights + KV_COPIES[semantics] * closed_form_kv_per_device(dims, batch, cache_size,
+                                                                      fsdp, tp)
+
+
+def closed_form_max_batch(dims: sizing.ModelDims, usable_bytes: int, cache_size: int,
+                          fsdp: int = 1, tp: int = 1, semantics: str = "0.1.7") -> int:
+    """The largest batch (a multiple of `fsdp`) whose closed form fits `usable_bytes` per
+    device: an upper bound on what the compiler will allow."""
+    one = closed_form_bytes_per_device(dims, fsdp, cache_size, fsdp, tp, semantics)
+    two = closed_form_bytes_per_device(dims, 2 * fsdp, cache_size, fsdp, tp, semantics)
+    return fsdp * max(0, (usable_bytes - (2 * one - two)) // (two - one))
+
+
 def measure_point(sampler, mesh, vocab_size: int, *, batch: int, steps: int, prompt_len: int,
                   trials: int, seed: int = 0) -> dict:
     """Time one (batch, steps) point; an out-of-memory error makes a row with status 'oom'.

@@ -137,3 +137,19 @@ def test_sweep_records_out_of_memory_and_skips_larger_batches():
     summary = rollout_sweep.summarize(rows)
     assert summary["largest_ran"] == 8 and summary["first_oom"] == 16
     assert "between 8 and 16" in rollout_sweep.recommendation(summary, rows, "a CPU")
+
+
+@pytest.mark.parametrize("fsdp", [1, 8])
+def test_closed_form_max_batch_is_the_last_batch_whose_weights_and_kv_copies_fit(fsdp):
+    dims, usable = models.model_dims("gemma3-1b"), 15 * 2**30
+    largest = {}
+    for semantics, copies in rollout_sweep.KV_COPIES.items():
+        b = largest[semantics] = rollout_sweep.closed_form_max_batch(dims, usable, 1312, fsdp,
+                                                                     semantics=semantics)
+        assert b % fsdp == 0
+        at = [rollout_sweep.closed_form_bytes_per_device(dims, n, 1312, fsdp, semantics=semantics)
+              for n in (b, b + fsdp)]
+        assert at[0] <= usable < at[1]
+        assert at[0] == 2 * 999885952 + copies * b // fsdp * 1312 * 2 * 26 * 256 * 2
+    # tunix 0.1.6 holds the cache twice: about half the batch of 0.1.7
+    assert abs(2 * largest["0.1.6"] - largest["0.1.7"]) <= 2 * fsdp
