@@ -12,9 +12,15 @@ ${args}`). wandb's sweep server reads the same file; this module is what the loc
   restarted sweep recognises the finished ones by `trial_id`, a hash of a trial's parameters.
 - `trial_command`: the config's command with wandb's macros filled in as `wandb agent` does;
   `check_train_args` fails a misspelled parameter once, before any trial runs.
+
+`NOTEBOOK_05` is notebooks/05_sweep.yaml as a dict, shipped with the package: a pip install
+without the repository (Colab, Kaggle) has no notebooks/ folder, and setuptools packages no YAML
+here, so notebook 05 runs this copy; the YAML stays what `wandb sweep` reads. The two must stay
+equal: notebook 05 says so when it finds the YAML.
 """
 
 import contextlib
+import copy
 import hashlib
 import io
 import itertools
@@ -40,13 +46,38 @@ GRID_DISTRIBUTIONS = ("constant", "categorical", "int_uniform", "q_uniform")
 ARM_KNOBS = ("mlp", "qk-norm", "tied", "embed-norm", "logit-softcap")
 SIGNIFICANT_DIGITS = 4  # sampled floats are rounded so trial ids and arguments stay readable
 
+NOTEBOOK_05 = {  # = notebooks/05_sweep.yaml (its comments say what each entry means)
+    "name": "05-lr-wd",
+    "description": "Held-out loss against peak learning rate and weight decay for one arm.",
+    "project": "tpu-budget-lab", "program": "shared/train.py",
+    "command": ["${env}", "${interpreter}", "-m", "shared.train", "${args}", "--no-progress"],
+    "method": "grid", "metric": {"name": "val_loss", "goal": "minimize"},
+    "parameters": {
+        "lr": {"values": [1.0e-4, 3.0e-4, 1.0e-3, 3.0e-3, 1.0e-2, 3.0e-2, 1.0e-1]},
+        "wd": {"values": [0.0, 0.1]},
+        "mlp": {"value": "swiglu"}, "qk-norm": {"value": False},
+        "config": {"value": "tiny"}, "steps": {"value": 30}, "batch": {"value": 8},
+        "seq": {"value": 128}, "warmup": {"value": 3}, "vocab-size": {"value": 4096},
+        "seed": {"value": 0}},
+}
+
 
 # ---------------------------------------------------------------------------- the config
 
 
-def load_config(path: str | Path, overrides: dict | None = None) -> dict:
-    """Read and check a sweep YAML; `overrides` pin parameters to fixed values (steps=20)."""
-    path = Path(path)
+def load_config(path: str | Path | dict, overrides: dict | None = None) -> dict:
+    """Read and check a sweep YAML, or a config dict (NOTEBOOK_05; copied, never changed);
+    `overrides` pin parameters to fixed values (steps=20)."""
+    if isinstance(path, dict):
+        config, source = copy.deepcopy(path), str(path.get("name") or "sweep config")
+    else:
+        config, source = _read_yaml(Path(path)), str(path)
+    for name, value in (overrides or {}).items():
+        config["parameters"][name] = {"value": value}
+    return validate(config, source=source)
+
+
+def _read_yaml(path: Path) -> dict:
     try:
         config = yaml.safe_load(path.read_text())
     except FileNotFoundError:
@@ -58,9 +89,7 @@ def load_config(path: str | Path, overrides: dict | None = None) -> dict:
                        f"{where})") from None
     if not isinstance(config, dict) or not isinstance(config.get("parameters"), dict):
         raise BadInput(f"{path}: a sweep config is a mapping with `parameters:` (wandb's form)")
-    for name, value in (overrides or {}).items():
-        config["parameters"][name] = {"value": value}
-    return validate(config, source=str(path))
+    return config
 
 
 def validate(config: dict, source: str = "sweep config") -> dict:
