@@ -1,0 +1,131 @@
+"""benchmarks/bench_atlas.py: its own resumable store, which cells are left, the rendered atlas
+(from a small fake store, no compiles), and one real cell for a tiny model."""
+
+import csv
+import io
+import json
+
+import pytest
+
+from benchmarks import bench_atlas as atlas
+from shared import plan
+from shared.errors import BadInput
+from shared.plan import search, verdict
+
+VERSIONS = {"jax": "0.10.2", "jaxlib": "0.10.2", "libtpu": "0.0.42.1", "google-tunix": "0.1.7",
+            "qwix": "0.1.8", "flax": "0.12.8"}
+
+
+def _row(model, target, recipe="rollout", **fields):
+    base = {"model": model, "target": target, "recipe": recipe,
+            "settings": atlas.RECIPES[recipe], "versions": VERSIONS,
+            "date": "2026-11-22T12:00:00Z", "host_cpus": 2, "status": "ok", "max_batch": 8,
+            "first_not_fitting": 16, "at_least": False, "converged": True, "multiple_of": 8,
+            "bytes_per_device": 15 * 2**30, "hbm_bytes": int(15.75 * 2**30), "compiles": 5,
+            "compile_s": 300.0, "wall_s": 200.0, "summary": f"{model} on {target}"}
+    return {**base, **fields}
+
+
+def test_store_round_trip_ignores_a_truncated_line(tmp_path, capsys):
+    store = tmp_path / "atlas.jsonl"
+    first, second = _row("gemma3-1b", "v5e-1"), _row("gemma2-2b", "v5e-1")
+    atlas.append_row(store, first)
+    atlas.append_row(store, second)
+    with open(store, "a") as handle:  # a write cut short by a kill
+        handle.write(json.dumps(_row("qwen3-8b", "v5e-1"))[:40])
+    assert atlas.read_store(store) == [first, second]
+    assert "ignoring unreadable line 3" in capsys.readouterr().err
+    third = _row("llama3.1-8b", "v5e-8")
+    atlas.append_row(store, third)  # starts a line of its own after the cut one
+    assert atlas.read_store(store) == [first, second, third]
+    assert atlas.read_store(tmp_path / "absent.jsonl") == []
+
+
+def test_cells_already_stored_are_skipped_at_the_same_settings_and_versions():
+    grid = atlas.cells(["gemma3-1b", "gemma3-27b"], ["v5e-8", "v5e-1"], ["lora-train", "rollout"])
+    # cheapest first: the small model before the big one, one chip before eight
+    assert [(c.model, c.target) for c in grid[:2]] == [("gemma3-1b", "v5e-1")] * 2
+    assert (grid[-1].model, grid[-1].target) == ("gemma3-27b", "v5e-8")
+    rows = [_row("gemma3-1b", "v5e-1"),
+            _row("gemma3-1b", "v5e-8", status="error", error="BadInput: no"),
+            _row("gemma3-27b", "v5e-1", versions={**VERSIONS, "libtpu": "0.0.1"}),
+            _row("gemma3-27b", "v5e-8", settings={**atlas.RECIPES["rollout"], "steps": 8})]
+    left = {(c.model, c.target, c.recipe) for c in atlas.todo(grid, rows, VERSIONS)}
+    assert ("gemma3-1b", "v5e-1", "rollout") not in left  # done
+    assert ("gemma3-1b", "v5e-8", "rollout") not in left  # failed: skipped unless retried
+    assert ("gemma3-27b", "v5e-1", "rollout") in left  # other versions: not this cell
+    assert ("gemma3-27b", "v5e-8", "rollout") in left  # other lengths: not this cell
+    assert len(left) == len(grid) - 2
+    retried = atlas.todo(grid, rows, VERSIONS, retry_failed=True)
+    assert ("gemma3-1b", "v5e-8", "rollout") in {(c.model, c.target, c.recipe) for c in retried}
+
+
+def test_only_selects_cells_and_names_the_valid_values():
+    grid = atlas.cells(["gemma3-1b", "gemma2-2b"], ["v5e-1", "v6e-1"], ["rollout", "lora-train"])
+    only = atlas.parse_only("recipe=rollout,model=gemma3-1b,model=gemma2-2b,target=v6e-1")
+    picked = atlas.selected(grid, only)
+    assert {(c.model, c.target, c.recipe) for c in picked} == {
+        ("gemma3-1b", "v6e-1", "rollout"), ("gemma2-2b", "v6e-1", "rollout")}
+    with pytest.raises(BadInput, match="valid: model, target, recipe"):
+        atlas.parse_only("chip=v5e-1")
+    with pytest.raises(BadInput, match="gemma3-1b"):
+        atlas.selected(grid, atlas.parse_only("model=gemma3-27b"))
+
+
+def test_render_a_fake_store(tmp_path):
+    store = tmp_path / "atlas.jsonl"
+    for row in (_row("gemma3-1b", "v5e-1", max_batch=208, first_not_fitting=216, multiple_of=8),
+                _row("gemma3-1b", "v6e-1", date="2026-11-21T00:00:00Z", max_batch=4),  # older
+                _row("gemma3-1b", "v6e-1", max_batch=512, first_not_fitting=None, at_least=True,
+                     ceiling=512),
+                _row("gemma3-27b", "v5e-1", max_batch=0, first_not_fitting=1, multiple_of=1),
+                _row("gemma3-27b", "tpu7x-8", status="error",
+                     error="RuntimeError: compile died"),
+                _row("gemma3-1b", "v5e-1", recipe="lora-train", max_batch=24,
+                     first_not_fitting=32, converged=False)):
+        atlas.append_row(store, row)
+    md_path, csv_path = tmp_path / "docs" / "atlas.md", tmp_path / "docs" / "atlas.csv"
+    models, targets = "gemma3-1b,gemma3-27b", "v5e-1,v6e-1,tpu7x-8"
+    assert atlas.main(["--render-only", "--store", str(store), "--md", str(md_path),
+                       "--csv", str(csv_path), "--models", models, "--targets", targets]) == 0
+    md = md_path.read_text()
+    assert "| gemma3-1b | ✓ 208 (✗ 216) | ✓ ≥512 | not yet |" in md  # the newest row wins
+    assert "| gemma3-27b | ✗ 0 (✗ 1) | not yet | failed |" in md
+    assert "✓ 24 (✗ 32 gap)" in md
+    assert "gemma3-27b on tpu7x-8 failed: RuntimeError: compile died" in md
+    assert "| *$/h on-demand / spot* | $1.20 / $0.24 | $2.70 / $0.54 | n/a / n/a |" in md
+    assert "not on the public price list" in md  # why tpu7x has no price
+    assert "256-token prompts, 1024 generation steps, KV cache of 1312" in md
+    assert "chunked loss" in md and "jax 0.10.2, jaxlib 0.10.2, libtpu 0.0.42.1" in md
+    assert "rollout: gemma3-1b on tpu7x-8" in md.split("## Not computed yet")[1]
+    assert "python benchmarks/bench_atlas.py --render-only" in md
+    rows = list(csv.DictReader(io.StringIO(csv_path.read_text())))
+    recipes = len(atlas.RECIPES)
+    assert len(rows) == 2 * 3 * recipes  # every cell of the grid, computed or not
+    first = next(r for r in rows if (r["recipe"], r["model"], r["target"])
+                 == ("rollout", "gemma3-1b", "v5e-1"))
+    assert first["max_batch"] == "208" and first["usd_per_hour_on_demand"] == "1.2"
+    assert first["libtpu"] == "0.0.42.1" and first["date"].startswith("2026-11-22")
+    assert {r["status"] for r in rows} >= {"ok", "error", "not computed yet"}
+    assert next(r for r in rows if r["target"] == "tpu7x-8")["usd_per_hour_spot"] == "n/a"
+
+
+def test_one_real_cell_for_a_tiny_model(tmp_path, monkeypatch):
+    """gemma3-tiny rollouts on one v5e chip at short lengths: a search that reaches a lowered
+    ceiling (3 compiles of a tiny model), stored and rendered."""
+    monkeypatch.setattr(verdict, "CACHE_DIR", tmp_path / "plan-cache")
+    monkeypatch.setattr(search, "CEILING", 64)
+    short = {"workload": "rollout", "prompt_len": 8, "steps": 8, "cache_size": 16,
+             "tunix": "0.1.7"}
+    monkeypatch.setitem(atlas.RECIPES, "rollout", short)
+    row = atlas.run_cell(atlas.Cell("gemma3-tiny", "v5e-1", "rollout"), progress=False)
+    assert row["status"] == "ok", row.get("error")
+    assert row["max_batch"] == 64 and row["at_least"] and row["compiles"] == 3
+    assert row["versions"] == plan.versions() and row["bytes_per_device"] > 0
+    store = tmp_path / "atlas.jsonl"
+    atlas.append_row(store, row)
+    assert not atlas.todo([atlas.Cell("gemma3-tiny", "v5e-1", "rollout")],
+                          atlas.read_store(store), plan.versions())
+    md, _ = atlas.render(atlas.read_store(store), ["gemma3-tiny"], ["v5e-1"], ["rollout"],
+                         "test")
+    assert "| gemma3-tiny | ✓ ≥64 |" in md
