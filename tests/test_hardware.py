@@ -135,7 +135,7 @@ def test_compiler_hbm_in_the_table_is_what_libtpu_allows(target):
     import jax.numpy as jnp
     from jax.sharding import NamedSharding, PartitionSpec
 
-    from shared.plan import refusal
+    from shared.measure import refusal
 
     mesh = _mesh(target)
     rows = 200 * GiB // (2 * 4096)

@@ -362,7 +362,7 @@ def test_ctrl_c_stops_waiting_not_the_job_and_a_vanished_job_is_reported(lab):
     while "job running" not in waiting.stderr.readline():
         assert waiting.poll() is None, "tpu-execute ended before the job ran"
     waiting.send_signal(signal.SIGINT)
-    assert waiting.wait(timeout=30) == 130
+    assert waiting.wait(timeout=120) == 130  # generous: CI machines are shared
     assert "make tpu-fetch TPU=t1 ZONE=us-west4-a" in waiting.stderr.read()
     pgid = int((lab.remote() / ".tpu-job" / "pgid").read_text())
     assert _alive(pgid), "the job outlives the local command"
