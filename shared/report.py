@@ -1,20 +1,32 @@
-"""What every notebook does with its answers: check the mode, save tables and figures.
+"""What every notebook does with its answers: check the mode, show and save tables and figures,
+and check its live numbers against the committed ones its "What we found" cell quotes.
 
 Tables go to `results/<notebook>/NAME.csv` and `.json`, figures to `NAME.png` (results/ is
-gitignored); the executed notebook itself lands in `runs/`. Relative paths are taken from the
-repository root so a notebook writes to the same place from JupyterLab, papermill or Colab.
+gitignored); the executed notebook itself lands in `runs/`. The few figures a notebook's answer
+cites are also written to `docs/figures/` when asked (KEY_FIGURES), to be committed. Relative
+paths are taken from the project root (shared.paths) so a notebook writes to the same place from
+JupyterLab, papermill or Colab.
+
+Every notebook starts the same way: its parameters cell, then
+
+    from shared import report
+    MODE = report.use_mode(MODE)        # before jax: plan mode compiles on the CPU
+    BATCH = report.by_mode(MODE, BATCH, local=[1, 4], real=[64, 128])
 """
 
 import csv
 import json
+import math
 import os
 from pathlib import Path
 
 from shared.errors import choose
+from shared.paths import ROOT, under_root
 from shared.sizing import human
 
-REPO = Path(__file__).resolve().parent.parent
 MODES = ("local", "plan", "device")
+RESULTS = ROOT / "benchmarks" / "results"  # committed numbers the notebooks quote
+FIGURES = ROOT / "docs" / "figures"  # committed figures the notebooks and the README show
 
 
 def check_mode(mode: str) -> str:
@@ -46,8 +58,7 @@ def by_mode(mode: str, value, local, real):
 
 def results_dir(path: str | Path) -> Path:
     """Create and return the results folder; relative paths are from the repository root."""
-    path = Path(path)
-    path = path if path.is_absolute() else REPO / path
+    path = under_root(path)
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -90,8 +101,39 @@ def bytes_text(n: float | None) -> str:
     return "n/a" if n is None or n != n else human(n, "B")
 
 
-def save_figure(fig, folder: Path, name: str) -> Path:
-    """Save a matplotlib figure as NAME.png at a resolution fit for a README."""
+def show(rows: list[dict], folder: Path, name: str, columns: list[str] | None = None):
+    """Save the raw rows (CSV/JSON in `folder`) and display them with readable byte units."""
+    from IPython.display import display
+
+    display(byte_table(rows, folder, name, columns))
+
+
+def save_figure(fig, folder: Path, name: str, key: str | None = None) -> Path:
+    """Save a matplotlib figure as NAME.png at a resolution fit for a README; with `key`, also
+    as docs/figures/KEY.png, a figure the notebook's answer and the README cite."""
     path = folder / f"{name}.png"
     fig.savefig(path, dpi=120, bbox_inches="tight")
+    if key is not None:
+        FIGURES.mkdir(parents=True, exist_ok=True)
+        fig.savefig(FIGURES / f"{key}.png", dpi=120, bbox_inches="tight")
     return path
+
+
+def committed(name: str) -> dict | list | None:
+    """A committed result file, benchmarks/results/NAME.json; None where it is not (a package
+    installed without the repository, as on Colab)."""
+    path = RESULTS / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def agree(what: str, live: float, quoted: float | None, *, rel: float = 0.0) -> bool:
+    """Print whether a number this run produced matches the one "What we found" quotes (from a
+    committed result); `rel` is the relative difference still called agreement (timings)."""
+    if quoted is None:
+        print(f"{what}: {live} (no committed number to compare with here)")
+        return True
+    same = math.isclose(live, quoted, rel_tol=rel, abs_tol=0 if rel else 1e-12)
+    print(f"{what}: {live} {'agrees with' if same else 'DIFFERS from'} the committed {quoted}"
+          + ("" if same else ": the answer above no longer holds for this run's versions or "
+                             "settings; re-run the command it quotes"))
+    return same
