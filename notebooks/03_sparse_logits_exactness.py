@@ -38,11 +38,11 @@
 # - **Time** (B=8, T=128, D=1152, V=65536 in bf16; ratios from one run, the fastest of 3
 #   round-robin calls each, 2026-11-23, the host under a load of 5): the per-step scan takes
 #   **2.82x** the chunked top-k's time, full materialisation **0.48x**; the naive loss
-#   forward + backward **0.50x** the chunked one's. On this CPU the chunked functions are
-#   about 2x slower than materialising; the run committed at 98d3575 (a quieter host) had
-#   them faster (0.72x and 0.34x). A shared 2-core CPU cannot rank them: it has no MXU and no
-#   HBM. On a TPU the chunked loss does 4 matmul passes to the naive 3, so expect up to 4/3
-#   of its time there; device mode measures it.
+#   forward + backward **0.50x** the chunked one's (in CPU seconds 0.62x and 0.55x): on this
+#   CPU the chunked functions are 1.6-2x slower than materialising; the run committed at
+#   98d3575 (a quieter host) had them faster (0.72x and 0.34x). A shared 2-core CPU cannot
+#   rank them: it has no MXU and no HBM. On a TPU the chunked loss does 4 matmul passes to
+#   the naive 3, so expect up to 4/3 of its time there; device mode measures it.
 #
 # **What to do.** Use `logits.top_k_logits` / `models.teacher_forced_top_k(mode="topk")` and
 # `logits.cross_entropy` wherever you would build `[B, T, V]` for a top-k or a loss: the same

@@ -28,15 +28,17 @@
 # program use 15.75 GiB; compiled deviceless, no TPU needed; jax 0.10.2, libtpu 0.0.42.1,
 # tunix 0.1.7; B = 8, T = 1024, D = 1152 in bf16, from `benchmarks/results/logits_cpu.json`):
 #
-# - Top-128 logits: full materialisation + `lax.top_k` needs **24.0 GiB** of temporaries, so
-#   it cannot run at B = 8 at all; `top_k_logits` needs **92 MiB**, 267x less.
+# - Top-128 logits: full materialisation + `lax.top_k` needs **16.6 GiB** of temporaries, so
+#   it cannot run at B = 8 at all; `top_k_logits` needs **58 MiB**, 291x less.
 # - The loss forward + backward: the naive loss needs **12.0 GiB** of temporaries,
 #   `cross_entropy` none at all in HBM (its blocks stay in on-chip memory).
-# - The whole gemma3-1b teacher-forced pass to top-128 logits at T = 1024
-#   (`benchmarks/results/logits_fit.json`): with full logits the largest batch that fits is
-#   **FULL_MAX** (FULL_FAIL is refused); with chunked top-k it is **TOPK_MAX**, FACTOR x more and
-#   rollout-sized (notebook 01 fits 374 gemma3-1b rollouts on the same chip). Scoring 100,000
-#   sequences at those batches: SCORE_TEXT.
+# - The whole gemma3-1b teacher-forced pass at T = 1024, as a batch: not recorded yet. Its
+#   search (`bench_logits.py --fit`, about 15 compiles of the whole model) did not run in the
+#   session that wrote this; plan mode (`MAX_BATCH = True`) searches it live, and the
+#   committed `logits_fit.json` it writes becomes what this paragraph quotes. Expect the
+#   chunked mode's batch to be bounded by the model's own activations, like a rollout's
+#   (notebook 01 fits 374 gemma3-1b rollouts on the same chip), and the full mode's by the
+#   0.5 GiB of bf16 logits (1 GiB in fp32) each sequence adds at V = 262,144.
 #
 # **What to do.** Never build `[B, T, V]` to take a top-k or a loss: call
 # `models.teacher_forced_top_k(graph, state, tokens, mode="topk", k=K)` for a whole model, or
@@ -44,14 +46,13 @@
 # the final hidden states (`models.hidden_states`, `models.head_table`), then size the batch by
 # HBM for the rest of your step. Exactness and speed: notebook 03_sparse_logits_exactness.
 #
-# Reproduce the numbers: `JAX_PLATFORMS=cpu python benchmarks/bench_logits.py --fit --model
-# gemma3-1b --target v5e-1 --out benchmarks/results/logits_fit.json` (tens of minutes on 2
-# cores) and `JAX_PLATFORMS=cpu python benchmarks/bench_logits.py --time-T 128 --time-V 65536
-# --out benchmarks/results/logits_cpu.json`; the figures: `make execute NB=03_sparse_logits_fit
-# PARAMS='-p MODE plan -p KEY_FIGURES True'`.
+# Reproduce the numbers: `JAX_PLATFORMS=cpu python benchmarks/bench_logits.py --time-T 128
+# --time-V 65536 --out benchmarks/results/logits_cpu.json`, and the whole-model search with
+# `JAX_PLATFORMS=cpu python benchmarks/bench_logits.py --fit --model gemma3-1b --target v5e-1
+# --out benchmarks/results/logits_fit.json` (tens of minutes on 2 cores); the figure:
+# `make execute NB=03_sparse_logits_fit PARAMS='-p KEY_FIGURES True'`.
 #
 # ![Bytes per device of each approach against the batch](../docs/figures/03_fit_memory.png)
-# ![The forward pass: bytes per device, full vs top-k](../docs/figures/03_fit_max_batch.png)
 #
 # Modes: `local` compiles section 1 for one chip of `TARGET` (compile only, so the real sizes
 # work on a laptop) and draws section 2 from the committed search; `plan` also searches the

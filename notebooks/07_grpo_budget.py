@@ -51,6 +51,15 @@
 # quota; on GCP, 43 steps per dollar on demand ($9.60/h) or 210 on spot ($1.96/h), prices read
 # 2026-11-22. Decode sets the time: 768 one-token steps per call, 3.3 s of the 3.50 s roofline.
 #
+# ![Bytes per device of each GRPO phase on a v5e-8](../docs/figures/07_plan_bytes.png)
+#
+# **The loop, for real.** Local mode runs tunix's GRPO on a tiny Gemma 3 and a tiny Qwen 3
+# (random weights, an arithmetic reward) on the CPU: 3 steps in 53 s and 33 s, most of it
+# compiling, and in both the base weights are held twice after the first update, as the plan
+# counts them.
+#
+# ![Time per phase, reward and KL: tiny models on CPU](../docs/figures/07_local_phases.png)
+#
 # Reproduce: `python benchmarks/bench_grpo.py --out benchmarks/results/grpo_plan.json` (one
 # verdict and two searches of 4-5 compiles: 13 minutes on 2 shared cores); plan mode re-checks
 # the verdict and both log-prob searches against that file. No TPU or GPU ran it yet: device
