@@ -36,8 +36,11 @@
 # ![Held-out loss against peak learning rate](../docs/figures/05_lr_basin.png)
 #
 # **What the real sweep costs.** The same 14 trials, each 2000 steps of the 130m at 32 × 2048
-# tokens (`REAL_TRIAL`), on one v6e chip: COST_TEXT (the compiler's roofline from notebook 04's
-# plan, `shared.budget`'s 40% assumption, the dated spot price of `shared.prices`).
+# tokens (`REAL_TRIAL`), on one v6e chip: 28,000 train steps, at least 38 minutes (the roofline, a
+# lower bound), about 1.6 h at 40% MFU, $0.87 at the spot price of $0.54/h or $4.31 on demand
+# (read 2026-11-22), plus each trial's start-up, compile and evaluation (the compiler's roofline
+# from notebook 04's plan, `shared.budget`'s 40% assumption, the dated spot price of
+# `shared.prices`).
 #
 # **What to do.** Run this notebook with `MODE="device"` on the slice you rent, so that every
 # trial trains the 130m for `REAL_TRIAL`'s steps. Read the basin, not the single best point: if

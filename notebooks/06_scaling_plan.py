@@ -59,29 +59,26 @@
 # -p MODE plan -p TARGET v5p-8 -p KEY_FIGURES True` (10 minutes on 2 cores); the run below
 # checks its own numbers against that file.
 #
-# Modes: `local` does the closed-form maths, compiles the layer probe at a tiny shape for
-# `TARGET` and runs the sharded init on 8 CPU devices; `plan` compiles the real 70B layers
-# and the init for `TARGET`; `device` runs the init on the attached accelerators.
+# Modes: `local` (closed forms, the layer probe at a tiny shape, sharded init on 8 CPU
+# devices), `plan` (the real 70B layers and the init for `TARGET`), `device` (the init).
 
 # %%
-# On Colab or Kaggle: fetch this repository and install it (TPU extra included). In a clone
-# set up with `make setup` this cell does nothing.
+# On Colab or Kaggle: install this project as a package, with its pinned requirements (and
+# jax's CUDA plugin on a GPU runtime). In a clone set up with `make setup` this does nothing.
 import os
+import shutil
 import subprocess
 import sys
 
-HOSTED = {"colab": "/content", "kaggle": "/kaggle/working"}
-host = ("colab" if "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ
-        else "kaggle" if "KAGGLE_KERNEL_RUN_TYPE" in os.environ else None)
-if host:
-    root = os.path.join(HOSTED[host], "tpu-budget-lab")
-    if not os.path.isdir(root):
-        subprocess.run(["git", "clone", "--depth=1",
-                        "https://github.com/tpu-budget-lab/tpu-budget-lab", root], check=True)
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-r",
-                        os.path.join(root, "requirements.txt")], check=True)
-    os.chdir(root)
-    sys.path.insert(0, root)
+if "google.colab" in sys.modules or "KAGGLE_KERNEL_RUN_TYPE" in os.environ:
+    from importlib import metadata
+
+    REPO = "tpu-budget-lab/tpu-budget-lab"
+    pip = [sys.executable, "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, "-r", f"https://raw.githubusercontent.com/{REPO}/main/requirements.txt",
+                    f"git+https://github.com/{REPO}"], check=True)
+    if shutil.which("nvidia-smi"):
+        subprocess.run([*pip, f"jax[cuda12]=={metadata.version('jax')}"], check=True)
 
 # %% tags=["parameters"]
 MODE = "local"  # local | plan | device
@@ -125,14 +122,8 @@ PROBE_SEQ = report.by_mode(MODE, PROBE_SEQ, 256, 2048)
 PROBE_BATCHES = report.by_mode(MODE, PROBE_BATCHES, [8, 16], [4, 8])
 dims, chip = sizing.preset(MODEL), hardware.chip(HARDWARE)
 out = report.results_dir(RESULTS_DIR)
-quoted = report.committed("scaling_plan") or {}  # what "What we found" quotes
-quoted_tables = quoted.get("tables", {})
-TB, GB = 1e12, 1e9
-
-
-def key(name):
-    return f"06_{name}" if KEY_FIGURES else None
-
+quoted_tables = (report.committed("scaling_plan") or {}).get("tables", {})  # the answer's
+TB, KEY = 1e12, "06_" if KEY_FIGURES else None  # KEY: key figures also go to docs/figures/
 
 # %% [markdown]
 # ## 1 · Parameters, FLOPs, days and dollars
@@ -159,8 +150,7 @@ print(f"{params['total'] / 1e9:.2f}B parameters. v5p per chip-hour: ${on_demand.
 mfus = np.linspace(0.2, 0.7, 26)
 fig, ax = plt.subplots(figsize=(6, 3.5))
 for row in cost_rows[:2]:
-    days = row["days"] * MFU / mfus
-    ax.plot(mfus * 100, days, label=f"{row['convention']}: {row['flops']:.2e} FLOPs")
+    ax.plot(mfus * 100, row["days"] * MFU / mfus, label=f"{row['convention']}: {row['flops']:.2e}")
 ax.axvline(MFU * 100, color="grey", ls=":", label=f"the book's {MFU:.0%}")
 ax.set(xlabel="MFU (%)", ylabel=f"days on {CHIPS} {HARDWARE} chips",
        title=f"{MODEL}, {TOKENS:.0e} tokens: days (right axis: $M on demand)")
@@ -168,7 +158,7 @@ per_day = 24 * CHIPS * on_demand.value / 1e6  # $M a day of the whole pod
 ax.secondary_yaxis("right", functions=(lambda d: d * per_day, lambda m: m / per_day)).set_ylabel(
     "$M on demand")
 ax.legend()
-report.save_figure(fig, out, "days_dollars", key=key("days_dollars"))
+report.save_figure(fig, out, "days_dollars", key=KEY and KEY + "days_dollars")
 plt.show()
 
 # %% [markdown]
@@ -262,7 +252,7 @@ for i, (_, total) in enumerate(bars):
     ax.text(total, i, f" {total:,.1f} TB, {chips:,} chips", va="center")
 ax.set(xscale="log", xlim=(1, 3000), title=f"{MODEL}: memory, fewest 96 GB chips that hold it",
        xlabel="training memory, TB (4e6 tokens, bf16 params, fp32 Adam)")
-report.save_figure(fig, out, "memory_policies", key=key("memory_policies"))
+report.save_figure(fig, out, "memory_policies", key=KEY and KEY + "memory_policies")
 plt.show()
 
 # %% [markdown]
