@@ -84,28 +84,35 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lora-model", default="gemma4-31b")
     p.add_argument("--lora-target", default="v5p-8")
     p.add_argument("--lora-seq", type=int, default=2048)
-    p.add_argument("--lora-batches", default="4,8", help="comma-separated")
+    p.add_argument("--lora-batches", default="4,8", help="comma-separated; empty: skip")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
-    args.lora_batches = [int(b) for b in args.lora_batches.split(",")]
+    args.lora_batches = [int(b) for b in args.lora_batches.split(",") if b]
     report = {"command": "python benchmarks/bench_plan.py " + " ".join(argv or sys.argv[1:]),
               "host_cpus": os.cpu_count(), "python": platform.python_version(),
-              "versions": plan.versions(), "rollout": {}}
+              "versions": plan.versions(), "rollout": {}, "big_lora": []}
     with tempfile.TemporaryDirectory() as empty:  # every number from an empty cache
         verdict.CACHE_DIR = Path(empty)
-        for target in args.targets.split(","):
+        for target in filter(None, args.targets.split(",")):
             entry = report["rollout"][target] = rollout_target(target, args)
+            entry["load_average"] = os.getloadavg()  # compile times depend on what else runs
             print(f"{target}: {entry['summary']}; {entry['compiles']} compiles, "
                   f"{entry['search_wall_s']:.0f} s; one exact verdict "
                   f"{entry['exact_verdict']['wall_s']:.0f} s, fast "
                   f"{entry['fast_verdict']['wall_s']:.0f} s", flush=True)
-        report["big_lora"] = big_lora(args)
-    report["load_average"] = os.getloadavg()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".json.tmp")  # a failed run never leaves a half-written result
-    tmp.write_text(json.dumps(report, indent=1))
-    tmp.replace(args.out)
+            _write(args.out, report)  # each finished part is kept, whatever happens next
+        if args.lora_batches:
+            report["big_lora"] = big_lora(args)
+            _write(args.out, report)
     return 0
+
+
+def _write(path: Path, report: dict) -> None:
+    """Write to a temporary name, then rename: a failed run never leaves a half-written file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps({**report, "load_average": os.getloadavg()}, indent=1))
+    tmp.replace(path)
 
 
 if __name__ == "__main__":
