@@ -114,6 +114,7 @@ from packaging.version import Version
 
 from shared import budget, hardware, ledger, models, plan, prices, rollout, rollout_sweep, sizing
 from shared.errors import BadInput, choose
+from shared.rollout_plots import plot_measured, plot_searches
 from shared.sharding import make_mesh, mesh_shape
 
 MODEL = report.by_mode(MODE, MODEL, "gemma3-tiny", "gemma3-1b")
@@ -136,7 +137,7 @@ if MODE == "device":  # join a multi-host slice first; then plan for the slice a
 target = hardware.parse_target(TARGET)
 fsdp, tp = mesh_shape(MESH, target.chips)
 usable = target.chip.compiler_hbm_bytes or target.chip.hbm_bytes  # what a program may use
-dims, out, GiB = models.model_dims(MODEL), report.results_dir(RESULTS_DIR), 2**30
+dims, out = models.model_dims(MODEL), report.results_dir(RESULTS_DIR)
 quoted = report.committed("rollout_tunix_semantics")  # the numbers "What we found" quotes
 same_setting = bool(quoted) and MESH is None and quoted["setting"] == {
     "model": MODEL, "target": TARGET, "prompt_len": PROMPT_LEN, "steps": STEPS_MAX,
@@ -206,13 +207,7 @@ if measured:
         print(f"No TPU or GPU ran here: these are {MODEL} on {where}; the aligned-batch question "
               "(64, 128 vs 68, 132) stays open until device mode runs on a chip.")
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-    for ax, key, label in ((axes[0], "decode_ms_per_token", "decode ms per token (batch-wide)"),
-                           (axes[1], "tokens_per_s", "tokens per second (prefill + decode)")):
-        ax.plot([r["batch"] for r in ok], [r[key] for r in ok], "o-")
-        for r in batch_rows:
-            if r["status"] != "ok":  # out of memory, or skipped after it
-                ax.axvline(r["batch"], color="red", ls=":", label=f"{r['status']} {r['batch']}")
-        ax.set(xscale="log", xlabel="batch (sequences, log scale)", ylabel=label)
+    plot_measured(axes, batch_rows)
     fig.suptitle(f"Measured rollouts: {MODEL} ({WEIGHTS} weights) on {where}, prompt "
                  f"{PROMPT_LEN}, {STEPS_MAX} steps, cache {CACHE}")
     fig.tight_layout()
@@ -289,33 +284,12 @@ if drawn:
         report.agree(f"largest batch, 256-token prompts on {TARGET} (plan_cpu.json)",
                      searches["0.1.7"]["max_batch"], bench.get(TARGET, {}).get("max_batch"))
     shown_chip = hardware.parse_target(shown["target"])
-    (f, t) = mesh_shape(MESH, shown_chip.chips)
-    shown_usable = shown_chip.chip.compiler_hbm_bytes or shown_chip.chip.hbm_bytes
+    f, t = mesh_shape(MESH, shown_chip.chips)
     fig, ax = plt.subplots(figsize=(9, 4.8))
-    top = max(p["batch"] for found in drawn.values() for p in found["probes"])
-    for (s, found), color in zip(drawn.items(), ("C0", "C1"), strict=False):
-        for fast, marker in ((False, "o"), (True, "x")):
-            pts = sorted((p["batch"], p["bytes_per_device"]) for p in found["probes"]
-                         if p["fast"] == fast)
-            ax.plot([b for b, _ in pts], [v / GiB for _, v in pts], marker, color=color,
-                    ls="none", label=f"tunix {s}: compiler, {'fast' if fast else 'exact'}")
-        ax.plot((f, top), [rollout_sweep.closed_form_bytes_per_device(models.model_dims(
-            shown["model"]), b, shown["cache_size"], f, t, s) / GiB for b in (f, top)], "--",
-            color=color,
-            label=f"closed form: weights + {rollout_sweep.KV_COPIES[s]}x KV cache")
-        ax.axvline(found["max_batch"], color=color, ls=":",
-                   label=f"largest that fits, tunix {s}: {found['max_batch']}")
-    ax.axhline(shown_usable / GiB, color="red", label=f"HBM a program may use on "
-               f"{shown['target']}")
-    for b, what in ((quoted["field"]["ran"], "ran"), (quoted["field"]["out_of_memory"], "OOM")
-                    ) if quoted and shown == quoted["setting"] else ():
-        ax.plot(b, shown_usable / GiB, "kv" if what == "OOM" else "k^", ms=9,
-                label=f"field, tunix of Dec 2025: batch {b} {what}")
-    ax.set(xlabel="batch (sequences)", ylabel="bytes per device (GiB)",
-           ylim=(0, shown_usable / GiB * 1.3), title=f"{shown['model']} rollout on "
-           f"{shown['target']}: prompt {shown['prompt_len']}, {shown['steps']} steps, "
-           f"cache {shown['cache_size']}")
-    ax.legend(fontsize=7, loc="upper left")
+    plot_searches(
+        ax, drawn, shown, fsdp=f, tp=t,
+        usable_bytes=shown_chip.chip.compiler_hbm_bytes or shown_chip.chip.hbm_bytes,
+        field=quoted["field"] if quoted and shown == quoted["setting"] else None)
     report.save_figure(fig, out, "predicted_bytes", key="01_tunix_bytes" if KEY_FIGURES else None)
     plt.show()
 

@@ -6,6 +6,8 @@ peak is a process-wide high-water mark, so callers measure points in increasing 
 a fresh process.
 """
 
+import collections
+import gc
 import re
 import statistics
 import time
@@ -101,6 +103,18 @@ def peak_bytes_per_device() -> int | None:
     if stats is None:
         return None
     return max(s["peak_bytes_in_use"] or 0 for s in stats)
+
+
+def live_bytes_per_device() -> int:
+    """Bytes of live jax arrays on the fullest local device, after a garbage collection.
+
+    Works on every backend (on CPU `memory_stats()` is None), so a CPU run can show what a
+    transformation such as applying LoRA adds or shares."""
+    gc.collect()  # unreachable arrays first
+    per_device = collections.Counter()
+    for shard in (s for x in jax.live_arrays() for s in x.addressable_shards):
+        per_device[shard.device] += shard.data.nbytes
+    return max(per_device.values(), default=0)
 
 
 def compiled_memory(compiled) -> dict[str, int]:
