@@ -20,7 +20,8 @@ Verdicts are cached in .cache/plan (keyed by request, versions and the source of
 interrupted run resumes; each row keeps the compile seconds of the compile that produced it.
 One gemma4-31b compile took 4-12 minutes on the 2-core machine (shared with other jobs).
 
-    nice -n 10 python benchmarks/bench_lora_scale.py --exact 2048:none,2048:block \\
+    python benchmarks/bench_lora_scale.py --seqs 2048 --remats none,block --most-exact 3 \\
+        --exact 2048:none,2048:block --frontier-at "" \\
         --out benchmarks/results/lora_scale.json
 """
 
