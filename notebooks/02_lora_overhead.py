@@ -95,8 +95,6 @@ TRAIN_BATCH = 8  # rows per step
 TRAIN_SEQ = None  # tokens per row; 64 | 512
 LR = 1e-2  # AdamW on the adapters only
 MESH = None  # FSDPxTP, e.g. "8x1"; None: every device on fsdp (local: one device)
-SCALE_MODEL = "gemma4-31b"  # the big-model setting of lora_scale.json; plan mode recompiles
-SCALE_TARGET = "v5p-8"  # its chosen setting for this model and target
 TOKENS = 1e8  # tokens a LoRA fine-tune reads: steps, hours and dollars
 RESULTS_DIR = "results/02_lora_overhead"
 SEED = 0
@@ -107,7 +105,6 @@ from shared import report
 
 MODE = report.use_mode(MODE)  # before jax: plan mode compiles for TARGET on the CPU
 
-import dataclasses
 import math
 import time
 
@@ -289,8 +286,7 @@ if measured:
 # %% [markdown]
 # ## 4 · Predicted by the TPU compiler for `MODEL` on `TARGET`
 # Plan mode compiles the base rollout, the LoRA rollout and the LoRA step above for the real
-# model shapes (elsewhere cached verdicts are shown), and prices a fine-tune reading `TOKENS`
-# tokens at the step's shape.
+# model shapes (elsewhere cached verdicts are shown); section 6 prices the step's best setting.
 
 # %%
 requests = [plan.Request(w, MODEL, TARGET, batch=BATCH_SIZES[-1], prompt_len=PROMPT_LEN,
@@ -302,10 +298,6 @@ points = [plan.plan_point(r) for r in requests if MODE == "plan" or plan.is_cach
 report.show(points, out, "predicted", ["workload", "batch", "seq", "bytes_per_device",
                                        "resident_bytes", "hbm_bytes", "fits",
                                        "roofline_lower_bound_s", "compile_s"])
-if points and points[-1]["workload"] == "lora-train":
-    steps = math.ceil(TOKENS / (TRAIN_BATCH * TRAIN_SEQ))
-    print(f"{TOKENS:.3g} tokens = {steps:,} steps: "
-          + budget.describe(budget.estimate(points[-1], runs=steps)))
 
 # %% [markdown]
 # ## 5 · Gemma 4 31B on a v5p-8: which batch and sequence fit, with and without remat
@@ -316,50 +308,43 @@ if points and points[-1]["workload"] == "lora-train":
 
 # %%
 bounds = quoted.get("boundaries", [])
-report.show(bounds, out, "lora_scale", ["seq", "remat", "fast_line_batch", "largest_batch",
-                                        "first_not_fitting", "converged"])
-fig, ax = plt.subplots(figsize=(6, 3.8))
-for i, remat in enumerate(dict.fromkeys(b["remat"] for b in bounds)):
-    mine = [b for b in bounds if b["remat"] == remat]
-    seqs, best = [b["seq"] for b in mine], [b.get("largest_batch", b["fast_line_batch"])
-                                            for b in mine]
-    ax.plot(seqs, best, "-", color=f"C{i}", label=f"remat {remat}")
-    ax.scatter(seqs, best, color=["w" if "largest_batch" not in b else f"C{i}" for b in mine],
-               edgecolors=f"C{i}", zorder=3)
-ax.set(xlabel="sequence length (tokens)", ylabel="largest batch that fits (sequences)",
-       title=f"LoRA rank 16: {SCALE_MODEL} on {SCALE_TARGET} (filled: exact, open: fast)")
-ax.legend()
-report.save_figure(fig, out, "lora_scale", key=KEY and KEY + "lora_scale")
-plt.show()
+if bounds:
+    report.show(bounds, out, "lora_scale", ["seq", "remat", "fast_line_batch", "largest_batch",
+                                            "first_not_fitting", "converged"])
+    fig, ax = plt.subplots(figsize=(6, 3.8))
+    for i, remat in enumerate(dict.fromkeys(b["remat"] for b in bounds)):
+        mine = [b for b in bounds if b["remat"] == remat]
+        seqs = [b["seq"] for b in mine]
+        best = [b.get("largest_batch", b["fast_line_batch"]) for b in mine]
+        ax.plot(seqs, best, "o-", color=f"C{i}", mfc="w", label=f"remat {remat}")
+        ax.plot([b["seq"] for b in mine if "largest_batch" in b],
+                [b["largest_batch"] for b in mine if "largest_batch" in b], "o", color=f"C{i}")
+    ax.set(xlabel="sequence length (tokens)", ylabel="largest batch that fits (sequences)",
+           title=f"LoRA rank 16: {quoted['setting']['model']} on "
+                 f"{quoted['setting']['target']} (filled: exact, open: fast)")
+    ax.legend()
+    report.save_figure(fig, out, "lora_scale", key=KEY and KEY + "lora_scale")
+    plt.show()
 
 # %% [markdown]
-# ## 6 · What to change, and the bill
-# `shared.plan.frontier` compiles every combination of remat, micro-batches and loss at one
-# setting fast, those no other beats on both bytes and roofline time exactly, and names the
-# fastest that fits. Plan mode recompiles that choice for `SCALE_MODEL` on `SCALE_TARGET` and
-# checks its bytes. Then the bill: `TOKENS` → steps at the chosen batch and sequence → the
-# roofline per step (a lower bound) → hours at the efficiency `shared.budget` names → dollars
-# from `shared.prices` (dated).
+# ## 6 · What to change for `MODEL` on `TARGET` (plan mode)
+# `shared.plan.frontier` compiles the LoRA step above at every remat policy and micro-batch
+# count, fast; the settings no other beats on both bytes per device and roofline time are
+# compiled exactly, and the fastest that fits is the one to use. Then the bill of a fine-tune
+# reading `TOKENS` tokens at it (roofline, the named efficiency, dated prices).
 
 # %%
-front = quoted.get("frontier") or {"choice": None}
-if point := front["choice"]:
-    print(front["describe"])
+if MODE == "plan":
+    front = frontier.frontier(plan.Request("lora-train", MODEL, TARGET, batch=TRAIN_BATCH,
+                                           seq=TRAIN_SEQ, lora_rank=RANK, mesh=MESH),
+                              {"remat": ["none", "block"], "microbatches": [1, 2]})
+    print(frontier.describe(front))
     fig, ax = plt.subplots(figsize=(7, 4))
     frontier.plot(front, ax)
-    report.save_figure(fig, out, "frontier", key=KEY and KEY + "frontier")
+    report.save_figure(fig, out, "frontier")
     plt.show()
-    steps = math.ceil(TOKENS / (point["batch"] * point["seq"]))
-    for kind in ("on-demand", "spot"):
-        estimate = budget.estimate(point, runs=steps, kind=kind)
-        print(f"{TOKENS:.3g} tokens = {steps:,} steps of {point['batch']}x{point['seq']}: "
-              + budget.describe(estimate))
-    report.agree("estimated hours", estimate["estimated_s"] / 3600, quoted["finetune"]["spot"][
-        "estimated_s"] / 3600 if TOKENS == quoted["finetune"]["tokens"] else None, rel=1e-9)
-if MODE == "plan" and point:
-    fields = {f.name for f in dataclasses.fields(plan.Request)} - {"model", "target"}
-    live = plan.plan_point(plan.Request(model=SCALE_MODEL, target=SCALE_TARGET,
-                                        **{k: v for k, v in point.items() if k in fields}))
-    same = (SCALE_MODEL, SCALE_TARGET) == (front["model"], front["target"])
-    report.agree(f"{SCALE_MODEL} on {SCALE_TARGET}: bytes per device of the chosen setting",
-                 live["bytes_per_device"], point["bytes_per_device"] if same else None)
+    if point := front["choice"]:
+        steps = math.ceil(TOKENS / (point["batch"] * point["seq"]))
+        for kind in ("on-demand", "spot"):
+            print(f"{TOKENS:.3g} tokens = {steps:,} steps: "
+                  + budget.describe(budget.estimate(point, runs=steps, kind=kind)))
