@@ -38,6 +38,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")  # plan mode never needs the local
 os.environ.setdefault("WANDB_MODE", "disabled")
 
 from shared import models, plan, prices, sizing  # noqa: E402
+from shared.data import files  # noqa: E402
 from shared.errors import BadInput, choose, run_cli  # noqa: E402
 from shared.hardware import parse_target  # noqa: E402
 from shared.paths import ROOT  # noqa: E402
@@ -379,13 +380,6 @@ def render(rows: list[dict], model_names: list[str], targets: list[str], recipes
     return md, lines.getvalue()
 
 
-def write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-
-
 # ---------------------------------------------------------------------------- the command
 
 
@@ -445,8 +439,8 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             print("stopped: the cell in progress is not stored; rendering", flush=True)
     md, table = render(read_store(args.store), model_names, targets, recipes, command)
-    write_atomically(args.md, md)
-    write_atomically(args.csv, table)
+    files.write_atomic(args.md, md.encode())
+    files.write_atomic(args.csv, table.encode())
     print(f"wrote {args.md} and {args.csv}", flush=True)
     return 0
 

@@ -35,6 +35,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import jax  # noqa: E402  (after JAX_PLATFORMS)
 
 from shared import grpo, grpo_plan, models, plan  # noqa: E402
+from shared.data import files  # noqa: E402
 from shared.errors import run_cli  # noqa: E402
 
 
@@ -57,10 +58,7 @@ def _search(request: plan.Request) -> dict:
 def _write(report: dict, out: Path) -> None:
     """Write the report so far; a failed run never leaves a half-written file."""
     report["load_average"] = os.getloadavg()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(report, indent=1, default=str))
-    tmp.replace(out)
+    files.write_atomic(out, json.dumps(report, indent=1, default=str).encode())
 
 
 def plan_part(args, report: dict) -> None:

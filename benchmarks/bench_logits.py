@@ -50,6 +50,7 @@ import jax.numpy as jnp  # noqa: E402
 from shared import budget, hardware, plan  # noqa: E402
 from shared import logits as L  # noqa: E402
 from shared import logits_compare as compare  # noqa: E402
+from shared.data import files  # noqa: E402
 from shared.errors import BadInput, run_cli  # noqa: E402
 
 MiB = 2**20
@@ -324,11 +325,7 @@ def main(argv=None):
         res["exactness"] = exactness_section()
         res["targets"] = targets(res)
         res["notes"] = notes(res, a)
-    out = Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".json.tmp")  # a failed run never leaves a half-written result
-    tmp.write_text(json.dumps(res, indent=2, default=str) + "\n")
-    tmp.replace(out)
+    files.write_atomic(Path(a.out), (json.dumps(res, indent=2, default=str) + "\n").encode())
     log(json.dumps(res.get("targets") or {m: v["summary"] for m, v in res["modes"].items()},
                    indent=2))
     return 0

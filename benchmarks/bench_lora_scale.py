@@ -39,6 +39,7 @@ from pathlib import Path
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 from shared import budget, lora, models, plan  # noqa: E402
+from shared.data import files  # noqa: E402
 from shared.errors import run_cli  # noqa: E402
 from shared.plan import frontier  # noqa: E402
 from shared.plan.search import unit_for  # noqa: E402
@@ -190,10 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.frontier_at:
         frontier_at(a, report)
     report["wall_s"], report["load_average"] = time.perf_counter() - start, os.getloadavg()
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = a.out.with_suffix(".json.tmp")  # a failed run never leaves a half-written result
-    tmp.write_text(json.dumps(report, indent=1))
-    tmp.replace(a.out)
+    files.write_atomic(a.out, json.dumps(report, indent=1).encode())
     return 0
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 from shared import plan  # noqa: E402
+from shared.data import files  # noqa: E402
 from shared.errors import run_cli  # noqa: E402
 from shared.plan import verdict  # noqa: E402
 
@@ -109,10 +110,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _write(path: Path, report: dict) -> None:
     """Write to a temporary name, then rename: a failed run never leaves a half-written file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({**report, "load_average": os.getloadavg()}, indent=1))
-    tmp.replace(path)
+    files.write_atomic(path, json.dumps({**report, "load_average": os.getloadavg()},
+                                        indent=1).encode())
 
 
 if __name__ == "__main__":

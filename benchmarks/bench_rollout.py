@@ -48,6 +48,7 @@ from pathlib import Path
 os.environ.setdefault("WANDB_MODE", "disabled")  # `import tunix` imports its wandb logger
 
 from shared import measure, models, rollout  # noqa: E402
+from shared.data import files  # noqa: E402
 from shared.errors import BadInput, run_cli  # noqa: E402
 from shared.rollout_sweep import measure_point, recommendation, summarize, sweep  # noqa: E402
 
@@ -138,10 +139,7 @@ def _point_in_child(a, batch: int, steps: int) -> dict:
 
 
 def _write_json(path: Path, obj: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")  # a failed run never leaves a half-written result
-    tmp.write_text(json.dumps(obj, indent=1, default=str) + "\n")
-    tmp.replace(path)
+    files.write_atomic(path, (json.dumps(obj, indent=1, default=str) + "\n").encode())
 
 
 def main(argv=None):

@@ -25,6 +25,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("WANDB_MODE", "disabled")  # `import tunix` imports its wandb logger
 
 from shared import hardware, models, plan, rollout_sweep  # noqa: E402
+from shared.data import files  # noqa: E402
 from shared.errors import run_cli  # noqa: E402
 from shared.plan import verdict  # noqa: E402
 from shared.rollout import SEMANTICS  # noqa: E402
@@ -85,10 +86,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{entry['search_wall_s']:.0f} s", flush=True)
     report["wall_s"] = time.perf_counter() - started
     report["load_average"] = os.getloadavg()  # compile times depend on what else ran
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = a.out.with_suffix(".json.tmp")  # a failed run never leaves a half-written result
-    tmp.write_text(json.dumps(report, indent=1) + "\n")
-    tmp.replace(a.out)
+    files.write_atomic(a.out, (json.dumps(report, indent=1) + "\n").encode())
     return 0
 
 

@@ -20,7 +20,9 @@ def data_dir(folder: str | Path | None) -> Path:
 
 
 def write_atomic(path: Path, blob: bytes) -> None:
-    """Write `blob` to `path` through a temporary file, so a reader never sees half of it."""
+    """Write `blob` to `path` through a temporary file, so a reader never sees half of it (and a
+    failed run never leaves a half-written result); the folder is created if need be."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_bytes(blob)
     tmp.rename(path)
