@@ -55,8 +55,9 @@ execute: setup ## run notebooks headless into runs/ (NB=06 picks one, PARAMS='-p
 test: setup ## run the test suite (unit tests + a smoke run of every notebook)
 	$(PY) -m pytest -q
 
-lint: setup ## ruff over shared/, tools/, tests/, notebooks/, data/ and benchmarks/
+lint: setup ## ruff over shared/, tools/, tests/, notebooks/, data/ and benchmarks/, and their formatting
 	$(VENV)/bin/ruff check shared tools tests notebooks data benchmarks
+	$(VENV)/bin/ruff format --check shared tools tests notebooks data benchmarks
 
 lab: setup ## open JupyterLab on the notebooks with the project kernel
 	$(VENV)/bin/jupyter lab notebooks

@@ -48,35 +48,66 @@ from shared.plan.target import VERSIONED  # noqa: E402
 STORE = ROOT / "benchmarks" / "results" / "atlas.jsonl"
 MARKDOWN = ROOT / "docs" / "atlas.md"
 TABLE = ROOT / "docs" / "atlas.csv"
-MODELS = ("gemma3-1b", "gemma2-2b", "gemma3-4b", "gemma4-e4b", "llama3.1-8b", "qwen3-8b",
-          "gemma3-12b", "gemma3-27b", "gemma4-31b")
+MODELS = (
+    "gemma3-1b",
+    "gemma2-2b",
+    "gemma3-4b",
+    "gemma4-e4b",
+    "llama3.1-8b",
+    "qwen3-8b",
+    "gemma3-12b",
+    "gemma3-27b",
+    "gemma4-31b",
+)
 TARGETS = ("v5e-1", "v6e-1", "v5e-8", "v6e-8", "v5p-8", "tpu7x-8")
 PRICE_KINDS = ("on-demand", "spot")
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(plan.Request)}
 # What a GRPO step's default recipe is made of (the fields shared.grpo_plan reads).
-_GRPO_FIELDS = ("prompt_len", "steps", "cache_size", "lora_rank", "num_generations",
-                "num_iterations", "beta", "logps", "remat", "tunix")
+_GRPO_FIELDS = (
+    "prompt_len",
+    "steps",
+    "cache_size",
+    "lora_rank",
+    "num_generations",
+    "num_iterations",
+    "beta",
+    "logps",
+    "remat",
+    "tunix",
+)
 
 # The recipes at their stated lengths: plan.Request fields (everything else at its default).
 RECIPES: dict[str, dict] = {
-    "rollout": {"workload": "rollout", "prompt_len": 256, "steps": 1024, "cache_size": 1312,
-                "tunix": "0.1.7"},
-    "lora-train": {"workload": "lora-train", "seq": 2048, "lora_rank": 16, "remat": "none",
-                   "loss": "chunked", "microbatches": 1},
+    "rollout": {
+        "workload": "rollout",
+        "prompt_len": 256,
+        "steps": 1024,
+        "cache_size": 1312,
+        "tunix": "0.1.7",
+    },
+    "lora-train": {
+        "workload": "lora-train",
+        "seq": 2048,
+        "lora_rank": 16,
+        "remat": "none",
+        "loss": "chunked",
+        "microbatches": 1,
+    },
     # the grpo workload's default recipe: Request's defaults for the fields it reads
     "grpo": {"workload": "grpo", **{k: _DEFAULTS[k] for k in _GRPO_FIELDS if k in _DEFAULTS}},
 }
 TITLES = {
     "rollout": "Rollout: the tunix Sampler (0.1.7 semantics: it donates its KV cache), "
-               "256-token prompts, 1024 generation steps, KV cache of 1312 tokens",
+    "256-token prompts, 1024 generation steps, KV cache of 1312 tokens",
     "lora-train": "LoRA fine-tune: one optax step on qwix LoRA parameters (rank 16), "
-                  "sequence 2048, no remat, chunked loss (no [B, T, V] logits), one micro-batch",
+    "sequence 2048, no remat, chunked loss (no [B, T, V] logits), one micro-batch",
     "grpo": "GRPO: one colocated tunix GRPO step with a LoRA policy (rollout, reference "
-            "log-probs, policy update) at the `grpo` workload's defaults: {prompt_len}-token "
-            "prompts, {steps}-token completions, {num_generations} per prompt, KL beta {beta}, "
-            "log-probs `{logps}`, LoRA rank {lora_rank}; the batch is the sequences per call "
-            "of every phase (prompts x generations)".format_map(
-                collections.defaultdict(lambda: "?", RECIPES["grpo"])),
+    "log-probs, policy update) at the `grpo` workload's defaults: {prompt_len}-token "
+    "prompts, {steps}-token completions, {num_generations} per prompt, KL beta {beta}, "
+    "log-probs `{logps}`, LoRA rank {lora_rank}; the batch is the sequences per call "
+    "of every phase (prompts x generations)".format_map(
+        collections.defaultdict(lambda: "?", RECIPES["grpo"])
+    ),
 }
 
 
@@ -93,8 +124,16 @@ def one_line(err: BaseException) -> str:
 
 
 def cell_key(model: str, target: str, recipe: str, settings: dict, versions: dict) -> str:
-    blob = json.dumps({"model": model, "target": target, "recipe": recipe, "settings": settings,
-                       "versions": versions}, sort_keys=True)
+    blob = json.dumps(
+        {
+            "model": model,
+            "target": target,
+            "recipe": recipe,
+            "settings": settings,
+            "versions": versions,
+        },
+        sort_keys=True,
+    )
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
@@ -114,8 +153,11 @@ def read_store(path: Path) -> list[dict]:
             row = json.loads(line)
             row_key(row)
         except (ValueError, KeyError, TypeError) as err:
-            print(f"atlas store: ignoring unreadable line {number} of {path.name} "
-                  f"({type(err).__name__})", file=sys.stderr)
+            print(
+                f"atlas store: ignoring unreadable line {number} of {path.name} "
+                f"({type(err).__name__})",
+                file=sys.stderr,
+            )
             continue
         rows.append(row)
     return rows
@@ -157,9 +199,10 @@ def _params(model: str) -> int:
 def cells(model_names, targets, recipes) -> list[Cell]:
     """Every cell, cheapest first: fewer parameters, then fewer devices, then the recipe."""
     order = list(recipes)
-    return sorted((Cell(m, t, r) for m in model_names for t in targets for r in recipes),
-                  key=lambda c: (_params(c.model), parse_target(c.target).devices,
-                                 order.index(c.recipe)))
+    return sorted(
+        (Cell(m, t, r) for m in model_names for t in targets for r in recipes),
+        key=lambda c: (_params(c.model), parse_target(c.target).devices, order.index(c.recipe)),
+    )
 
 
 def parse_only(spec: str | None) -> dict[str, set[str]]:
@@ -169,8 +212,9 @@ def parse_only(spec: str | None) -> dict[str, set[str]]:
         key, sep, value = part.partition("=")
         if not sep or not value:
             raise BadInput(f"--only wants key=value pairs separated by commas, got {part!r}")
-        only.setdefault(choose("--only key", key.strip(), ("model", "target", "recipe")),
-                        set()).add(value.strip())
+        only.setdefault(
+            choose("--only key", key.strip(), ("model", "target", "recipe")), set()
+        ).add(value.strip())
     return only
 
 
@@ -182,20 +226,30 @@ def selected(all_cells: list[Cell], only: dict[str, set[str]]) -> list[Cell]:
     return [c for c in all_cells if all(getattr(c, k) in v for k, v in only.items())]
 
 
-def todo(candidates: list[Cell], rows: list[dict], versions: dict,
-         retry_failed: bool = False) -> list[Cell]:
+def todo(
+    candidates: list[Cell], rows: list[dict], versions: dict, retry_failed: bool = False
+) -> list[Cell]:
     """The cells without a row for these settings and versions (failed ones too, on request)."""
     done = {row_key(r) for r in rows if not (retry_failed and r.get("status") != "ok")}
-    return [c for c in candidates
-            if cell_key(c.model, c.target, c.recipe, c.settings, versions) not in done]
+    return [
+        c
+        for c in candidates
+        if cell_key(c.model, c.target, c.recipe, c.settings, versions) not in done
+    ]
 
 
 def run_cell(cell: Cell, *, progress: bool = True) -> dict:
     """plan.max_batch for the cell as a store row: the answer and what it cost, or the error."""
     settings = cell.settings
-    row = {"model": cell.model, "target": cell.target, "recipe": cell.recipe,
-           "settings": settings, "versions": plan.versions(), "date": _utc_now(),
-           "host_cpus": os.cpu_count()}
+    row = {
+        "model": cell.model,
+        "target": cell.target,
+        "recipe": cell.recipe,
+        "settings": settings,
+        "versions": plan.versions(),
+        "date": _utc_now(),
+        "host_cpus": os.cpu_count(),
+    }
     start = time.perf_counter()
     try:
         request = plan.Request(model=cell.model, target=cell.target, **settings)
@@ -203,21 +257,41 @@ def run_cell(cell: Cell, *, progress: bool = True) -> dict:
         unit = math.lcm(unit_for(request, None), settings.get("num_generations") or 1)
         search = plan.max_batch(request, multiple_of=unit, progress=progress)
     except Exception as err:  # recorded with its reason; --retry-failed tries again
-        return {**row, "status": "error", "error": one_line(err),
-                "wall_s": time.perf_counter() - start}
+        return {
+            **row,
+            "status": "error",
+            "error": one_line(err),
+            "wall_s": time.perf_counter() - start,
+        }
     probes = search["probes"]
-    at = next((p for p in probes if not p["fast"] and p["batch"] == search["max_batch"]),
-              None)
+    at = next((p for p in probes if not p["fast"] and p["batch"] == search["max_batch"]), None)
     fresh = [p for p in probes if not p["cached"]]
-    return {**row, "status": "ok", "summary": plan.describe(search),
-            **{k: search[k] for k in ("max_batch", "first_not_fitting", "at_least",
-                                      "converged", "multiple_of", "ceiling")},
-            "devices": probes[0]["devices"], "dtype": probes[0]["dtype"],
-            "hbm_bytes": probes[0]["hbm_bytes"],
-            "bytes_per_device": at and at["bytes_per_device"], "worst": at and at["worst"],
-            "probes": [[p["batch"], p["fast"], p["fits"]] for p in probes],
-            "compiles": len(fresh), "compile_s": sum(p["compile_s"] for p in fresh),
-            "wall_s": time.perf_counter() - start, "load_average": os.getloadavg()}
+    return {
+        **row,
+        "status": "ok",
+        "summary": plan.describe(search),
+        **{
+            k: search[k]
+            for k in (
+                "max_batch",
+                "first_not_fitting",
+                "at_least",
+                "converged",
+                "multiple_of",
+                "ceiling",
+            )
+        },
+        "devices": probes[0]["devices"],
+        "dtype": probes[0]["dtype"],
+        "hbm_bytes": probes[0]["hbm_bytes"],
+        "bytes_per_device": at and at["bytes_per_device"],
+        "worst": at and at["worst"],
+        "probes": [[p["batch"], p["fast"], p["fits"]] for p in probes],
+        "compiles": len(fresh),
+        "compile_s": sum(p["compile_s"] for p in fresh),
+        "wall_s": time.perf_counter() - start,
+        "load_average": os.getloadavg(),
+    }
 
 
 # ---------------------------------------------------------------------------- rendering
@@ -271,26 +345,53 @@ def _versions_text(versions: dict) -> str:
 def _grid(rows: dict, recipe: str, names: list[str], targets: list[str]) -> tuple[list, list]:
     """(model names, targets) for a recipe's table: the grid's, then any others in the store."""
     extra = [(m, t) for (r, m, t) in rows if r == recipe]
-    model_names = list(dict.fromkeys([*names, *sorted({m for m, _ in extra} - set(names),
-                                                       key=_params)]))
+    model_names = list(
+        dict.fromkeys([*names, *sorted({m for m, _ in extra} - set(names), key=_params)])
+    )
     columns = list(dict.fromkeys([*targets, *sorted({t for _, t in extra} - set(targets))]))
     return model_names, columns
 
 
-CSV_COLUMNS = ["recipe", "model", "target", "status", "max_batch", "first_not_fitting",
-               "at_least", "converged", "multiple_of", "bytes_per_device", "hbm_bytes",
-               "usd_per_hour_on_demand", "usd_per_hour_spot", "prices_read", "compiles",
-               "compile_s", "wall_s", "date", *VERSIONED, "settings", "error"]
+CSV_COLUMNS = [
+    "recipe",
+    "model",
+    "target",
+    "status",
+    "max_batch",
+    "first_not_fitting",
+    "at_least",
+    "converged",
+    "multiple_of",
+    "bytes_per_device",
+    "hbm_bytes",
+    "usd_per_hour_on_demand",
+    "usd_per_hour_spot",
+    "prices_read",
+    "compiles",
+    "compile_s",
+    "wall_s",
+    "date",
+    *VERSIONED,
+    "settings",
+    "error",
+]
 
 
 def csv_row(recipe: str, model: str, target: str, row: dict | None, price: dict) -> list:
     row = row or {"status": "not computed yet"}
-    return [recipe, model, target, row["status"],
-            *[row.get(k, "") for k in CSV_COLUMNS[4:11]],
-            *["n/a" if price[k] is None else price[k] for k in PRICE_KINDS], price["read"],
-            *[row.get(k, "") for k in ("compiles", "compile_s", "wall_s", "date")],
-            *[row.get("versions", {}).get(k, "") for k in VERSIONED],
-            json.dumps(RECIPES[recipe], sort_keys=True), row.get("error", "")]
+    return [
+        recipe,
+        model,
+        target,
+        row["status"],
+        *[row.get(k, "") for k in CSV_COLUMNS[4:11]],
+        *["n/a" if price[k] is None else price[k] for k in PRICE_KINDS],
+        price["read"],
+        *[row.get(k, "") for k in ("compiles", "compile_s", "wall_s", "date")],
+        *[row.get("versions", {}).get(k, "") for k in VERSIONED],
+        json.dumps(RECIPES[recipe], sort_keys=True),
+        row.get("error", ""),
+    ]
 
 
 def _header(best: list[dict], command: str) -> str:
@@ -316,25 +417,31 @@ def _header(best: list[dict], command: str) -> str:
         f"Compiled with {compiled}{' (cells differ: see the CSV)' if len(version_sets) > 1 else ''}"
         f"; between {dates[0]} and {dates[-1]}; {sum(r.get('compiles', 0) for r in best)} "
         f"compiles, {sum(r.get('compile_s', 0) for r in best) / 3600:.1f} h of compile time on "
-        f"{best[0]['host_cpus'] if best else '—'} CPU cores.\n\n")
+        f"{best[0]['host_cpus'] if best else '—'} CPU cores.\n\n"
+    )
 
 
-def _section(recipe: str, best: dict, names: list[str], columns: list[str], priced: dict,
-             table) -> tuple[str, list[str]]:
+def _section(
+    recipe: str, best: dict, names: list[str], columns: list[str], priced: dict, table
+) -> tuple[str, list[str]]:
     """A recipe's markdown table with its notes (and its CSV rows), and its missing cells."""
     workload = RECIPES[recipe]["workload"]
     settings = ", ".join(f"{k}={v}" for k, v in RECIPES[recipe].items() if k != "workload")
-    text = (f"## {TITLES[recipe]}\n\nSettings (`shared.plan.Request`): workload `{workload}`, "
-            f"{settings}.\n\n")
+    text = (
+        f"## {TITLES[recipe]}\n\nSettings (`shared.plan.Request`): workload `{workload}`, "
+        f"{settings}.\n\n"
+    )
     for model in names:
         for target in columns:
-            table.writerow(csv_row(recipe, model, target, best.get((recipe, model, target)),
-                                   priced[target]))
+            table.writerow(
+                csv_row(recipe, model, target, best.get((recipe, model, target)), priced[target])
+            )
     if workload not in plan.WORKLOADS and not any(r == recipe for r, _, _ in best):
-        return text + (f"Not computed yet: this checkout's shared.plan has no `{workload}` "
-                       f"workload (it has {', '.join(plan.WORKLOADS)}); the script fills this "
-                       "table once it does.\n\n"), [
-            f"{recipe}: every cell ({len(names) * len(columns)}): no `{workload}` workload"]
+        return text + (
+            f"Not computed yet: this checkout's shared.plan has no `{workload}` "
+            f"workload (it has {', '.join(plan.WORKLOADS)}); the script fills this "
+            "table once it does.\n\n"
+        ), [f"{recipe}: every cell ({len(names) * len(columns)}): no `{workload}` workload"]
     text += "| model | " + " | ".join(columns) + " |\n|---|" + "---|" * len(columns) + "\n"
     notes, holes = [], {}
     for model in names:
@@ -347,15 +454,20 @@ def _section(recipe: str, best: dict, names: list[str], columns: list[str], pric
                 notes.append(f"{model} on {target} failed: {row['error']}")
             elif row["max_batch"] == 0 or row["at_least"] or not row["converged"]:
                 notes.append(row["summary"])
-    text += "| *$/h on-demand / spot* | " + " | ".join(
-        f"{_dollars(priced[t]['on-demand'])} / {_dollars(priced[t]['spot'])}"
-        for t in columns) + " |\n\n"
+    text += (
+        "| *$/h on-demand / spot* | "
+        + " | ".join(
+            f"{_dollars(priced[t]['on-demand'])} / {_dollars(priced[t]['spot'])}" for t in columns
+        )
+        + " |\n\n"
+    )
     text += "".join(f"- {note}\n" for note in notes) + ("\n" if notes else "")
     return text, [f"{recipe}: {m} on {', '.join(ts)}" for m, ts in holes.items()]
 
 
-def render(rows: list[dict], model_names: list[str], targets: list[str], recipes: list[str],
-           command: str) -> tuple[str, str]:
+def render(
+    rows: list[dict], model_names: list[str], targets: list[str], recipes: list[str], command: str
+) -> tuple[str, str]:
     """docs/atlas.md and docs/atlas.csv from the store's rows (pure: no compiles)."""
     best = newest(rows)
     grids = {r: _grid(best, r, model_names, targets) for r in recipes}
@@ -368,15 +480,20 @@ def render(rows: list[dict], model_names: list[str], targets: list[str], recipes
         text, holes = _section(recipe, best, names, columns, priced, table)
         md += text
         missing += holes
-    md += ("## Prices\n\nDollars an hour for the whole slice (`shared.prices`, us-central1; "
-           "v5p-8 and tpu7x-8 are 4 chips). Re-read the source before spending.\n\n"
-           "| slice | on-demand | spot | read | why n/a |\n|---|---|---|---|---|\n")
+    md += (
+        "## Prices\n\nDollars an hour for the whole slice (`shared.prices`, us-central1; "
+        "v5p-8 and tpu7x-8 are 4 chips). Re-read the source before spending.\n\n"
+        "| slice | on-demand | spot | read | why n/a |\n|---|---|---|---|---|\n"
+    )
     for target, pr in priced.items():
         why = "; ".join(dict.fromkeys(pr[f"{k} why"] for k in PRICE_KINDS if f"{k} why" in pr))
-        md += (f"| {target} | {_dollars(pr['on-demand'])} | {_dollars(pr['spot'])} | "
-               f"{pr['read'] or '—'} | {why} |\n")
-    md += "\n## Not computed yet\n\n" + ("".join(f"- {m}\n" for m in missing) or
-                                          "Nothing: every cell of the grid is in the store.\n")
+        md += (
+            f"| {target} | {_dollars(pr['on-demand'])} | {_dollars(pr['spot'])} | "
+            f"{pr['read'] or '—'} | {why} |\n"
+        )
+    md += "\n## Not computed yet\n\n" + (
+        "".join(f"- {m}\n" for m in missing) or "Nothing: every cell of the grid is in the store.\n"
+    )
     return md, lines.getvalue()
 
 
@@ -392,14 +509,19 @@ def _stop(signum, frame):
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--targets", default=",".join(TARGETS))
     p.add_argument("--recipes", default=",".join(RECIPES))
     p.add_argument("--only", help="model=...,target=...,recipe=... (repeat a key for several)")
-    p.add_argument("--limit-minutes", type=float, default=None,
-                   help="start no new cell after this many minutes")
+    p.add_argument(
+        "--limit-minutes",
+        type=float,
+        default=None,
+        help="start no new cell after this many minutes",
+    )
     p.add_argument("--retry-failed", action="store_true", help="run failed cells again")
     p.add_argument("--render-only", action="store_true", help="no compiles: rewrite the docs")
     p.add_argument("--store", type=Path, default=STORE)
@@ -410,7 +532,8 @@ def main(argv: list[str] | None = None) -> int:
     targets = [parse_target(t).name for t in args.targets.split(",") if t]
     recipes = _names(args.recipes, RECIPES, "recipe")
     command = "python benchmarks/bench_atlas.py " + " ".join(
-        argv if argv is not None else sys.argv[1:])
+        argv if argv is not None else sys.argv[1:]
+    )
     grid = selected(cells(model_names, targets, recipes), parse_only(args.only))
     signal.signal(signal.SIGTERM, _stop)
     start = time.monotonic()
@@ -418,24 +541,36 @@ def main(argv: list[str] | None = None) -> int:
         versions = plan.versions()
         skipped = {c.recipe for c in grid if RECIPES[c.recipe]["workload"] not in plan.WORKLOADS}
         for recipe in sorted(skipped):
-            print(f"skipping {recipe}: shared.plan has no {RECIPES[recipe]['workload']!r} "
-                  f"workload (it has {', '.join(plan.WORKLOADS)})", flush=True)
-        left = todo([c for c in grid if c.recipe not in skipped], read_store(args.store),
-                    versions, args.retry_failed)
+            print(
+                f"skipping {recipe}: shared.plan has no {RECIPES[recipe]['workload']!r} "
+                f"workload (it has {', '.join(plan.WORKLOADS)})",
+                flush=True,
+            )
+        left = todo(
+            [c for c in grid if c.recipe not in skipped],
+            read_store(args.store),
+            versions,
+            args.retry_failed,
+        )
         print(f"{len(left)} cells to compute ({len(grid)} selected)", flush=True)
         try:
             for number, cell in enumerate(left, 1):
                 minutes = (time.monotonic() - start) / 60
                 if args.limit_minutes is not None and minutes >= args.limit_minutes:
-                    print(f"time budget of {args.limit_minutes:g} min spent ({minutes:.0f} "
-                          f"min): {len(left) - number + 1} cells left for the next run",
-                          flush=True)
+                    print(
+                        f"time budget of {args.limit_minutes:g} min spent ({minutes:.0f} "
+                        f"min): {len(left) - number + 1} cells left for the next run",
+                        flush=True,
+                    )
                     break
                 row = run_cell(cell)
                 append_row(args.store, row)
-                print(f"[{number}/{len(left)}] {cell.recipe} {cell.model} on {cell.target}: "
-                      f"{row.get('summary') or row.get('error')} ({row.get('compiles', 0)} "
-                      f"compiles, {row['wall_s']:.0f} s)", flush=True)
+                print(
+                    f"[{number}/{len(left)}] {cell.recipe} {cell.model} on {cell.target}: "
+                    f"{row.get('summary') or row.get('error')} ({row.get('compiles', 0)} "
+                    f"compiles, {row['wall_s']:.0f} s)",
+                    flush=True,
+                )
         except KeyboardInterrupt:
             print("stopped: the cell in progress is not stored; rendering", flush=True)
     md, table = render(read_store(args.store), model_names, targets, recipes, command)

@@ -40,19 +40,30 @@ from shared.errors import run_cli  # noqa: E402
 
 
 def _point_row(point: dict) -> dict:
-    return {"batch": point["batch"], "fast": point["fast"], "fits": point["fits"],
-            "bytes_per_device": point["bytes_per_device"], "compile_s": point["compile_s"],
-            "refused": point["refused"], "cached": point["cached"]}
+    return {
+        "batch": point["batch"],
+        "fast": point["fast"],
+        "fits": point["fits"],
+        "bytes_per_device": point["bytes_per_device"],
+        "compile_s": point["compile_s"],
+        "refused": point["refused"],
+        "cached": point["cached"],
+    }
 
 
 def _search(request: plan.Request) -> dict:
     start = time.perf_counter()
     found = plan.max_batch(request, progress=False)
-    return {"request": dataclasses.asdict(request), "max_batch": found["max_batch"],
-            "first_not_fitting": found["first_not_fitting"], "converged": found["converged"],
-            "summary": plan.describe(found), "compiles": found["compiles"],
-            "wall_s": time.perf_counter() - start,
-            "probes": [_point_row(p) for p in found["probes"]]}
+    return {
+        "request": dataclasses.asdict(request),
+        "max_batch": found["max_batch"],
+        "first_not_fitting": found["first_not_fitting"],
+        "converged": found["converged"],
+        "summary": plan.describe(found),
+        "compiles": found["compiles"],
+        "wall_s": time.perf_counter() - start,
+        "probes": [_point_row(p) for p in found["probes"]],
+    }
 
 
 def _write(report: dict, out: Path) -> None:
@@ -62,29 +73,66 @@ def _write(report: dict, out: Path) -> None:
 
 
 def plan_part(args, report: dict) -> None:
-    recipe = plan.Request("grpo", args.model, args.target, batch=args.batch,
-                          prompt_len=args.prompt_len, steps=args.completion_len,
-                          num_generations=args.num_generations, lora_rank=args.lora_rank)
+    recipe = plan.Request(
+        "grpo",
+        args.model,
+        args.target,
+        batch=args.batch,
+        prompt_len=args.prompt_len,
+        steps=args.completion_len,
+        num_generations=args.num_generations,
+        lora_rank=args.lora_rank,
+    )
     report.update({"versions": plan.versions(), "recipe": dataclasses.asdict(recipe)})
     start = time.perf_counter()
     point = plan.plan_point(recipe)
     report["verdict"] = {
-        **{k: point[k] for k in ("fits", "bytes_per_device", "hbm_bytes", "margin_bytes",
-                                 "resident", "resident_bytes", "transient_bytes", "worst",
-                                 "roofline_lower_bound_s", "notes", "compile_s")},
-        "executables": {label: {k: e[k] for k in ("argument_bytes", "output_bytes",
-                                                  "temp_bytes", "alias_bytes", "flops",
-                                                  "bytes_accessed", "repeats", "compile_s")}
-                        for label, e in point["executables"].items()},
-        "wall_s": time.perf_counter() - start}
+        **{
+            k: point[k]
+            for k in (
+                "fits",
+                "bytes_per_device",
+                "hbm_bytes",
+                "margin_bytes",
+                "resident",
+                "resident_bytes",
+                "transient_bytes",
+                "worst",
+                "roofline_lower_bound_s",
+                "notes",
+                "compile_s",
+            )
+        },
+        "executables": {
+            label: {
+                k: e[k]
+                for k in (
+                    "argument_bytes",
+                    "output_bytes",
+                    "temp_bytes",
+                    "alias_bytes",
+                    "flops",
+                    "bytes_accessed",
+                    "repeats",
+                    "compile_s",
+                )
+            }
+            for label, e in point["executables"].items()
+        },
+        "wall_s": time.perf_counter() - start,
+    }
     report["session"] = grpo_plan.session(point, grpo_plan.settings(recipe))
-    print(f"recipe: {'fits' if point['fits'] else 'does not fit'}, "
-          f"{point['bytes_per_device'] / 2**30:.2f} GiB per device", flush=True)
+    print(
+        f"recipe: {'fits' if point['fits'] else 'does not fit'}, "
+        f"{point['bytes_per_device'] / 2**30:.2f} GiB per device",
+        flush=True,
+    )
     _write(report, args.out)
     report["logps_search"] = {}
     for logps in ("tunix", "chunked"):
         entry = report["logps_search"][logps] = _search(
-            dataclasses.replace(recipe, phases="logps", logps=logps))
+            dataclasses.replace(recipe, phases="logps", logps=logps)
+        )
         print(f"log-probs {logps}: {entry['summary']} ({entry['wall_s']:.0f} s)", flush=True)
         _write(report, args.out)
     found = report["logps_search"]
@@ -93,48 +141,59 @@ def plan_part(args, report: dict) -> None:
         return
     report["phase_search"] = {}
     for phases in ("rollout", "update"):
-        entry = report["phase_search"][phases] = _search(
-            dataclasses.replace(recipe, phases=phases))
+        entry = report["phase_search"][phases] = _search(dataclasses.replace(recipe, phases=phases))
         print(f"{phases}: {entry['summary']} ({entry['wall_s']:.0f} s)", flush=True)
         _write(report, args.out)
     largest = report["largest_all_phases"] = min(
-        [e["max_batch"] for e in report["phase_search"].values()]
-        + [found["chunked"]["max_batch"]])
+        [e["max_batch"] for e in report["phase_search"].values()] + [found["chunked"]["max_batch"]]
+    )
     best = dataclasses.replace(recipe, batch=largest, logps="chunked")
     point = plan.plan_point(best)  # every phase at once: the verdict, and its roofline
     report["largest_verdict"] = {
-        "request": dataclasses.asdict(best), "fits": point["fits"],
-        "bytes_per_device": point["bytes_per_device"], "worst": point["worst"],
-        "roofline_lower_bound_s": point["roofline_lower_bound_s"]}
+        "request": dataclasses.asdict(best),
+        "fits": point["fits"],
+        "bytes_per_device": point["bytes_per_device"],
+        "worst": point["worst"],
+        "roofline_lower_bound_s": point["roofline_lower_bound_s"],
+    }
     report["largest_session"] = grpo_plan.session(point, grpo_plan.settings(best))
     print(f"all phases at {largest}: {'fits' if point['fits'] else 'does not fit'}", flush=True)
 
 
-LOCAL_RECIPE = grpo.GRPOSettings(prompt_len=8, completion_len=8, prompts_per_step=4,
-                                 num_generations=2, lora_rank=4)  # notebook 07's local sizes
+LOCAL_RECIPE = grpo.GRPOSettings(
+    prompt_len=8, completion_len=8, prompts_per_step=4, num_generations=2, lora_rank=4
+)  # notebook 07's local sizes
 
 
 def local_part(args, report: dict) -> None:
     from shared.sharding import make_mesh
 
-    rows = report["local"] = {"recipe": dataclasses.asdict(LOCAL_RECIPE), "steps": 3,
-                              "devices": f"{len(jax.devices())} x {jax.devices()[0].device_kind}",
-                              "runs": {}}
+    rows = report["local"] = {
+        "recipe": dataclasses.asdict(LOCAL_RECIPE),
+        "steps": 3,
+        "devices": f"{len(jax.devices())} x {jax.devices()[0].device_kind}",
+        "runs": {},
+    }
     for name in ("gemma3-tiny", "qwen3-tiny"):
         mesh = make_mesh()
         model, tok = models.load(name, "dummy", mesh=mesh)
         with grpo.quick_compiles():
             run = grpo.build_grpo(model, tok, mesh, LOCAL_RECIPE, steps=rows["steps"])
             result = grpo.run_grpo(run, grpo.arithmetic_batches(rows["steps"], 4))
-        rows["runs"][name] = {"wall_s": result.wall_s, "first_step_s": result.steps[0]["step_s"],
-                              "steady": result.steady(), "base_copies": grpo.base_copies(run)}
+        rows["runs"][name] = {
+            "wall_s": result.wall_s,
+            "first_step_s": result.steps[0]["step_s"],
+            "steady": result.steady(),
+            "base_copies": grpo.base_copies(run),
+        }
         print(f"{name}: steady step {result.steady_step_s:.3f} s", flush=True)
         _write(report, args.out)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--parts", default="plan", help="plan, local, or plan,local")
     p.add_argument("--model", default="gemma3-1b")
     p.add_argument("--target", default="v5e-8")
@@ -143,8 +202,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--num-generations", type=int, default=4)
     p.add_argument("--batch", type=int, default=8, help="sequences per call of every phase")
     p.add_argument("--lora-rank", type=int, default=64)
-    p.add_argument("--per-phase", action="store_true",
-                   help="also search the rollout's and the update's largest micro-batch (slow)")
+    p.add_argument(
+        "--per-phase",
+        action="store_true",
+        help="also search the rollout's and the update's largest micro-batch (slow)",
+    )
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
     report = json.loads(args.out.read_text()) if args.out.exists() else {}
@@ -153,8 +215,13 @@ def main(argv: list[str] | None = None) -> int:
     command = "python benchmarks/bench_grpo.py " + " ".join(argv or sys.argv[1:])
     for part in args.parts.split(","):
         report.setdefault("commands", {})[part] = command
-        report.update({"date": datetime.date.today().isoformat(), "host_cpus": os.cpu_count(),
-                       "python": platform.python_version()})
+        report.update(
+            {
+                "date": datetime.date.today().isoformat(),
+                "host_cpus": os.cpu_count(),
+                "python": platform.python_version(),
+            }
+        )
         {"plan": plan_part, "local": local_part}[part](args, report)
     _write(report, args.out)
     return 0

@@ -54,8 +54,16 @@ from shared.data import files  # noqa: E402
 from shared.errors import BadInput, run_cli  # noqa: E402
 
 MiB = 2**20
-EXACT = {"B": 2, "T": 100, "D": 64, "V": 5000, "k": 128, "chunk_size": 24,
-         "vocab_chunk_size": 1000, "softcap": 30.0}  # notebook 03_sparse_logits_exactness's
+EXACT = {
+    "B": 2,
+    "T": 100,
+    "D": 64,
+    "V": 5000,
+    "k": 128,
+    "chunk_size": 24,
+    "vocab_chunk_size": 1000,
+    "softcap": 30.0,
+}  # notebook 03_sparse_logits_exactness's
 
 
 def parse_args(argv):
@@ -78,13 +86,20 @@ def parse_args(argv):
     p.add_argument("--sweep-repeats", type=int, default=3, help="round-robin rounds (min)")
     p.add_argument("--skip-time", action="store_true", help="memory only (compile only)")
     p.add_argument("--skip-sweep", action="store_true")
-    p.add_argument("--tpu-target", default="v5e-1",
-                   help="TPU target whose one chip the memory is also compiled for; 'none' skips")
+    p.add_argument(
+        "--tpu-target",
+        default="v5e-1",
+        help="TPU target whose one chip the memory is also compiled for; 'none' skips",
+    )
     p.add_argument("--fit", action="store_true", help="the largest forward batch per logits mode")
     p.add_argument("--model", default="gemma3-1b", help="--fit: any tunix model by name")
     p.add_argument("--target", default="v5e-1", help="--fit: the TPU slice compiled for")
-    p.add_argument("--score-sequences", type=int, default=100_000,
-                   help="--fit: the run priced at each mode's largest batch")
+    p.add_argument(
+        "--score-sequences",
+        type=int,
+        default=100_000,
+        help="--fit: the run priced at each mode's largest batch",
+    )
     p.add_argument("--out", required=True, help="JSON file to write")
     a = p.parse_args(argv)
     a.time_B, a.time_T, a.time_V = a.time_B or a.B, a.time_T or a.T, a.time_V or a.V
@@ -100,8 +115,9 @@ def parse_args(argv):
 
 def rounded(ratios):
     """Ratios for the JSON: 2 decimals, "inf" where only the chunked side is 0 (no HBM temp)."""
-    return {k: None if v is None else "inf" if math.isinf(v) else round(v, 2)
-            for k, v in ratios.items()}
+    return {
+        k: None if v is None else "inf" if math.isinf(v) else round(v, 2) for k, v in ratios.items()
+    }
 
 
 _T0 = time.perf_counter()
@@ -121,8 +137,9 @@ def log(*msg):
 
 
 def memory_section(a, dtype, device=None, where=None):
-    rows = compare.memory_rows([a.B], a.T, a.D, a.V, a.k, dtype=dtype, device=device,
-                               where=where or jax.default_backend())
+    rows = compare.memory_rows(
+        [a.B], a.T, a.D, a.V, a.k, dtype=dtype, device=device, where=where or jax.default_backend()
+    )
     for r in rows:
         log(f"  {r['what']} {r['method']}: {r['temp_bytes'] / MiB:.0f} MiB temporaries")
     return {"rows": rows, "ratios": rounded(compare.ratios(rows, "temp_bytes"))}
@@ -135,17 +152,23 @@ def tpu_memory_section(a, dtype):
         return {"skipped": f"no TPU target {a.tpu_target!r}: {err}"}
     log(f"memory on deviceless {dev.device_kind} ({a.tpu_target}, one chip):")
     where = f"{a.tpu_target} ({dev.device_kind}, one chip)"
-    return {"target": a.tpu_target, "device_kind": dev.device_kind,
-            **memory_section(a, dtype, dev, where)}
+    return {
+        "target": a.tpu_target,
+        "device_kind": dev.device_kind,
+        **memory_section(a, dtype, dev, where),
+    }
 
 
 def time_section(a, dtype):
-    rows = compare.time_rows(a.time_B, a.time_T, a.D, a.time_V, a.k, rounds=a.repeats,
-                             dtype=dtype)
+    rows = compare.time_rows(a.time_B, a.time_T, a.D, a.time_V, a.k, rounds=a.repeats, dtype=dtype)
     for r in rows:
         log(f"  {r['what']} {r['method']}: {r['min_s']:.3f} s ({r['min_cpu_s']:.3f} CPU s)")
-    return {"rows": rows, "ratios": rounded(compare.ratios(rows, "min_s")),
-            "cpu_ratios": rounded(compare.ratios(rows, "min_cpu_s")), "load_average": load()}
+    return {
+        "rows": rows,
+        "ratios": rounded(compare.ratios(rows, "min_s")),
+        "cpu_ratios": rounded(compare.ratios(rows, "min_cpu_s")),
+        "load_average": load(),
+    }
 
 
 def sweep_section(a, dtype):
@@ -156,9 +179,10 @@ def sweep_section(a, dtype):
     for C, Vc in [(None, None), *a.sweep]:
         kw = {"chunk_size": C, "vocab_chunk_size": Vc}
         row = {"chunk_size": C, "vocab_chunk_size": Vc}
-        fns = {"top_k": lambda h, e, t, kw=kw: L.top_k_logits(h, e, a.k, **kw),
-               "ce": jax.value_and_grad(lambda h, e, t, kw=kw: L.cross_entropy(h, e, t, **kw),
-                                        (0, 1))}
+        fns = {
+            "top_k": lambda h, e, t, kw=kw: L.top_k_logits(h, e, a.k, **kw),
+            "ce": jax.value_and_grad(lambda h, e, t, kw=kw: L.cross_entropy(h, e, t, **kw), (0, 1)),
+        }
         for name, fn in fns.items():
             c = jax.jit(fn).lower(hm, em, tm).compile()
             row[f"{name}_temp_bytes"] = c.memory_analysis().temp_size_in_bytes
@@ -166,8 +190,7 @@ def sweep_section(a, dtype):
         rows.append(row)
     if not a.skip_time:
         args = L.example_inputs(a.time_B, a.time_T, a.D, a.time_V, dtype)
-        _, runs = compare.round_robin([(jax.jit(fn), args) for _, _, fn in timed],
-                                      a.sweep_repeats)
+        _, runs = compare.round_robin([(jax.jit(fn), args) for _, _, fn in timed], a.sweep_repeats)
         for (row, name, _), times in zip(timed, runs, strict=True):
             row[f"{name}_time_min_s"] = round(min(w for w, _ in times), 4)
             row[f"{name}_cpu_min_s"] = round(min(c for _, c in times), 4)
@@ -183,11 +206,17 @@ def exactness_section():
     B, T, D, V = (EXACT[x] for x in "BTDV")
     h, e, t = L.example_inputs(B, T, D, V, jnp.bfloat16)
     _, (_, ref_e) = jax.jit(compare.loss_fns()["naive loss"])(
-        h.astype(jnp.float32), e.astype(jnp.float32), t)
+        h.astype(jnp.float32), e.astype(jnp.float32), t
+    )
     running = bf16_running_sum_d_emb(h, e, t, EXACT["chunk_size"]).astype(jnp.float32)
-    return {"params": EXACT, "top_k": top_k, "loss": loss,
-            "bf16_running_sum_d_embedding_rel_err": float(
-                jnp.linalg.norm(running - ref_e) / jnp.linalg.norm(ref_e))}
+    return {
+        "params": EXACT,
+        "top_k": top_k,
+        "loss": loss,
+        "bf16_running_sum_d_embedding_rel_err": float(
+            jnp.linalg.norm(running - ref_e) / jnp.linalg.norm(ref_e)
+        ),
+    }
 
 
 def bf16_running_sum_d_emb(h, e, t, C):
@@ -226,8 +255,7 @@ def targets(res):
         "top_k_time_per_step_over_ours": t(tm.get("per_step_over_chunked"), ">=", 1.5, "time"),
         "top_k_time_ours_over_full": t(inverse(tm.get("full_over_chunked")), "<=", 1.2, "time"),
         "ce_temp_full_over_ours": t(r["naive_loss_over_chunked"], ">=", 5, msrc),
-        "ce_time_ours_over_full": t(inverse(tm.get("naive_loss_over_chunked")), "<=", 1.2,
-                                    "time"),
+        "ce_time_ours_over_full": t(inverse(tm.get("naive_loss_over_chunked")), "<=", 1.2, "time"),
     }
 
 
@@ -261,26 +289,54 @@ def notes(res, a):
 
 def fit(a):
     """The largest forward batch per logits mode, with every probe, and the scoring run's cost."""
-    out = {"model": a.model, "target": a.target, "seq": a.T, "k": a.k,
-           "score_sequences": a.score_sequences, "modes": {}}
+    out = {
+        "model": a.model,
+        "target": a.target,
+        "seq": a.T,
+        "k": a.k,
+        "score_sequences": a.score_sequences,
+        "modes": {},
+    }
     for mode in ("full", "topk"):
         log(f"max batch, forward {a.model} on {a.target}, logits={mode}:")
-        search = plan.max_batch(plan.Request("forward", a.model, a.target, batch=1, seq=a.T,
-                                             logits=mode, k=a.k))
-        best = next((p for p in search["probes"] if p["batch"] == search["max_batch"]
-                     and not p["fast"]), None)
+        search = plan.max_batch(
+            plan.Request("forward", a.model, a.target, batch=1, seq=a.T, logits=mode, k=a.k)
+        )
+        best = next(
+            (p for p in search["probes"] if p["batch"] == search["max_batch"] and not p["fast"]),
+            None,
+        )
         est = best and budget.estimate(best, runs=math.ceil(a.score_sequences / best["batch"]))
         out["versions"] = search["probes"][-1]["versions"]
         out["modes"][mode] = {
-            "max_batch": search["max_batch"], "first_not_fitting": search["first_not_fitting"],
-            "summary": plan.describe(search), "compiles": search["compiles"],
+            "max_batch": search["max_batch"],
+            "first_not_fitting": search["first_not_fitting"],
+            "summary": plan.describe(search),
+            "compiles": search["compiles"],
             "search_wall_s": round(search["wall_s"], 1),
-            "at_max_batch": best and {key: best[key] for key in (
-                "bytes_per_device", "hbm_bytes", "resident_bytes", "roofline_lower_bound_s")},
+            "at_max_batch": best
+            and {
+                key: best[key]
+                for key in (
+                    "bytes_per_device",
+                    "hbm_bytes",
+                    "resident_bytes",
+                    "roofline_lower_bound_s",
+                )
+            },
             "score_run": est and {**est, "describe": budget.describe(est)},
-            "probes": [{"batch": p["batch"], "fast": p["fast"], "fits": p["fits"],
-                        "bytes_per_device": p["bytes_per_device"], "refused": bool(p["refused"]),
-                        "compile_s": round(p["compile_s"], 1)} for p in search["probes"]]}
+            "probes": [
+                {
+                    "batch": p["batch"],
+                    "fast": p["fast"],
+                    "fits": p["fits"],
+                    "bytes_per_device": p["bytes_per_device"],
+                    "refused": bool(p["refused"]),
+                    "compile_s": round(p["compile_s"], 1),
+                }
+                for p in search["probes"]
+            ],
+        }
         log(f"  {out['modes'][mode]['summary']}")
     return out
 
@@ -301,16 +357,27 @@ def main(argv=None):
     if a.fit:
         res.update(fit(a))
     else:
-        res.update({
-            "device_count": jax.device_count(),
-            "memory_shape": {"B": a.B, "T": a.T, "D": a.D, "V": a.V, "k": a.k, "dtype": a.dtype},
-            "time_shape": {"B": a.time_B, "T": a.time_T, "D": a.D, "V": a.time_V, "k": a.k},
-            "defaults": {"block_tokens": L.DEFAULT_BLOCK_TOKENS,
-                         "vocab_chunk_top_k": L.DEFAULT_VOCAB_CHUNK,
-                         "vocab_chunk_loss": L.DEFAULT_VOCAB_CHUNK_LOSS,
-                         "note": "sweep rows with chunk_size None use these defaults"},
-            "full_logits_tensor_bytes": a.B * a.T * a.V * dtype.itemsize,
-        })
+        res.update(
+            {
+                "device_count": jax.device_count(),
+                "memory_shape": {
+                    "B": a.B,
+                    "T": a.T,
+                    "D": a.D,
+                    "V": a.V,
+                    "k": a.k,
+                    "dtype": a.dtype,
+                },
+                "time_shape": {"B": a.time_B, "T": a.time_T, "D": a.D, "V": a.time_V, "k": a.k},
+                "defaults": {
+                    "block_tokens": L.DEFAULT_BLOCK_TOKENS,
+                    "vocab_chunk_top_k": L.DEFAULT_VOCAB_CHUNK,
+                    "vocab_chunk_loss": L.DEFAULT_VOCAB_CHUNK_LOSS,
+                    "note": "sweep rows with chunk_size None use these defaults",
+                },
+                "full_logits_tensor_bytes": a.B * a.T * a.V * dtype.itemsize,
+            }
+        )
         log(f"memory on {res['backend']} ({res['device_kind']}), shape {res['memory_shape']}:")
         res["memory"] = memory_section(a, dtype)
         if a.tpu_target.lower() != "none":
@@ -326,8 +393,11 @@ def main(argv=None):
         res["targets"] = targets(res)
         res["notes"] = notes(res, a)
     files.write_atomic(Path(a.out), (json.dumps(res, indent=2, default=str) + "\n").encode())
-    log(json.dumps(res.get("targets") or {m: v["summary"] for m, v in res["modes"].items()},
-                   indent=2))
+    log(
+        json.dumps(
+            res.get("targets") or {m: v["summary"] for m, v in res["modes"].items()}, indent=2
+        )
+    )
     return 0
 
 

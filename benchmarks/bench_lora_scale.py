@@ -44,10 +44,29 @@ from shared.errors import run_cli  # noqa: E402
 from shared.plan import frontier  # noqa: E402
 from shared.plan.search import unit_for  # noqa: E402
 
-KEEP = ("workload", "model", "target", "batch", "seq", "lora_rank", "remat", "microbatches",
-        "loss", "fast", "fits", "bytes_per_device", "resident_bytes", "resident", "hbm_bytes",
-        "margin_bytes", "refused", "flops_per_device", "roofline_lower_bound_s", "compile_s",
-        "cached")
+KEEP = (
+    "workload",
+    "model",
+    "target",
+    "batch",
+    "seq",
+    "lora_rank",
+    "remat",
+    "microbatches",
+    "loss",
+    "fast",
+    "fits",
+    "bytes_per_device",
+    "resident_bytes",
+    "resident",
+    "hbm_bytes",
+    "margin_bytes",
+    "refused",
+    "flops_per_device",
+    "roofline_lower_bound_s",
+    "compile_s",
+    "cached",
+)
 
 
 def slim(point: dict) -> dict:
@@ -86,10 +105,13 @@ def confirm(request: plan.Request, candidate: int, slope: float, unit: int, most
         batch = min(max(crossing(point, slope, unit), fit + unit), (fail or math.inf) - unit)
         if batch in exact:  # the line lands on a known batch: step one unit instead
             batch = fit + unit if point["fits"] else fail - unit
-    return {"largest_batch": fit, "first_not_fitting": fail or fail_by_line,
-            "fail_by_line": fail_by_line is not None,
-            "converged": (fail or fail_by_line or math.inf) - fit <= unit,
-            "exact": [slim(p) for p in exact.values()]}
+    return {
+        "largest_batch": fit,
+        "first_not_fitting": fail or fail_by_line,
+        "fail_by_line": fail_by_line is not None,
+        "converged": (fail or fail_by_line or math.inf) - fit <= unit,
+        "exact": [slim(p) for p in exact.values()],
+    }
 
 
 def scale_table(a) -> tuple[list[dict], list[dict]]:
@@ -98,21 +120,31 @@ def scale_table(a) -> tuple[list[dict], list[dict]]:
     grid, boundaries = [], []
     for seq in a.seqs:
         for remat in a.remats:
-            request = plan.Request("lora-train", a.model, a.target, seq=seq, lora_rank=a.rank,
-                                   remat=remat)
+            request = plan.Request(
+                "lora-train", a.model, a.target, seq=seq, lora_rank=a.rank, remat=remat
+            )
             unit = unit_for(request, None)
             batches = sorted(set(a.batches) | a.extra_fast.get(f"{seq}:{remat}", set()))
-            fast = [slim(plan.plan_point(dataclasses.replace(request, batch=b, fast=True)))
-                    for b in batches]
+            fast = [
+                slim(plan.plan_point(dataclasses.replace(request, batch=b, fast=True)))
+                for b in batches
+            ]
             grid += fast
             at, slope = line(fast)
-            row = {"seq": seq, "remat": remat, "unit": unit,
-                   "fast_line_batch": crossing(at, slope, unit)}
+            row = {
+                "seq": seq,
+                "remat": remat,
+                "unit": unit,
+                "fast_line_batch": crossing(at, slope, unit),
+            }
             if f"{seq}:{remat}" in a.exact:
                 row |= confirm(request, row["fast_line_batch"], slope, unit, a.most_exact)
             boundaries.append(row)
-            print(f"seq {seq} remat {remat}: line {row['fast_line_batch']}, exact "
-                  f"{row.get('largest_batch', 'not run')}", flush=True)
+            print(
+                f"seq {seq} remat {remat}: line {row['fast_line_batch']}, exact "
+                f"{row.get('largest_batch', 'not run')}",
+                flush=True,
+            )
     return grid, boundaries
 
 
@@ -128,24 +160,34 @@ def local_sharing(name: str, rank: int) -> dict:
     adapted = lora.apply_lora(base, rank, lora.default_alpha(rank), mesh=mesh)
     kept = {id(x) for x in jax.tree.leaves(nnx.state(adapted))}
     leaves = jax.tree.leaves(nnx.state(base))
-    row = {"model": name, "rank": rank, "base_bytes": models.param_bytes(base),
-           "lora_params": lora.lora_param_count(adapted),
-           "lora_bytes": models.param_bytes(adapted) - models.param_bytes(base),
-           "base_arrays": len(leaves), "shared_arrays": sum(id(x) in kept for x in leaves)}
+    row = {
+        "model": name,
+        "rank": rank,
+        "base_bytes": models.param_bytes(base),
+        "lora_params": lora.lora_param_count(adapted),
+        "lora_bytes": models.param_bytes(adapted) - models.param_bytes(base),
+        "base_arrays": len(leaves),
+        "shared_arrays": sum(id(x) in kept for x in leaves),
+    }
     return row | {"freed_bytes": lora.free_base(base, keep=adapted)}
 
 
 def finetune(point: dict, tokens: float) -> dict:
     """Steps, hours and dollars of a fine-tune reading `tokens` tokens at a verdict's setting."""
     steps = math.ceil(tokens / (point["batch"] * point["seq"]))
-    return {"tokens": tokens, "steps": steps, "batch": point["batch"], "seq": point["seq"],
-            **{kind: budget.estimate(point, runs=steps, kind=kind)
-               for kind in ("on-demand", "spot")}}
+    return {
+        "tokens": tokens,
+        "steps": steps,
+        "batch": point["batch"],
+        "seq": point["seq"],
+        **{kind: budget.estimate(point, runs=steps, kind=kind) for kind in ("on-demand", "spot")},
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--model", default="gemma4-31b")
     p.add_argument("--target", default="v5p-8")
     p.add_argument("--rank", type=int, default=16)
@@ -155,8 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--extra-fast", default="", help="SEQ:REMAT:BATCH fast verdicts to add")
     p.add_argument("--exact", default="", help="SEQ:REMAT settings confirmed exactly")
     p.add_argument("--most-exact", type=int, default=4, help="exact compiles per setting")
-    p.add_argument("--frontier-at", default="4096:16",
-                   help="SEQ:BATCH of the frontier; empty: no frontier")
+    p.add_argument(
+        "--frontier-at", default="4096:16", help="SEQ:BATCH of the frontier; empty: no frontier"
+    )
     p.add_argument("--microbatches", default="1,4", help="the frontier's micro-batch counts")
     p.add_argument("--losses", default="chunked,full", help="the frontier's losses")
     p.add_argument("--tokens", type=float, default=1e8, help="tokens a fine-tune reads")
@@ -171,19 +214,29 @@ def main(argv: list[str] | None = None) -> int:
         seq, remat, batch = item.split(":")
         a.extra_fast.setdefault(f"{seq}:{remat}", set()).add(int(batch))
     start = time.perf_counter()
-    report = {"command": "python benchmarks/bench_lora_scale.py " + " ".join(argv or sys.argv[1:]),
-              "date": datetime.date.today().isoformat(), "host_cpus": os.cpu_count(),
-              "python": platform.python_version(), "versions": plan.versions(),
-              "setting": {"model": a.model, "target": a.target, "rank": a.rank,
-                          "published": "arXiv:2605.25645: LoRA on gemma4-31b, TPU v5p-8, "
-                                       "gradient checkpointing needed"},
-              "local": local_sharing(a.local_model, a.local_rank)}
+    report = {
+        "command": "python benchmarks/bench_lora_scale.py " + " ".join(argv or sys.argv[1:]),
+        "date": datetime.date.today().isoformat(),
+        "host_cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "versions": plan.versions(),
+        "setting": {
+            "model": a.model,
+            "target": a.target,
+            "rank": a.rank,
+            "published": "arXiv:2605.25645: LoRA on gemma4-31b, TPU v5p-8, "
+            "gradient checkpointing needed",
+        },
+        "local": local_sharing(a.local_model, a.local_rank),
+    }
     report["grid"], report["boundaries"] = scale_table(a)
-    abstract = models.abstract_model(a.model, lora_rank=a.rank,
-                                     lora_alpha=lora.default_alpha(a.rank))  # built by the plan
+    abstract = models.abstract_model(
+        a.model, lora_rank=a.rank, lora_alpha=lora.default_alpha(a.rank)
+    )  # built by the plan
     report["setting"]["lora_params"] = lora.lora_param_count(abstract)
     report["setting"]["base_params"] = models.param_count(abstract) - lora.lora_param_count(
-        abstract)
+        abstract
+    )
     for row in report["boundaries"]:  # the bill of a fine-tune at each confirmed boundary
         at = [p for p in row.get("exact", []) if p["batch"] == row.get("largest_batch")]
         if at:
@@ -200,12 +253,18 @@ def frontier_at(a, report: dict) -> None:
     seq, batch = (int(v) for v in a.frontier_at.split(":"))
     result = frontier.frontier(
         plan.Request("lora-train", a.model, a.target, batch=batch, seq=seq, lora_rank=a.rank),
-        {"remat": a.remats, "microbatches": [int(m) for m in a.microbatches.split(",")],
-         "loss": a.losses.split(",")})
-    report["frontier"] = {**result, "describe": frontier.describe(result),
-                          **{k: [slim(p) for p in result[k]] for k in ("fast", "exact",
-                                                                       "frontier")},
-                          "choice": result["choice"] and slim(result["choice"])}
+        {
+            "remat": a.remats,
+            "microbatches": [int(m) for m in a.microbatches.split(",")],
+            "loss": a.losses.split(","),
+        },
+    )
+    report["frontier"] = {
+        **result,
+        "describe": frontier.describe(result),
+        **{k: [slim(p) for p in result[k]] for k in ("fast", "exact", "frontier")},
+        "choice": result["choice"] and slim(result["choice"]),
+    }
     print(report["frontier"]["describe"], flush=True)
     if result["choice"] is not None:
         report["finetune"] = finetune(report["frontier"]["choice"], a.tokens)

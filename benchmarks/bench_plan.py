@@ -34,27 +34,55 @@ def _timed(fn, *args, **kwargs):
 
 
 def _verdict_row(point: dict, wall_s: float) -> dict:
-    return {"batch": point["batch"], "fast": point["fast"], "remat": point["remat"],
-            "fits": point["fits"], "bytes_per_device": point["bytes_per_device"],
-            "resident_bytes": point["resident_bytes"],
-            "worst_transient_bytes": point["transient_bytes"][point["worst"]],
-            "worst": point["worst"], "hbm_bytes": point["hbm_bytes"],
-            "refused": point["refused"], "compile_s": point["compile_s"], "wall_s": wall_s}
+    return {
+        "batch": point["batch"],
+        "fast": point["fast"],
+        "remat": point["remat"],
+        "fits": point["fits"],
+        "bytes_per_device": point["bytes_per_device"],
+        "resident_bytes": point["resident_bytes"],
+        "worst_transient_bytes": point["transient_bytes"][point["worst"]],
+        "worst": point["worst"],
+        "hbm_bytes": point["hbm_bytes"],
+        "refused": point["refused"],
+        "compile_s": point["compile_s"],
+        "wall_s": wall_s,
+    }
 
 
 def rollout_target(target: str, a) -> dict:
-    request = plan.Request("rollout", a.model, target, batch=a.batch, prompt_len=a.prompt_len,
-                           steps=a.steps, cache_size=a.cache_size)
+    request = plan.Request(
+        "rollout",
+        a.model,
+        target,
+        batch=a.batch,
+        prompt_len=a.prompt_len,
+        steps=a.steps,
+        cache_size=a.cache_size,
+    )
     search, search_s = _timed(plan.max_batch, request, progress=False)
-    entry = {"max_batch": search["max_batch"], "first_not_fitting": search["first_not_fitting"],
-             "compiles": search["compiles"], "search_wall_s": search_s,
-             "summary": plan.describe(search),
-             "probes": [{"batch": p["batch"], "fast": p["fast"], "fits": p["fits"],
-                         "bytes_per_device": p["bytes_per_device"], "skipped": p["skipped"],
-                         "compile_s": p["compile_s"]} for p in search["probes"]]}
+    entry = {
+        "max_batch": search["max_batch"],
+        "first_not_fitting": search["first_not_fitting"],
+        "compiles": search["compiles"],
+        "search_wall_s": search_s,
+        "summary": plan.describe(search),
+        "probes": [
+            {
+                "batch": p["batch"],
+                "fast": p["fast"],
+                "fits": p["fits"],
+                "bytes_per_device": p["bytes_per_device"],
+                "skipped": p["skipped"],
+                "compile_s": p["compile_s"],
+            }
+            for p in search["probes"]
+        ],
+    }
     for fast in (False, True):  # one verdict each at a fixed batch, nothing cached
-        point, wall = _timed(plan.plan_point, dataclasses.replace(request, fast=fast),
-                             use_cache=False)
+        point, wall = _timed(
+            plan.plan_point, dataclasses.replace(request, fast=fast), use_cache=False
+        )
         entry["fast_verdict" if fast else "exact_verdict"] = _verdict_row(point, wall)
     return entry
 
@@ -63,19 +91,31 @@ def big_lora(a) -> list[dict]:
     rows = []
     for remat in ("none", "block"):
         for batch in a.lora_batches:
-            request = plan.Request("lora-train", a.lora_model, a.lora_target, batch=batch,
-                                   seq=a.lora_seq, lora_rank=16, remat=remat, fast=True)
+            request = plan.Request(
+                "lora-train",
+                a.lora_model,
+                a.lora_target,
+                batch=batch,
+                seq=a.lora_seq,
+                lora_rank=16,
+                remat=remat,
+                fast=True,
+            )
             point, wall = _timed(plan.plan_point, request, use_cache=False)
             rows.append(_verdict_row(point, wall))
-            print(f"lora-train {a.lora_model} batch {batch} remat {remat} on {a.lora_target}: "
-                  f"{'fits' if point['fits'] else 'does not fit'} "
-                  f"({point['bytes_per_device'] / 2**30:.1f} GiB), {wall:.0f} s", flush=True)
+            print(
+                f"lora-train {a.lora_model} batch {batch} remat {remat} on {a.lora_target}: "
+                f"{'fits' if point['fits'] else 'does not fit'} "
+                f"({point['bytes_per_device'] / 2**30:.1f} GiB), {wall:.0f} s",
+                flush=True,
+            )
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--model", default="gemma3-1b")
     p.add_argument("--targets", default="v5e-1,v5e-8")
     p.add_argument("--batch", type=int, default=64, help="batch of the single verdicts")
@@ -89,18 +129,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
     args.lora_batches = [int(b) for b in args.lora_batches.split(",") if b]
-    report = {"command": "python benchmarks/bench_plan.py " + " ".join(argv or sys.argv[1:]),
-              "host_cpus": os.cpu_count(), "python": platform.python_version(),
-              "versions": plan.versions(), "rollout": {}, "big_lora": []}
+    report = {
+        "command": "python benchmarks/bench_plan.py " + " ".join(argv or sys.argv[1:]),
+        "host_cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "versions": plan.versions(),
+        "rollout": {},
+        "big_lora": [],
+    }
     with tempfile.TemporaryDirectory() as empty:  # every number from an empty cache
         verdict.CACHE_DIR = Path(empty)
         for target in filter(None, args.targets.split(",")):
             entry = report["rollout"][target] = rollout_target(target, args)
             entry["load_average"] = os.getloadavg()  # compile times depend on what else runs
-            print(f"{target}: {entry['summary']}; {entry['compiles']} compiles, "
-                  f"{entry['search_wall_s']:.0f} s; one exact verdict "
-                  f"{entry['exact_verdict']['wall_s']:.0f} s, fast "
-                  f"{entry['fast_verdict']['wall_s']:.0f} s", flush=True)
+            print(
+                f"{target}: {entry['summary']}; {entry['compiles']} compiles, "
+                f"{entry['search_wall_s']:.0f} s; one exact verdict "
+                f"{entry['exact_verdict']['wall_s']:.0f} s, fast "
+                f"{entry['fast_verdict']['wall_s']:.0f} s",
+                flush=True,
+            )
             _write(args.out, report)  # each finished part is kept, whatever happens next
         if args.lora_batches:
             report["big_lora"] = big_lora(args)
@@ -110,8 +158,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _write(path: Path, report: dict) -> None:
     """Write to a temporary name, then rename: a failed run never leaves a half-written file."""
-    files.write_atomic(path, json.dumps({**report, "load_average": os.getloadavg()},
-                                        indent=1).encode())
+    files.write_atomic(
+        path, json.dumps({**report, "load_average": os.getloadavg()}, indent=1).encode()
+    )
 
 
 if __name__ == "__main__":

@@ -68,15 +68,21 @@ def parse_args(argv):
     p.add_argument("--model", default="gemma3-tiny", help=", ".join(models.MODEL_NAMES))
     p.add_argument("--weights", default="dummy", help="dummy | real")
     p.add_argument("--batch-sizes", default="1,4,8,12,16", help="batch sweep, comma-separated")
-    p.add_argument("--steps", default="8,16,32",
-                   help="steps sweep at batch 1; the batch sweep uses the largest")
+    p.add_argument(
+        "--steps",
+        default="8,16,32",
+        help="steps sweep at batch 1; the batch sweep uses the largest",
+    )
     p.add_argument("--prompt-len", type=int, default=16)
     p.add_argument("--cache-size", type=int, help="KV slots (default prompt-len + max steps)")
     p.add_argument("--trials", type=int, default=3, help="timed calls after the first")
     p.add_argument("--mesh", help="FSDPxTP, e.g. 8x1 (default: every device on fsdp)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--stop-at-eos", action="store_true",
-                   help="stop rows at EOS (default: never, so every row decodes every step)")
+    p.add_argument(
+        "--stop-at-eos",
+        action="store_true",
+        help="stop rows at EOS (default: never, so every row decodes every step)",
+    )
     p.add_argument("--fresh", action="store_true", help="each point in a fresh process")
     p.add_argument("--point", help=argparse.SUPPRESS)  # "B,S": one point (a --fresh child)
     p.add_argument("--out", required=True, help="JSON file to write")
@@ -84,8 +90,10 @@ def parse_args(argv):
     a.batch_list, a.steps_list = _ints(a.batch_sizes, "batch-sizes"), _ints(a.steps, "steps")
     a.cache_size = a.cache_size or a.prompt_len + max(a.steps_list)
     if a.prompt_len + max(a.steps_list) > a.cache_size:
-        raise BadInput(f"--cache-size {a.cache_size} < prompt length + max steps "
-                       f"({a.prompt_len + max(a.steps_list)})")
+        raise BadInput(
+            f"--cache-size {a.cache_size} < prompt length + max steps "
+            f"({a.prompt_len + max(a.steps_list)})"
+        )
     if Path(a.out).suffix != ".json":
         raise BadInput(f"--out {a.out!r} must end in .json")
     return a
@@ -95,8 +103,12 @@ def device_info() -> dict:
     import jax
 
     dev = jax.local_devices()[0]
-    return {"jax": jax.__version__, "backend": jax.default_backend(),
-            "device_kind": dev.device_kind, "devices": jax.device_count()}
+    return {
+        "jax": jax.__version__,
+        "backend": jax.default_backend(),
+        "device_kind": dev.device_kind,
+        "devices": jax.device_count(),
+    }
 
 
 def setup(a):
@@ -115,12 +127,31 @@ def setup(a):
 
 def _child_args(a, batch: int, steps: int, out: Path) -> list[str]:
     """The command line of a --fresh child measuring one point (same model, shapes, trials)."""
-    args = [sys.executable, __file__, "--model", a.model, "--weights", a.weights,
-            "--steps", a.steps, "--prompt-len", str(a.prompt_len),
-            "--cache-size", str(a.cache_size), "--trials", str(a.trials), "--seed", str(a.seed),
-            "--point", f"{batch},{steps}", "--out", str(out)]
-    return args + (["--mesh", a.mesh] if a.mesh else []) + (
-        ["--stop-at-eos"] if a.stop_at_eos else [])
+    args = [
+        sys.executable,
+        __file__,
+        "--model",
+        a.model,
+        "--weights",
+        a.weights,
+        "--steps",
+        a.steps,
+        "--prompt-len",
+        str(a.prompt_len),
+        "--cache-size",
+        str(a.cache_size),
+        "--trials",
+        str(a.trials),
+        "--seed",
+        str(a.seed),
+        "--point",
+        f"{batch},{steps}",
+        "--out",
+        str(out),
+    ]
+    return (
+        args + (["--mesh", a.mesh] if a.mesh else []) + (["--stop-at-eos"] if a.stop_at_eos else [])
+    )
 
 
 def _point_in_child(a, batch: int, steps: int) -> dict:
@@ -134,8 +165,12 @@ def _point_in_child(a, batch: int, steps: int) -> dict:
     # run_or_oom turns an OOM of the rollout into a row; one elsewhere (loading) ends here
     status = "oom" if measure.is_out_of_memory(RuntimeError(text)) else "error"
     tail = " | ".join(text.splitlines()[-3:])
-    return {"batch": batch, "steps": steps, "status": status,
-            "error": f"exit {done.returncode}: {tail[:300]}"}
+    return {
+        "batch": batch,
+        "steps": steps,
+        "status": status,
+        "error": f"exit {done.returncode}: {tail[:300]}",
+    }
 
 
 def _write_json(path: Path, obj: dict) -> None:
@@ -151,8 +186,16 @@ def main(argv=None):
     if a.point:  # a --fresh child: one point, its row and this device's description
         batch, steps = (int(x) for x in a.point.split(","))
         sampler, mesh, vocab = setup(a)
-        row = measure_point(sampler, mesh, vocab, batch=batch, steps=steps,
-                            prompt_len=a.prompt_len, trials=a.trials, seed=a.seed)
+        row = measure_point(
+            sampler,
+            mesh,
+            vocab,
+            batch=batch,
+            steps=steps,
+            prompt_len=a.prompt_len,
+            trials=a.trials,
+            seed=a.seed,
+        )
         _write_json(Path(a.out), {**row, "device": device_info()})
         return 0
     if a.fresh:  # the parent never initialises the accelerator: each child owns it alone
@@ -161,8 +204,15 @@ def main(argv=None):
     else:
         sampler, mesh, vocab = setup(a)
         measure_one = lambda b, s: measure_point(  # noqa: E731
-            sampler, mesh, vocab, batch=b, steps=s, prompt_len=a.prompt_len, trials=a.trials,
-            seed=a.seed)
+            sampler,
+            mesh,
+            vocab,
+            batch=b,
+            steps=s,
+            prompt_len=a.prompt_len,
+            trials=a.trials,
+            seed=a.seed,
+        )
         info = device_info()
     # Increasing batch order: the steps sweep (batch 1) first, then the batch sweep; the point
     # both share (batch 1 at the largest step count) is measured once.
@@ -176,12 +226,20 @@ def main(argv=None):
     where = f"{info.get('device_kind', '?')} ({a.model}, {max(a.steps_list)} steps)"
     result = {
         "command": "python benchmarks/bench_rollout.py " + " ".join(argv),
-        **info, "host": {"machine": platform.machine(), "cpus": os.cpu_count()},
-        "model": a.model, "weights": a.weights, "prompt_len": a.prompt_len,
-        "cache_size": a.cache_size, "trials": a.trials, "stop_at_eos": a.stop_at_eos,
-        "fresh_process_per_point": a.fresh, "mesh": a.mesh,
-        "steps_sweep": [by_point[p] for p in steps_points], "batch_sweep": batch_rows,
-        "summary": summary, "recommendation": recommendation(summary, batch_rows, where),
+        **info,
+        "host": {"machine": platform.machine(), "cpus": os.cpu_count()},
+        "model": a.model,
+        "weights": a.weights,
+        "prompt_len": a.prompt_len,
+        "cache_size": a.cache_size,
+        "trials": a.trials,
+        "stop_at_eos": a.stop_at_eos,
+        "fresh_process_per_point": a.fresh,
+        "mesh": a.mesh,
+        "steps_sweep": [by_point[p] for p in steps_points],
+        "batch_sweep": batch_rows,
+        "summary": summary,
+        "recommendation": recommendation(summary, batch_rows, where),
         "wall_s": time.perf_counter() - started,
         "notes": [
             "timings are medians of `trials` calls after a first (compile + run) call",

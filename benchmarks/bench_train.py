@@ -28,14 +28,28 @@ from shared import measure, model, optim, sharding, sizing, train  # noqa: E402
 from shared.errors import run_cli  # noqa: E402
 
 
-def bench_point(config_name: str, batch: int, seq: int, attention: str | None, remat: str,
-                microbatches: int, steps: int, mesh) -> dict:
+def bench_point(
+    config_name: str,
+    batch: int,
+    seq: int,
+    attention: str | None,
+    remat: str,
+    microbatches: int,
+    steps: int,
+    mesh,
+) -> dict:
     """Compile, warm up and time one configuration; out-of-memory becomes a data point."""
     overrides = {"T": seq, "remat": remat, **({"attention": attention} if attention else {})}
     config = model.config(config_name, **overrides)
     tx = optim.make_optimizer(3e-4, 0.1, 1000, 10, 0.2, 1.0)
-    point = {"config": config_name, "batch": batch, "seq": seq, "microbatches": microbatches,
-             "attention": attention or "default", "remat": remat}
+    point = {
+        "config": config_name,
+        "batch": batch,
+        "seq": seq,
+        "microbatches": microbatches,
+        "attention": attention or "default",
+        "remat": remat,
+    }
 
     def run():
         graphdef, params, opt_state = train.init_state(config, tx, mesh, seed=0)
@@ -62,21 +76,32 @@ def bench_point(config_name: str, batch: int, seq: int, attention: str | None, r
     peak, peak_label = train.peak_flops()
     tok_per_s = batch * seq / step_s
     dims = config.dims()
-    return {**point, "params": sizing.param_counts(dims)["total"], "compile_and_first_s":
-            compile_s, "step_s": step_s, "tok_per_s": tok_per_s, "loss": loss,
-            "mfu": sizing.mfu(tok_per_s, sizing.flops_per_token(dims, seq), peak),
-            "mfu_palm": sizing.mfu(tok_per_s, sizing.flops_per_token(dims, seq, "palm"), peak),
-            "mfu_peak": peak_label, "peak_bytes_per_device": measure.peak_bytes_per_device()}
+    return {
+        **point,
+        "params": sizing.param_counts(dims)["total"],
+        "compile_and_first_s": compile_s,
+        "step_s": step_s,
+        "tok_per_s": tok_per_s,
+        "loss": loss,
+        "mfu": sizing.mfu(tok_per_s, sizing.flops_per_token(dims, seq), peak),
+        "mfu_palm": sizing.mfu(tok_per_s, sizing.flops_per_token(dims, seq, "palm"), peak),
+        "mfu_peak": peak_label,
+        "peak_bytes_per_device": measure.peak_bytes_per_device(),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--config", default="130m", help=", ".join(model.CONFIGS))
     p.add_argument("--seq", type=int, default=2048)
     p.add_argument("--batches", default="16,32", help="global batch sizes, comma-separated")
-    p.add_argument("--attention", default="default",
-                   help="comma-separated: default (by backend), xla, cudnn, splash, pallas_gpu")
+    p.add_argument(
+        "--attention",
+        default="default",
+        help="comma-separated: default (by backend), xla, cudnn, splash, pallas_gpu",
+    )
     p.add_argument("--remat", default="none", help="none | block | dots")
     p.add_argument("--microbatches", type=int, default=1)
     p.add_argument("--steps", type=int, default=20, help="timed steps per configuration")
@@ -88,28 +113,48 @@ def main(argv: list[str] | None = None) -> int:
     for attention in args.attention.split(","):
         for batch in (int(b) for b in args.batches.split(",")):
             sharding.check_batch(batch // args.microbatches, mesh)
-            point = bench_point(args.config, batch, args.seq,
-                                None if attention == "default" else attention, args.remat,
-                                args.microbatches, args.steps, mesh)
+            point = bench_point(
+                args.config,
+                batch,
+                args.seq,
+                None if attention == "default" else attention,
+                args.remat,
+                args.microbatches,
+                args.steps,
+                mesh,
+            )
             points.append(point)
-            shown = (f"{point['tok_per_s']:>12,.0f} tok/s  MFU {point['mfu']:.1%} "
-                     f"(PaLM {point['mfu_palm']:.1%})" if "tok_per_s" in point
-                     else f"out of memory: {point['out_of_memory'][:80]}")
-            print(f"{args.config} B={batch:<4} T={args.seq} attention={point['attention']:<10} "
-                  f"{shown}", flush=True)
+            shown = (
+                f"{point['tok_per_s']:>12,.0f} tok/s  MFU {point['mfu']:.1%} "
+                f"(PaLM {point['mfu_palm']:.1%})"
+                if "tok_per_s" in point
+                else f"out of memory: {point['out_of_memory'][:80]}"
+            )
+            print(
+                f"{args.config} B={batch:<4} T={args.seq} attention={point['attention']:<10} "
+                f"{shown}",
+                flush=True,
+            )
     device = jax.devices()[0]
-    report = {"command": " ".join(sys.argv), "backend": device.platform,
-              "device_kind": device.device_kind, "devices": jax.device_count(),
-              "jax": jax.__version__, "host": platform.node(),
-              "flop_convention": "mfu: maxtext (causal attention halved); mfu_palm: non-causal",
-              "points": points}
+    report = {
+        "command": " ".join(sys.argv),
+        "backend": device.platform,
+        "device_kind": device.device_kind,
+        "devices": jax.device_count(),
+        "jax": jax.__version__,
+        "host": platform.node(),
+        "flop_convention": "mfu: maxtext (causal attention halved); mfu_palm: non-causal",
+        "points": points,
+    }
     best = max((pt for pt in points if "mfu" in pt), key=lambda pt: pt["mfu"], default=None)
     report["best"] = best
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1))
     if best:
-        print(f"best: B={best['batch']} attention={best['attention']} "
-              f"{best['tok_per_s']:,.0f} tok/s, MFU {best['mfu']:.1%} -> {args.out}")
+        print(
+            f"best: B={best['batch']} attention={best['attention']} "
+            f"{best['tok_per_s']:,.0f} tok/s, MFU {best['mfu']:.1%} -> {args.out}"
+        )
     return 0
 
 

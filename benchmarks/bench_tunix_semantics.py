@@ -30,40 +30,79 @@ from shared.errors import run_cli  # noqa: E402
 from shared.plan import verdict  # noqa: E402
 from shared.rollout import SEMANTICS  # noqa: E402
 
-FIELD = {"tunix": "December 2025 (0.1.6 semantics: no donation)", "ran": 200,
-         "out_of_memory": 256, "prompt_len": 128, "steps": 1024, "cache_size": 1312}
+FIELD = {
+    "tunix": "December 2025 (0.1.6 semantics: no donation)",
+    "ran": 200,
+    "out_of_memory": 256,
+    "prompt_len": 128,
+    "steps": 1024,
+    "cache_size": 1312,
+}
 
 
 def _boundary(point: dict | None) -> dict | None:
     """The verdict at one side of the boundary, reduced to its bytes."""
     if point is None:
         return None
-    keys = ("batch", "fits", "bytes_per_device", "resident_bytes", "transient_bytes", "worst",
-            "hbm_bytes", "refused", "roofline_lower_bound_s", "compile_s")
+    keys = (
+        "batch",
+        "fits",
+        "bytes_per_device",
+        "resident_bytes",
+        "transient_bytes",
+        "worst",
+        "hbm_bytes",
+        "refused",
+        "roofline_lower_bound_s",
+        "compile_s",
+    )
     return {key: point[key] for key in keys}
 
 
 def search(semantics: str, a) -> dict:
-    request = plan.Request("rollout", a.model, a.target, batch=1, prompt_len=a.prompt_len,
-                           steps=a.steps, cache_size=a.cache_size, tunix=semantics)
+    request = plan.Request(
+        "rollout",
+        a.model,
+        a.target,
+        batch=1,
+        prompt_len=a.prompt_len,
+        steps=a.steps,
+        cache_size=a.cache_size,
+        tunix=semantics,
+    )
     found = plan.max_batch(request, progress=False)
     exact = {p["batch"]: p for p in found["probes"] if not p["fast"]}
     dims, target = models.model_dims(a.model), hardware.parse_target(a.target)
-    return {"max_batch": found["max_batch"], "first_not_fitting": found["first_not_fitting"],
-            "converged": found["converged"], "compiles": found["compiles"],
-            "search_wall_s": found["wall_s"], "summary": plan.describe(found),
-            "at_max": _boundary(exact.get(found["max_batch"])),
-            "at_first_not_fitting": _boundary(exact.get(found["first_not_fitting"])),
-            "closed_form_max_batch": rollout_sweep.closed_form_max_batch(
-                dims, target.chip.compiler_hbm_bytes, a.cache_size, semantics=semantics),
-            "probes": [{"batch": p["batch"], "fast": p["fast"], "fits": p["fits"],
-                        "bytes_per_device": p["bytes_per_device"], "skipped": p["skipped"],
-                        "compile_s": p["compile_s"]} for p in found["probes"]]}
+    return {
+        "max_batch": found["max_batch"],
+        "first_not_fitting": found["first_not_fitting"],
+        "converged": found["converged"],
+        "compiles": found["compiles"],
+        "search_wall_s": found["wall_s"],
+        "summary": plan.describe(found),
+        "at_max": _boundary(exact.get(found["max_batch"])),
+        "at_first_not_fitting": _boundary(exact.get(found["first_not_fitting"])),
+        "closed_form_max_batch": rollout_sweep.closed_form_max_batch(
+            dims, target.chip.compiler_hbm_bytes, a.cache_size, semantics=semantics
+        ),
+        "probes": [
+            {
+                "batch": p["batch"],
+                "fast": p["fast"],
+                "fits": p["fits"],
+                "bytes_per_device": p["bytes_per_device"],
+                "skipped": p["skipped"],
+                "compile_s": p["compile_s"],
+            }
+            for p in found["probes"]
+        ],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--model", default="gemma3-1b")
     p.add_argument("--target", default="v5e-1")
     p.add_argument("--prompt-len", type=int, default=FIELD["prompt_len"])
@@ -72,18 +111,31 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True)
     a = p.parse_args(argv)
     started = time.perf_counter()
-    report = {"command": "python benchmarks/bench_tunix_semantics.py "
-                         + " ".join(sys.argv[1:] if argv is None else argv),
-              "date": datetime.date.today().isoformat(), "host_cpus": os.cpu_count(),
-              "versions": plan.versions(), "field": FIELD,
-              "setting": {"model": a.model, "target": a.target, "prompt_len": a.prompt_len,
-                          "steps": a.steps, "cache_size": a.cache_size}, "semantics": {}}
+    report = {
+        "command": "python benchmarks/bench_tunix_semantics.py "
+        + " ".join(sys.argv[1:] if argv is None else argv),
+        "date": datetime.date.today().isoformat(),
+        "host_cpus": os.cpu_count(),
+        "versions": plan.versions(),
+        "field": FIELD,
+        "setting": {
+            "model": a.model,
+            "target": a.target,
+            "prompt_len": a.prompt_len,
+            "steps": a.steps,
+            "cache_size": a.cache_size,
+        },
+        "semantics": {},
+    }
     with tempfile.TemporaryDirectory() as empty:  # compile counts from an empty cache
         verdict.CACHE_DIR = Path(empty)
         for semantics in SEMANTICS:
             entry = report["semantics"][semantics] = search(semantics, a)
-            print(f"tunix {semantics}: {entry['summary']}; {entry['compiles']} compiles, "
-                  f"{entry['search_wall_s']:.0f} s", flush=True)
+            print(
+                f"tunix {semantics}: {entry['summary']}; {entry['compiles']} compiles, "
+                f"{entry['search_wall_s']:.0f} s",
+                flush=True,
+            )
     report["wall_s"] = time.perf_counter() - started
     report["load_average"] = os.getloadavg()  # compile times depend on what else ran
     files.write_atomic(a.out, (json.dumps(report, indent=1) + "\n").encode())

@@ -35,30 +35,40 @@ from tools.notebooks import execute, notebook_sources, parse_parameters  # noqa:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("select", help="the notebook's number, e.g. 04")
     p.add_argument("--out", type=Path, required=True, help="JSON file to write")
-    p.add_argument("--results", type=Path, help="the notebook's RESULTS_DIR (default: a fresh "
-                   "temporary one); a sweep run again there reuses its finished trials")
+    p.add_argument(
+        "--results",
+        type=Path,
+        help="the notebook's RESULTS_DIR (default: a fresh "
+        "temporary one); a sweep run again there reuses its finished trials",
+    )
     argv = sys.argv[1:] if argv is None else argv
     split = argv.index("--") if "--" in argv else len(argv)  # after --: -p NAME VALUE pairs
     args = p.parse_args(argv[:split])
     sources = notebook_sources(args.select)
     if len(sources) != 1:
         raise BadInput(f"{args.select!r} names {len(sources)} notebooks; give its number, e.g. 04")
-    parameters = parse_parameters(argv[split + 1:])
+    parameters = parse_parameters(argv[split + 1 :])
     with tempfile.TemporaryDirectory() as folder:
         results = args.results or Path(folder) / "results"
         start = time.perf_counter()
         execute(sources[0], {**parameters, "RESULTS_DIR": str(results)}, ROOT / "runs" / "record")
         wall_s = time.perf_counter() - start
         tables = {p.stem: json.loads(p.read_text()) for p in sorted(results.glob("*.json"))}
-    record = {"command": " ".join(["python", *sys.argv]), "notebook": sources[0].stem,
-              "parameters": parameters, "date": datetime.date.today().isoformat(),
-              "versions": versions(), "host": {"cpus": os.cpu_count(),
-                                               "machine": platform.machine()},
-              "wall_s": round(wall_s, 1), "tables": tables}
+    record = {
+        "command": " ".join(["python", *sys.argv]),
+        "notebook": sources[0].stem,
+        "parameters": parameters,
+        "date": datetime.date.today().isoformat(),
+        "versions": versions(),
+        "host": {"cpus": os.cpu_count(), "machine": platform.machine()},
+        "wall_s": round(wall_s, 1),
+        "tables": tables,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=1, default=str) + "\n")
     print(f"{sources[0].stem}: {len(tables)} tables in {wall_s:.0f} s -> {args.out}")

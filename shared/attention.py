@@ -37,8 +37,12 @@ from shared.errors import BadInput, choose
 IMPLS = ("xla", "cudnn", "splash", "pallas_gpu")
 PLATFORMS = ("cpu", "gpu", "tpu")
 # Where each implementation can run: natively, or ('cpu') in Pallas interpret mode.
-_RUNS_ON = {"xla": PLATFORMS, "cudnn": ("gpu",), "splash": ("tpu", "cpu"),
-            "pallas_gpu": ("gpu", "cpu")}
+_RUNS_ON = {
+    "xla": PLATFORMS,
+    "cudnn": ("gpu",),
+    "splash": ("tpu", "cpu"),
+    "pallas_gpu": ("gpu", "cpu"),
+}
 _DEFAULT = {"tpu": "splash", "gpu": "cudnn", "cpu": "xla"}
 # Block sizes (q, kv, backward) when none are given.
 _DEFAULT_BLOCKS = {"splash": (512, 512, 512), "pallas_gpu": (128, 128, 32)}
@@ -65,15 +69,25 @@ def resolve(impl: str | None, platform: str | None = None) -> str:
     choose("attention implementation", impl, IMPLS)
     if platform not in _RUNS_ON[impl]:
         here = [name for name in IMPLS if platform in _RUNS_ON[name]]
-        raise BadInput(f"attention {impl!r} cannot run on {platform}; valid on {platform}: "
-                       f"{', '.join(here)}")
+        raise BadInput(
+            f"attention {impl!r} cannot run on {platform}; valid on {platform}: {', '.join(here)}"
+        )
     return impl
 
 
-def attention(q: jax.Array, k: jax.Array, v: jax.Array, *, impl: str | None = None,
-              causal: bool = True, block_q: int | None = None, block_kv: int | None = None,
-              block_bwd: int | None = None, interpret: bool | None = None,
-              platform: str | None = None) -> jax.Array:
+def attention(
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    *,
+    impl: str | None = None,
+    causal: bool = True,
+    block_q: int | None = None,
+    block_kv: int | None = None,
+    block_bwd: int | None = None,
+    interpret: bool | None = None,
+    platform: str | None = None,
+) -> jax.Array:
     """Scaled dot-product attention: q [B,T,N,H], k/v [B,T,K,H] -> [B,T,N,H].
 
     `block_q`, `block_kv`, `block_bwd` are the Pallas kernels' tile sizes (clipped to T);
@@ -85,8 +99,10 @@ def attention(q: jax.Array, k: jax.Array, v: jax.Array, *, impl: str | None = No
     impl = resolve(impl, platform)
     B, T, N, H = q.shape
     if k.ndim != 4 or k.shape != v.shape or k.shape[0] != B or k.shape[3] != H:
-        raise BadInput(f"attention shapes: q {q.shape} [B,T,N,H] needs k and v [B,S,K,H] with "
-                       f"the same B and H; got k {k.shape}, v {v.shape}")
+        raise BadInput(
+            f"attention shapes: q {q.shape} [B,T,N,H] needs k and v [B,S,K,H] with "
+            f"the same B and H; got k {k.shape}, v {v.shape}"
+        )
     K = k.shape[2]
     if N % K:
         raise BadInput(f"attention: query heads N={N} must be a multiple of kv heads K={K}")
@@ -94,8 +110,9 @@ def attention(q: jax.Array, k: jax.Array, v: jax.Array, *, impl: str | None = No
     if impl in ("xla", "cudnn"):
         if impl == "cudnn" and q.dtype not in (jnp.bfloat16, jnp.float16):
             raise BadInput(f"attention 'cudnn' needs bf16 or fp16 inputs, got {q.dtype}")
-        return jax.nn.dot_product_attention(q, k, v, scale=scale, is_causal=causal,
-                                            implementation=impl)
+        return jax.nn.dot_product_attention(
+            q, k, v, scale=scale, is_causal=causal, implementation=impl
+        )
     interpret = platform == "cpu" if interpret is None else interpret
     d_q, d_kv, d_bwd = _DEFAULT_BLOCKS[impl]
     blocks = (min(block_q or d_q, T), min(block_kv or d_kv, T), min(block_bwd or d_bwd, T))
@@ -104,8 +121,10 @@ def attention(q: jax.Array, k: jax.Array, v: jax.Array, *, impl: str | None = No
             raise BadInput(f"attention {impl!r}: T={T} must be a multiple of {name}={b}")
     if impl == "splash":
         if T % _LANES or blocks[1] % _LANES or blocks[2] % _LANES:
-            raise BadInput(f"attention 'splash': T={T} and the kv blocks {blocks[1:]} must be "
-                           f"multiples of {_LANES}")
+            raise BadInput(
+                f"attention 'splash': T={T} and the kv blocks {blocks[1:]} must be "
+                f"multiples of {_LANES}"
+            )
         fn = functools.partial(_splash, causal=causal, blocks=blocks, interpret=interpret)
     else:
         fn = functools.partial(_pallas_gpu, causal=causal, blocks=blocks, interpret=interpret)
@@ -121,8 +140,9 @@ def _splash(q, k, v, *, causal, blocks, interpret):
     kernel = _splash_kernel(N, T, causal, blocks, interpret)
     q = (q.astype(jnp.float32) * H**-0.5).astype(q.dtype)  # splash itself never scales
     heads_first = (0, 2, 1, 3)
-    out = jax.vmap(kernel)(q.transpose(heads_first), k.transpose(heads_first),
-                           v.transpose(heads_first))
+    out = jax.vmap(kernel)(
+        q.transpose(heads_first), k.transpose(heads_first), v.transpose(heads_first)
+    )
     return out.transpose(heads_first)
 
 
@@ -132,11 +152,23 @@ def _splash_kernel(N, T, causal, blocks, interpret):
 
     bq, bkv, bwd = blocks
     head_mask = sa.CausalMask((T, T)) if causal else sa.FullMask((T, T))
-    sizes = sa.BlockSizes(block_q=bq, block_kv=bkv, block_kv_compute=bkv,
-                          block_q_dkv=bwd, block_kv_dkv=bwd, block_kv_dkv_compute=bwd,
-                          block_q_dq=bwd, block_kv_dq=bwd)
-    return sa.make_splash_mha(sa.MultiHeadMask([head_mask] * N), block_sizes=sizes,
-                              head_shards=1, q_seq_shards=1, interpret=interpret)
+    sizes = sa.BlockSizes(
+        block_q=bq,
+        block_kv=bkv,
+        block_kv_compute=bkv,
+        block_q_dkv=bwd,
+        block_kv_dkv=bwd,
+        block_kv_dkv_compute=bwd,
+        block_q_dq=bwd,
+        block_kv_dq=bwd,
+    )
+    return sa.make_splash_mha(
+        sa.MultiHeadMask([head_mask] * N),
+        block_sizes=sizes,
+        head_shards=1,
+        q_seq_shards=1,
+        interpret=interpret,
+    )
 
 
 def _pallas_gpu(q, k, v, *, causal, blocks, interpret):
@@ -147,10 +179,12 @@ def _pallas_gpu(q, k, v, *, causal, blocks, interpret):
     if K != N:
         k, v = jnp.repeat(k, N // K, axis=2), jnp.repeat(v, N // K, axis=2)
     bq, bkv, bwd = blocks
-    sizes = gpu_attention.BlockSizes(block_q=bq, block_k=bkv, block_q_dkv=bwd,
-                                     block_kv_dkv=bwd, block_q_dq=bwd, block_kv_dq=bwd)
-    return gpu_attention.mha(q, k, v, None, sm_scale=H**-0.5, causal=causal,
-                             block_sizes=sizes, interpret=interpret)
+    sizes = gpu_attention.BlockSizes(
+        block_q=bq, block_k=bkv, block_q_dkv=bwd, block_kv_dkv=bwd, block_q_dq=bwd, block_kv_dq=bwd
+    )
+    return gpu_attention.mha(
+        q, k, v, None, sm_scale=H**-0.5, causal=causal, block_sizes=sizes, interpret=interpret
+    )
 
 
 def _per_shard(fn, q, k, v):
@@ -167,11 +201,14 @@ def _per_shard(fn, q, k, v):
     B, _, N, _ = q.shape
     K = k.shape[2]
     if B % batch_ways or N % tp or (K % tp and K != 1):
-        raise BadInput(f"attention under mesh {sizes}: batch {B} must divide by {batch_ways} "
-                       f"and heads N={N}, K={K} by tp={tp} (or K=1)")
+        raise BadInput(
+            f"attention under mesh {sizes}: batch {B} must divide by {batch_ways} "
+            f"and heads N={N}, K={K} by tp={tp} (or K=1)"
+        )
     batch = batch_axes or None
     head = "tp" if tp > 1 else None
     q_spec = jax.P(batch, None, head, None)
     kv_spec = jax.P(batch, None, head if K % tp == 0 else None, None)
-    return jax.shard_map(fn, mesh=mesh, in_specs=(q_spec, kv_spec, kv_spec), out_specs=q_spec,
-                         check_vma=False)(q, k, v)
+    return jax.shard_map(
+        fn, mesh=mesh, in_specs=(q_spec, kv_spec, kv_spec), out_specs=q_spec, check_vma=False
+    )(q, k, v)

@@ -27,12 +27,24 @@ class Efficiency:
     source: str
 
 
-_TRAINING = Efficiency(0.40, "assumed 40% MFU, the scaling book's LLaMA-3 training example; "
-                             "public TPU anchors: tpuchat 46.5% (130M, v6e), MaxText 45-67%")
-_GENERATION = Efficiency(0.40, "assumed 40% of the roofline: no public measurement of tunix's "
-                               "Sampler efficiency is in hand; the ledger's device runs replace it")
-EFFICIENCY = {"train": _TRAINING, "lora-train": _TRAINING, "grpo": _TRAINING,
-              "rollout": _GENERATION, "lora-rollout": _GENERATION, "forward": _GENERATION}
+_TRAINING = Efficiency(
+    0.40,
+    "assumed 40% MFU, the scaling book's LLaMA-3 training example; "
+    "public TPU anchors: tpuchat 46.5% (130M, v6e), MaxText 45-67%",
+)
+_GENERATION = Efficiency(
+    0.40,
+    "assumed 40% of the roofline: no public measurement of tunix's "
+    "Sampler efficiency is in hand; the ledger's device runs replace it",
+)
+EFFICIENCY = {
+    "train": _TRAINING,
+    "lora-train": _TRAINING,
+    "grpo": _TRAINING,
+    "rollout": _GENERATION,
+    "lora-rollout": _GENERATION,
+    "forward": _GENERATION,
+}
 SECONDS_PER_HOUR = 3600.0
 
 
@@ -46,18 +58,28 @@ def estimate(point: dict, *, runs: float = 1, kind: str = "on-demand") -> dict:
     efficiency = EFFICIENCY[point["workload"]]
     roofline_s = point["roofline_lower_bound_s"] * runs
     estimated_s = roofline_s / efficiency.fraction
-    result = {"runs": runs, "target": point["target"], "roofline_s": roofline_s,
-              "assumed_efficiency": efficiency.fraction, "efficiency_source": efficiency.source,
-              "estimated_s": estimated_s, "price_kind": kind}
+    result = {
+        "runs": runs,
+        "target": point["target"],
+        "roofline_s": roofline_s,
+        "assumed_efficiency": efficiency.fraction,
+        "efficiency_source": efficiency.source,
+        "estimated_s": estimated_s,
+        "price_kind": kind,
+    }
     try:
         per_hour = prices.price_per_hour(point["target"], kind)
     except BadInput as err:
         return {**result, "dollars_per_hour": None, "no_price": str(err)}
     row = prices.lookup(parse_target(point["target"]).chip.name, kind)
-    return {**result, "dollars_per_hour": per_hour, "price_read": row.read,
-            "price_source": row.source,
-            "dollars_at_roofline": per_hour * roofline_s / SECONDS_PER_HOUR,
-            "dollars_estimated": per_hour * estimated_s / SECONDS_PER_HOUR}
+    return {
+        **result,
+        "dollars_per_hour": per_hour,
+        "price_read": row.read,
+        "price_source": row.source,
+        "dollars_at_roofline": per_hour * roofline_s / SECONDS_PER_HOUR,
+        "dollars_estimated": per_hour * estimated_s / SECONDS_PER_HOUR,
+    }
 
 
 def runs_in(point: dict, hours: float) -> dict:
@@ -65,23 +87,30 @@ def runs_in(point: dict, hours: float) -> dict:
     positive(hours=hours)
     est = estimate(point)
     seconds = hours * SECONDS_PER_HOUR
-    return {"hours": hours, "at_most": _whole(seconds / est["roofline_s"]),
-            "estimated": _whole(seconds / est["estimated_s"]),
-            "assumed_efficiency": est["assumed_efficiency"],
-            "efficiency_source": est["efficiency_source"]}
+    return {
+        "hours": hours,
+        "at_most": _whole(seconds / est["roofline_s"]),
+        "estimated": _whole(seconds / est["estimated_s"]),
+        "assumed_efficiency": est["assumed_efficiency"],
+        "efficiency_source": est["efficiency_source"],
+    }
 
 
 def describe(est: dict) -> str:
     """One paragraph: roofline, estimate with its assumption, and dollars with their date."""
     runs = f"{est['runs']:g} run{'s' if est['runs'] != 1 else ''}"
-    text = (f"{runs} on {est['target']}: at least {_duration(est['roofline_s'])} (roofline, a "
-            f"lower bound); about {_duration(est['estimated_s'])} at "
-            f"{est['assumed_efficiency']:.0%} of it ({est['efficiency_source']})")
+    text = (
+        f"{runs} on {est['target']}: at least {_duration(est['roofline_s'])} (roofline, a "
+        f"lower bound); about {_duration(est['estimated_s'])} at "
+        f"{est['assumed_efficiency']:.0%} of it ({est['efficiency_source']})"
+    )
     if est["dollars_per_hour"] is None:
         return f"{text}; no dollars: {est['no_price']}"
-    return (f"{text}; ${est['dollars_estimated']:,.2f} at ${est['dollars_per_hour']:,.2f}/h "
-            f"{est['price_kind']} (at the roofline ${est['dollars_at_roofline']:,.2f}; price "
-            f"read {est['price_read']})")
+    return (
+        f"{text}; ${est['dollars_estimated']:,.2f} at ${est['dollars_per_hour']:,.2f}/h "
+        f"{est['price_kind']} (at the roofline ${est['dollars_at_roofline']:,.2f}; price "
+        f"read {est['price_read']})"
+    )
 
 
 def _whole(runs: float) -> int:

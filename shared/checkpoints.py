@@ -29,8 +29,11 @@ import jax
 from shared.errors import BadInput
 
 # The tensorstore status codes orbax passes on for damaged array files, in a few words.
-_REASONS = {"NOT_FOUND": "array files missing", "OUT_OF_RANGE": "array files truncated",
-            "DATA_LOSS": "array files damaged"}
+_REASONS = {
+    "NOT_FOUND": "array files missing",
+    "OUT_OF_RANGE": "array files truncated",
+    "DATA_LOSS": "array files damaged",
+}
 
 
 class _Unreadable(Exception):
@@ -48,8 +51,9 @@ class Checkpoints:
         self.directory = Path(directory).resolve()
         self.fingerprint = fingerprint
         self._abandoned = _AbandonedReads()
-        options = ocp.CheckpointManagerOptions(max_to_keep=2, create=True,
-                                               enable_async_checkpointing=False)
+        options = ocp.CheckpointManagerOptions(
+            max_to_keep=2, create=True, enable_async_checkpointing=False
+        )
         self.manager = ocp.CheckpointManager(self.directory, options=options)
 
     def __enter__(self) -> "Checkpoints":
@@ -63,9 +67,13 @@ class Checkpoints:
             return
         ocp = self.ocp
         meta = {"step": step, "data_position": step, "fingerprint": self.fingerprint}
-        self.manager.save(step, args=ocp.args.Composite(
-            state=ocp.args.StandardSave({"params": params, "opt_state": opt_state}),
-            meta=ocp.args.JsonSave(meta)))
+        self.manager.save(
+            step,
+            args=ocp.args.Composite(
+                state=ocp.args.StandardSave({"params": params, "opt_state": opt_state}),
+                meta=ocp.args.JsonSave(meta),
+            ),
+        )
         self.manager.wait_until_finished()
 
     def close(self) -> None:
@@ -90,11 +98,17 @@ class Checkpoints:
             reasons = "; ".join(dict.fromkeys(reason for _, reason in unreadable))
             kept = ", ".join(self._set_aside(step).name for step, _ in unreadable)
             self.manager.reload()
-            then = (f"resuming from step {found[0]}" if found
-                    else "no earlier step is valid: starting fresh")
-            print(f"warning: checkpoint step{'s' * (len(unreadable) > 1)} {steps} in "
-                  f"{self.directory} cannot be restored ({reasons}); kept as {kept}; {then}",
-                  file=sys.stderr, flush=True)
+            then = (
+                f"resuming from step {found[0]}"
+                if found
+                else "no earlier step is valid: starting fresh"
+            )
+            print(
+                f"warning: checkpoint step{'s' * (len(unreadable) > 1)} {steps} in "
+                f"{self.directory} cannot be restored ({reasons}); kept as {kept}; {then}",
+                file=sys.stderr,
+                flush=True,
+            )
         return found[1] if found else (params, opt_state, 0)
 
     def restore(self, step: int, params, opt_state):
@@ -103,12 +117,15 @@ class Checkpoints:
         ocp = self.ocp
         meta = self._read(step, meta=ocp.args.JsonRestore()).meta
         if meta.get("fingerprint") != self.fingerprint:
-            raise BadInput(f"checkpoint {self.directory / str(step)} was written by a different "
-                           f"run ({meta.get('fingerprint')}); use another --ckpt-dir to start "
-                           "fresh")
+            raise BadInput(
+                f"checkpoint {self.directory / str(step)} was written by a different "
+                f"run ({meta.get('fingerprint')}); use another --ckpt-dir to start "
+                "fresh"
+            )
         abstract = jax.tree.map(
             lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding),
-            {"params": params, "opt_state": opt_state})
+            {"params": params, "opt_state": opt_state},
+        )
         state = self._read(step, state=ocp.args.StandardRestore(abstract)).state
         return state["params"], state["opt_state"], meta["data_position"]
 
@@ -184,4 +201,3 @@ def _reason(err: Exception) -> str:
         return "metadata files damaged"
     text = " ".join(str(err).split())
     return _REASONS.get(text.partition(":")[0]) or f"{type(err).__name__}: {text[:80]}"
-

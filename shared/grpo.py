@@ -43,13 +43,16 @@ Role = rl_cluster_lib.Role
 # ---------------------------------------------------------------------------- the task
 
 
-def arithmetic_problems(n: int, *, seed: int = 0, max_operand: int = 20,
-                        ops: str = "+-") -> list[tuple[str, str]]:
+def arithmetic_problems(
+    n: int, *, seed: int = 0, max_operand: int = 20, ops: str = "+-"
+) -> list[tuple[str, str]]:
     """n (prompt, answer) pairs like ("12+7=", "19"), a task checked without a model;
     subtraction never goes below zero."""
     if n < 1 or max_operand < 1 or not ops or set(ops) - set("+-*"):
-        raise BadInput(f"arithmetic_problems needs n >= 1, max_operand >= 1 and ops from '+-*', "
-                       f"got n={n}, max_operand={max_operand}, ops={ops!r}")
+        raise BadInput(
+            f"arithmetic_problems needs n >= 1, max_operand >= 1 and ops from '+-*', "
+            f"got n={n}, max_operand={max_operand}, ops={ops!r}"
+        )
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(n):
@@ -61,22 +64,24 @@ def arithmetic_problems(n: int, *, seed: int = 0, max_operand: int = 20,
     return out
 
 
-def arithmetic_batches(steps: int, prompts_per_step: int, *, seed: int = 0,
-                       **problems) -> list[dict[str, np.ndarray]]:
+def arithmetic_batches(
+    steps: int, prompts_per_step: int, *, seed: int = 0, **problems
+) -> list[dict[str, np.ndarray]]:
     """One tunix batch per step, {"prompts": array, "answer": array}. Arrays, not lists:
     tunix repeats each column G times with jax.tree.map, which would split a list into its
     strings. tunix passes the other columns to reward functions as keywords (`answer`)."""
     pairs = np.array(arithmetic_problems(steps * prompts_per_step, seed=seed, **problems))
-    return [{"prompts": chunk[:, 0], "answer": chunk[:, 1]}
-            for chunk in np.split(pairs, steps)]
+    return [{"prompts": chunk[:, 0], "answer": chunk[:, 1]} for chunk in np.split(pairs, steps)]
 
 
 def arithmetic_reward(prompts, completions, answer, **kwargs) -> list[float]:
     """1.0 where the completion is exactly the answer (surrounding whitespace aside), else 0.
     tunix decodes completions without their EOS: "19"+EOS scores, "19 apples" does not. Random
     weights score ~0, so every group's advantage is 0 (only the KL term then trains)."""
-    return [1.0 if str(c).strip() == str(a).strip() else 0.0
-            for c, a in zip(completions, answer, strict=True)]
+    return [
+        1.0 if str(c).strip() == str(a).strip() else 0.0
+        for c, a in zip(completions, answer, strict=True)
+    ]
 
 
 # ---------------------------------------------------------------------------- settings
@@ -116,16 +121,22 @@ class GRPOSettings:
         full = self.prompts_per_step
         mini = self.mini_batch or full
         micro = self.train_micro_batch or mini
-        sizes = {"step": full, "mini": mini, "train_micro": micro,
-                 "rollout_micro": self.rollout_micro_batch or micro,
-                 "logps_micro": self.logps_micro_batch or micro}
+        sizes = {
+            "step": full,
+            "mini": mini,
+            "train_micro": micro,
+            "rollout_micro": self.rollout_micro_batch or micro,
+            "logps_micro": self.logps_micro_batch or micro,
+        }
         bad = [f"{k}={v}" for k, v in sizes.items() if v < 1 or full % v]
         if mini % micro:
             bad.append(f"train_micro={micro} does not divide mini={mini}")
         if bad or self.num_generations < 2 or self.num_iterations < 1:
-            raise BadInput(f"GRPO batch sizes must be >= 1 and divide prompts_per_step={full} "
-                           f"({', '.join(bad) or 'ok'}); num_generations >= 2 "
-                           f"({self.num_generations}), num_iterations >= 1")
+            raise BadInput(
+                f"GRPO batch sizes must be >= 1 and divide prompts_per_step={full} "
+                f"({', '.join(bad) or 'ok'}); num_generations >= 2 "
+                f"({self.num_generations}), num_iterations >= 1"
+            )
         choose("log-prob implementation", self.logps, token_logprobs.IMPLEMENTATIONS)
         return sizes
 
@@ -133,9 +144,11 @@ class GRPOSettings:
         """How often one step calls each phase's jitted function (tunix slices a step's
         prompts into micro-batches per phase; the update runs num_iterations times over all)."""
         sizes = self.batches()
-        return {"rollout": sizes["step"] // sizes["rollout_micro"],
-                "logps": sizes["step"] // sizes["logps_micro"],
-                "update": sizes["step"] // sizes["train_micro"] * self.num_iterations}
+        return {
+            "rollout": sizes["step"] // sizes["rollout_micro"],
+            "logps": sizes["step"] // sizes["logps_micro"],
+            "update": sizes["step"] // sizes["train_micro"] * self.num_iterations,
+        }
 
     @property
     def sequences_per_step(self) -> int:
@@ -149,29 +162,47 @@ class GRPOSettings:
         """AdamW as in tunix's GRPO demo (b2 0.99, weight decay 0.1), constant learning rate,
         global-norm clipping first."""
         tx = optax.adamw(self.learning_rate, b1=0.9, b2=0.99, weight_decay=0.1)
-        return tx if self.max_grad_norm is None else optax.chain(
-            optax.clip_by_global_norm(self.max_grad_norm), tx)
+        return (
+            tx
+            if self.max_grad_norm is None
+            else optax.chain(optax.clip_by_global_norm(self.max_grad_norm), tx)
+        )
 
     def rollout_config(self) -> base_rollout.RolloutConfig:
         return base_rollout.RolloutConfig(
-            max_tokens_to_generate=self.completion_len, max_prompt_length=self.prompt_len,
+            max_tokens_to_generate=self.completion_len,
+            max_prompt_length=self.prompt_len,
             kv_cache_size=self.cache_size or self.prompt_len + self.completion_len,
-            temperature=self.temperature, top_p=self.top_p, top_k=self.top_k, seed=self.seed)
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            seed=self.seed,
+        )
 
     def training_config(self, steps: int) -> rl_cluster_lib.RLTrainingConfig:
         """tunix's config; batch sizes passed only when set (given train_micro_batch_size,
         tunix needs a mini_batch_size and wraps the optimizer in optax.MultiSteps)."""
         mini = self.mini_batch or (self.prompts_per_step if self.train_micro_batch else None)
-        sizes = {"mini_batch_size": mini, "train_micro_batch_size": self.train_micro_batch,
-                 "rollout_micro_batch_size": self.rollout_micro_batch,
-                 "compute_logps_micro_batch_size": self.logps_micro_batch}
+        sizes = {
+            "mini_batch_size": mini,
+            "train_micro_batch_size": self.train_micro_batch,
+            "rollout_micro_batch_size": self.rollout_micro_batch,
+            "compute_logps_micro_batch_size": self.logps_micro_batch,
+        }
         return rl_cluster_lib.RLTrainingConfig(
-            actor_optimizer=self.optimizer(), eval_every_n_steps=10**9, max_steps=steps,
-            **{k: v for k, v in sizes.items() if v})
+            actor_optimizer=self.optimizer(),
+            eval_every_n_steps=10**9,
+            max_steps=steps,
+            **{k: v for k, v in sizes.items() if v},
+        )
 
     def algo_config(self) -> grpo_learner.GRPOConfig:
-        return grpo_learner.GRPOConfig(num_generations=self.num_generations, beta=self.beta,
-                                       num_iterations=self.num_iterations, epsilon=self.epsilon)
+        return grpo_learner.GRPOConfig(
+            num_generations=self.num_generations,
+            beta=self.beta,
+            num_iterations=self.num_iterations,
+            epsilon=self.epsilon,
+        )
 
 
 class TextTokenizer:
@@ -193,8 +224,12 @@ class TextTokenizer:
 
 
 # RLCluster method -> phase; GRPOLearner calls them with global_steps = the step in progress.
-PHASES = {"generate": "rollout", "get_ref_per_token_logps": "reference_logps",
-          "get_old_per_token_logps": "old_policy_logps", "update_actor": "policy_update"}
+PHASES = {
+    "generate": "rollout",
+    "get_ref_per_token_logps": "reference_logps",
+    "get_old_per_token_logps": "old_policy_logps",
+    "update_actor": "policy_update",
+}
 
 
 class PhaseTimer:
@@ -215,8 +250,9 @@ class PhaseTimer:
         def timed(*args, **kwargs):
             step, start = cluster.global_steps, time.perf_counter()
             out = inner(*args, **kwargs)  # update_actor: None; wait for the params it wrote
-            jax.block_until_ready(out if out is not None else nnx.state(
-                cluster.actor_trainer.model, nnx.LoRAParam))
+            jax.block_until_ready(
+                out if out is not None else nnx.state(cluster.actor_trainer.model, nnx.LoRAParam)
+            )
             self.events.append((step, phase, start, time.perf_counter() - start))
             return out
 
@@ -250,12 +286,15 @@ class GRPORun:
         the batch to the next power of two instead, and then overflow the KV cache."""
         longest = max(len(self.tokenizer.encode(p)) + 1 for b in batches for p in b["prompts"])
         if longest > self.settings.prompt_len:
-            raise BadInput(f"a prompt is {longest} tokens with BOS but prompt_len is "
-                           f"{self.settings.prompt_len}: raise prompt_len or shorten prompts")
+            raise BadInput(
+                f"a prompt is {longest} tokens with BOS but prompt_len is "
+                f"{self.settings.prompt_len}: raise prompt_len or shorten prompts"
+            )
 
 
-def build_grpo(model, tokenizer, mesh, settings: GRPOSettings, *, steps: int,
-               reward_fns=(arithmetic_reward,)) -> GRPORun:
+def build_grpo(
+    model, tokenizer, mesh, settings: GRPOSettings, *, steps: int, reward_fns=(arithmetic_reward,)
+) -> GRPORun:
     """tunix RLCluster + GRPOLearner for `steps` steps: a LoRA policy on `model` (any tunix
     family, from models.load, on `mesh` with Auto axes "fsdp" and "tp"), `model` itself the
     frozen reference (none when beta = 0). All roles share the mesh, so tunix colocates them:
@@ -263,28 +302,39 @@ def build_grpo(model, tokenizer, mesh, settings: GRPOSettings, *, steps: int,
     buffers the policy started with."""
     settings.batches()
     if any(t != jax.sharding.AxisType.Auto for t in mesh.axis_types):
-        raise BadInput("tunix's GRPO needs a mesh with Auto axes (shared.sharding.make_mesh "
-                       "makes one); jax's Explicit axes raise a ShardingTypeError in its models")
-    policy = lora.apply_lora(model, settings.lora_rank, settings.alpha, mesh=mesh,
-                             seed=settings.seed)
+        raise BadInput(
+            "tunix's GRPO needs a mesh with Auto axes (shared.sharding.make_mesh "
+            "makes one); jax's Explicit axes raise a ShardingTypeError in its models"
+        )
+    policy = lora.apply_lora(
+        model, settings.lora_rank, settings.alpha, mesh=mesh, seed=settings.seed
+    )
     reference = model if settings.beta != 0.0 else None
     config = rl_cluster_lib.ClusterConfig(  # rollout_engine "vanilla", nothing offloaded
         role_to_mesh={Role.ACTOR: mesh, Role.REFERENCE: mesh, Role.ROLLOUT: mesh},
-        training_config=settings.training_config(steps), rollout_config=settings.rollout_config())
+        training_config=settings.training_config(steps),
+        rollout_config=settings.rollout_config(),
+    )
     text = TextTokenizer(tokenizer)
-    cluster = rl_cluster_lib.RLCluster(actor=policy, reference=reference, tokenizer=text,
-                                       cluster_config=config)
-    learner = grpo_learner.GRPOLearner(cluster, settings.algo_config(),
-                                       reward_fns=list(reward_fns))
-    return GRPORun(cluster, learner, policy, reference, settings, PhaseTimer(cluster, learner),
-                   text)
+    cluster = rl_cluster_lib.RLCluster(
+        actor=policy, reference=reference, tokenizer=text, cluster_config=config
+    )
+    learner = grpo_learner.GRPOLearner(cluster, settings.algo_config(), reward_fns=list(reward_fns))
+    return GRPORun(
+        cluster, learner, policy, reference, settings, PhaseTimer(cluster, learner), text
+    )
 
 
 # tunix metric (prefix, name) -> our column. tunix splits "rewards/score/mean" at the first "/".
-METRICS = {("rewards", "score/mean"): "reward_mean", ("rewards", "score/max"): "reward_max",
-           ("completions", "mean_length"): "completion_len", ("actor", "loss"): "loss",
-           ("actor", "kl"): "kl", ("actor", "grad_norm"): "grad_norm",
-           ("actor", "pg_clipfrac"): "pg_clipfrac"}
+METRICS = {
+    ("rewards", "score/mean"): "reward_mean",
+    ("rewards", "score/max"): "reward_max",
+    ("completions", "mean_length"): "completion_len",
+    ("actor", "loss"): "loss",
+    ("actor", "kl"): "kl",
+    ("actor", "grad_norm"): "grad_norm",
+    ("actor", "pg_clipfrac"): "pg_clipfrac",
+}
 
 
 @dataclasses.dataclass
@@ -302,8 +352,10 @@ class GRPOResult:
         """Median seconds per phase (and step_s) over the steps after the first."""
         later = self.steps[1:]
         keys = dict.fromkeys(k for row in self.steps for k in row if k.endswith("_s"))
-        return {k: float(np.median([row.get(k, 0.0) for row in later])) if later
-                else float("nan") for k in keys}
+        return {
+            k: float(np.median([row.get(k, 0.0) for row in later])) if later else float("nan")
+            for k in keys
+        }
 
 
 def run_grpo(run: GRPORun, batches) -> GRPOResult:
@@ -312,16 +364,21 @@ def run_grpo(run: GRPORun, batches) -> GRPOResult:
     its updates (prompts_per_step / mini_batch x num_iterations of them)."""
     batches = list(batches)
     run.check_prompts(batches)
-    swap = token_logprobs.chunked_logps() if run.settings.logps == "chunked" \
+    swap = (
+        token_logprobs.chunked_logps()
+        if run.settings.logps == "chunked"
         else contextlib.nullcontext()
+    )
     start = time.perf_counter()
     with swap:
         run.learner.train(batches)  # ends with cluster.close(), which flushes the metrics
     wall = time.perf_counter() - start
     logger = run.cluster.actor_trainer.metrics_logger
-    metrics = {column: np.asarray(logger.get_metric_history(prefix, name, "train"), float)
-               for (prefix, name), column in METRICS.items()
-               if logger.metric_exists(prefix, name, "train")}
+    metrics = {
+        column: np.asarray(logger.get_metric_history(prefix, name, "train"), float)
+        for (prefix, name), column in METRICS.items()
+        if logger.metric_exists(prefix, name, "train")
+    }
     rows = run.timer.steps()
     for column, history in metrics.items():
         if len(rows) and len(history) % len(rows) == 0:
@@ -353,9 +410,12 @@ def base_copies(run: GRPORun) -> int:
     policy and the reference share buffers (or there is no reference), 2 once they do not.
     tunix 0.1.7's update writes every policy variable back as a new buffer (nnx.jit returns
     the whole model; only the optimizer is donated), so from the first update on it is 2."""
+
     def buffers(model):
-        return {x.addressable_shards[0].data.unsafe_buffer_pointer()
-                for x in jax.tree.leaves(base_weights(model))}
+        return {
+            x.addressable_shards[0].data.unsafe_buffer_pointer()
+            for x in jax.tree.leaves(base_weights(model))
+        }
 
     if run.reference is None:
         return 1
@@ -376,8 +436,13 @@ def plot_phases(results: dict[str, GRPOResult], ax) -> None:
         if seconds.any():
             ax.bar(names, seconds, bottom=bottom, label=phase.replace("_", " "))
             bottom += seconds
-    ax.bar(names, [row["step_s"] for row in steady] - bottom, bottom=bottom, color="0.8",
-           label="between phases (host)")
+    ax.bar(
+        names,
+        [row["step_s"] for row in steady] - bottom,
+        bottom=bottom,
+        color="0.8",
+        label="between phases (host)",
+    )
     ax.set_ylabel("seconds per GRPO step")
     ax.set_title("Where a GRPO step goes (median of the steps after the first)")
     ax.legend(fontsize=7)
@@ -390,10 +455,20 @@ def plot_curves(results: dict[str, GRPOResult], ax) -> None:
     right = ax.twinx()
     for i, (name, result) in enumerate(results.items()):
         steps = range(len(result.steps))
-        ax.plot(steps, [row.get("reward_mean", np.nan) for row in result.steps], "o-",
-                color=f"C{i}", label=f"{name} reward")
-        right.plot(steps, [row.get("loss", np.nan) for row in result.steps], "s--",
-                   color=f"C{i}", label=f"{name} loss")
+        ax.plot(
+            steps,
+            [row.get("reward_mean", np.nan) for row in result.steps],
+            "o-",
+            color=f"C{i}",
+            label=f"{name} reward",
+        )
+        right.plot(
+            steps,
+            [row.get("loss", np.nan) for row in result.steps],
+            "s--",
+            color=f"C{i}",
+            label=f"{name} loss",
+        )
     ax.set_xlabel("GRPO step")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("mean reward (arithmetic, exact match)")

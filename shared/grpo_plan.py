@@ -47,45 +47,69 @@ from shared.sharding import abstract_like, bytes_per_device, on_mesh
 from shared.sizing import human
 
 Role = rl_cluster_lib.Role
-PHASES = {"rollout": ("rollout_prefill", "rollout_decode"),
-          "logps": ("reference_logps", "old_policy_logps"), "update": ("policy_update",)}
+PHASES = {
+    "rollout": ("rollout_prefill", "rollout_decode"),
+    "logps": ("reference_logps", "old_policy_logps"),
+    "update": ("policy_update",),
+}
 
 
 def settings(request) -> GRPOSettings:
     """The shared.grpo settings a plan Request describes (micro-batches in sequences there,
     in prompts here); the live run of the same recipe uses these too."""
     g = request.num_generations
-    rows = {phase: getattr(request, f"{phase}_micro") or request.batch for phase in
-            ("rollout", "logps", "train")}
+    rows = {
+        phase: getattr(request, f"{phase}_micro") or request.batch
+        for phase in ("rollout", "logps", "train")
+    }
     if g < 2 or any(n % g for n in rows.values()):
-        raise BadInput(f"sequences per call {rows} must be multiples of num_generations={g} "
-                       "(>= 2): tunix samples each prompt's group in one call")
+        raise BadInput(
+            f"sequences per call {rows} must be multiples of num_generations={g} "
+            "(>= 2): tunix samples each prompt's group in one call"
+        )
     prompts = {phase: n // g for phase, n in rows.items()}
     per_step = request.prompts_per_step or math.lcm(*prompts.values())
     return GRPOSettings(
-        prompt_len=request.prompt_len, completion_len=request.steps, prompts_per_step=per_step,
-        num_generations=g, num_iterations=request.num_iterations,
+        prompt_len=request.prompt_len,
+        completion_len=request.steps,
+        prompts_per_step=per_step,
+        num_generations=g,
+        num_iterations=request.num_iterations,
         train_micro_batch=prompts["train"] if prompts["train"] < per_step else None,
-        rollout_micro_batch=prompts["rollout"], logps_micro_batch=prompts["logps"],
-        lora_rank=request.lora_rank, beta=request.beta, cache_size=request.cache_size,
-        logps=request.logps)
+        rollout_micro_batch=prompts["rollout"],
+        logps_micro_batch=prompts["logps"],
+        lora_rank=request.lora_rank,
+        beta=request.beta,
+        cache_size=request.cache_size,
+        logps=request.logps,
+    )
 
 
 def workload(request, mesh) -> Workload:
     """WORKLOADS["grpo"]: the phases of one GRPO step, and what the whole run keeps resident."""
     recipe = settings(request)
-    wanted = [label for group in (request.phases or ",".join(PHASES)).split(",")
-              for label in PHASES.get(group.strip(), (None,))]
+    wanted = [
+        label
+        for group in (request.phases or ",".join(PHASES)).split(",")
+        for label in PHASES.get(group.strip(), (None,))
+    ]
     if None in wanted:
         raise BadInput(f"phases {request.phases!r}: choose from {', '.join(PHASES)}")
     exes = abstract_phases(request.model, recipe, mesh=mesh, remat=request.remat)
     kept = [e for e in exes if e.label in wanted]
     if not kept:
-        raise BadInput(f"phases {request.phases!r} run nothing in this recipe (beta = "
-                       f"{recipe.beta}, num_iterations = {recipe.num_iterations})")
+        raise BadInput(
+            f"phases {request.phases!r} run nothing in this recipe (beta = "
+            f"{recipe.beta}, num_iterations = {recipe.num_iterations})"
+        )
     named = {name for e in kept for name in e.resident_args.values()}
-    resident = {name: e.args[i] for e in exes if e not in kept
-                for i, name in e.resident_args.items() if name not in named}
+    resident = {
+        name: e.args[i]
+        for e in exes
+        if e not in kept
+        for i, name in e.resident_args.items()
+        if name not in named
+    }
     return Workload(kept, resident, notes=notes(recipe, exes, kept))
 
 
@@ -95,26 +119,36 @@ def notes(recipe: GRPOSettings, exes: list[Executable], kept: list[Executable]) 
     policy = nnx.state(update.args[0])
     adapters = bytes_per_device(nnx.state(update.args[0], nnx.LoRAParam))
     calls = recipe.calls_per_step()
-    out = [f"weights = the policy: base {human(bytes_per_device(policy) - adapters, 'B')} + "
-           f"LoRA adapters {human(adapters, 'B')} per device; the rollout samples from it, "
-           "the update writes it back",
-           f"one step = {recipe.prompts_per_step} prompts x {recipe.num_generations}: rollout "
-           f"x{calls['rollout']}, log-probs x{calls['logps']} per log-prob phase, update "
-           f"x{calls['update']} (the roofline counts every call)",
-           "the rollout's sampling state is replicated (tunix passes it uncommitted): every "
-           "device holds the KV cache of all the call's rows",
-           "host RAM, not HBM: RLCluster keeps a pinned-host copy of the actor's state"]
+    out = [
+        f"weights = the policy: base {human(bytes_per_device(policy) - adapters, 'B')} + "
+        f"LoRA adapters {human(adapters, 'B')} per device; the rollout samples from it, "
+        "the update writes it back",
+        f"one step = {recipe.prompts_per_step} prompts x {recipe.num_generations}: rollout "
+        f"x{calls['rollout']}, log-probs x{calls['logps']} per log-prob phase, update "
+        f"x{calls['update']} (the roofline counts every call)",
+        "the rollout's sampling state is replicated (tunix passes it uncommitted): every "
+        "device holds the KV cache of all the call's rows",
+        "host RAM, not HBM: RLCluster keeps a pinned-host copy of the actor's state",
+    ]
     if recipe.beta != 0.0:
-        out.insert(1, "reference weights = a SECOND copy of the base from the first update "
-                   "on: tunix 0.1.7's update returns every policy variable as a new buffer "
-                   "(only the optimizer is donated), so the policy holds its own base and the "
-                   "reference keeps the original (tests/test_grpo.py measures it)")
+        out.insert(
+            1,
+            "reference weights = a SECOND copy of the base from the first update "
+            "on: tunix 0.1.7's update returns every policy variable as a new buffer "
+            "(only the optimizer is donated), so the policy holds its own base and the "
+            "reference keeps the original (tests/test_grpo.py measures it)",
+        )
     else:
-        out.insert(1, "beta = 0: no reference model, one copy of the base (drop any handle "
-                   "you keep on the base model after applying LoRA, or it stays resident)")
+        out.insert(
+            1,
+            "beta = 0: no reference model, one copy of the base (drop any handle "
+            "you keep on the base model after applying LoRA, or it stays resident)",
+        )
     if len(kept) < len(exes):
-        out.append(f"compiled only {', '.join(e.label for e in kept)}; the other phases' "
-                   "resident buffers are counted all the same")
+        out.append(
+            f"compiled only {', '.join(e.label for e in kept)}; the other phases' "
+            "resident buffers are counted all the same"
+        )
     return out
 
 
@@ -135,12 +169,20 @@ def _batch_input(shape, dtype, mesh, data_axes=("fsdp",)):
     """An input as tunix's shard_input places it: its own rule (`get_sharding`: leading axis
     over data_axes when divisible, else replicated), applied to a zero-stride array."""
     probe = np.broadcast_to(np.zeros((), dtype), shape)
-    return jax.ShapeDtypeStruct(shape, dtype, sharding=sharding_utils.get_sharding(
-        probe, mesh=mesh, pspec=P(*data_axes)))
+    return jax.ShapeDtypeStruct(
+        shape, dtype, sharding=sharding_utils.get_sharding(probe, mesh=mesh, pspec=P(*data_axes))
+    )
 
 
-def abstract_phases(name: str, recipe: GRPOSettings, *, mesh, tokenizer=None,
-                    remat: str = "none", vocab_size: int | None = None) -> list[Executable]:
+def abstract_phases(
+    name: str,
+    recipe: GRPOSettings,
+    *,
+    mesh,
+    tokenizer=None,
+    remat: str = "none",
+    vocab_size: int | None = None,
+) -> list[Executable]:
     """The jitted functions of one GRPO step of model `name` (any family) with abstract
     arguments on `mesh`, each phase's micro-batch x G sequences, for
     `exe.fn.lower(*exe.args, **exe.kwargs).compile()`; nothing is allocated. `tokenizer`
@@ -150,32 +192,67 @@ def abstract_phases(name: str, recipe: GRPOSettings, *, mesh, tokenizer=None,
     tokenizer = tokenizer or models.IdsOnlyTokenizer()
     base = models.abstract_model(name, vocab_size=vocab_size, remat=remat)
     models.check_divisible(base, mesh, name)
-    policy = _placed(models.abstract_model(name, vocab_size=vocab_size, lora_rank=recipe.lora_rank,
-                                           lora_alpha=recipe.alpha, remat=remat), mesh)
+    policy = _placed(
+        models.abstract_model(
+            name,
+            vocab_size=vocab_size,
+            lora_rank=recipe.lora_rank,
+            lora_alpha=recipe.alpha,
+            remat=remat,
+        ),
+        mesh,
+    )
     plen, clen = recipe.prompt_len, recipe.completion_len
-    sampler, exes = _rollout_phases(policy, recipe, sizes["rollout_micro"] * g, mesh, tokenizer,
-                                    calls["rollout"])
+    sampler, exes = _rollout_phases(
+        policy, recipe, sizes["rollout_micro"] * g, mesh, tokenizer, calls["rollout"]
+    )
     rows = sizes["logps_micro"] * g
-    logps = {"pad_id": tokenizer.pad_id(), "eos_id": tokenizer.eos_id(), "stop_gradient": True,
-             "return_logits": False}
+    logps = {
+        "pad_id": tokenizer.pad_id(),
+        "eos_id": tokenizer.eos_id(),
+        "stop_gradient": True,
+        "return_logits": False,
+    }
     fn = token_logprobs.logps_function(recipe.logps)
-    note = f"{rows} sequences; " + ("[B, T, V] logits" if recipe.logps == "tunix" else
-                                    "chunked over the vocabulary (no [B, T, V])")
+    note = f"{rows} sequences; " + (
+        "[B, T, V] logits"
+        if recipe.logps == "tunix"
+        else "chunked over the vocabulary (no [B, T, V])"
+    )
     if recipe.beta != 0.0:  # RLCluster.get_ref_per_token_logps: tokens via shard_input
         graph, state = nnx.split(base)
-        exes.append(Executable(
-            "reference_logps", fn, (graph, on_mesh(state, mesh)),
-            {"prompt_tokens": _batch_input((rows, plen), jnp.int32, mesh),
-             "completion_tokens": _batch_input((rows, clen), jnp.int32, mesh),
-             "temperature": recipe.temperature, **logps}, repeats=calls["logps"], note=note,
-            resident_args={1: "reference weights"}))
+        exes.append(
+            Executable(
+                "reference_logps",
+                fn,
+                (graph, on_mesh(state, mesh)),
+                {
+                    "prompt_tokens": _batch_input((rows, plen), jnp.int32, mesh),
+                    "completion_tokens": _batch_input((rows, clen), jnp.int32, mesh),
+                    "temperature": recipe.temperature,
+                    **logps,
+                },
+                repeats=calls["logps"],
+                note=note,
+                resident_args={1: "reference weights"},
+            )
+        )
     if recipe.num_iterations > 1:  # VanillaRollout.get_per_token_logps: tokens as given
-        tokens = {"prompt_tokens": jax.ShapeDtypeStruct((rows, plen), jnp.int32),
-                  "completion_tokens": jax.ShapeDtypeStruct((rows, clen), jnp.int32)}
-        exes.append(Executable(  # no temperature passed: tunix uses 1.0 here
-            "old_policy_logps", fn, sampler.model_def_and_state(),
-            {**_replicated(tokens, mesh), **logps}, repeats=calls["logps"], note=note,
-            resident_args={1: "weights"}))
+        tokens = {
+            "prompt_tokens": jax.ShapeDtypeStruct((rows, plen), jnp.int32),
+            "completion_tokens": jax.ShapeDtypeStruct((rows, clen), jnp.int32),
+        }
+        exes.append(
+            Executable(  # no temperature passed: tunix uses 1.0 here
+                "old_policy_logps",
+                fn,
+                sampler.model_def_and_state(),
+                {**_replicated(tokens, mesh), **logps},
+                repeats=calls["logps"],
+                note=note,
+                resident_args={1: "weights"},
+            )
+        )
     rows = sizes["train_micro"] * g
     ref = _batch_input((rows, clen), jnp.float32, mesh)
     example = grpo_learner.TrainExample(  # as GRPOLearner builds it, then shard_input
@@ -185,14 +262,21 @@ def abstract_phases(name: str, recipe: GRPOSettings, *, mesh, tokenizer=None,
         completion_mask=_batch_input((rows, clen), jnp.bool_, mesh),
         advantages=_batch_input((rows,), jnp.float32, mesh),
         ref_per_token_logps=ref if recipe.beta != 0.0 else None,
-        old_per_token_logps=ref if recipe.num_iterations > 1 else None)
+        old_per_token_logps=ref if recipe.num_iterations > 1 else None,
+    )
     trainer = _abstract_trainer(policy, recipe, tokenizer, mesh)
     step = trainer.jit_train_and_eval_step(cache_nnx_graph=False)[0]  # partial(jit, model, opt)
-    exes.append(Executable(
-        "policy_update", step.func, (*step.args, example), repeats=calls["update"],
-        note=f"{rows} sequences; GRPO loss ([B, T, V] logits) + LoRA grads + optax; "
-             "optimizer donated, a new copy of every policy weight returned",
-        resident_args={0: "weights", 1: "optimizer state"}))
+    exes.append(
+        Executable(
+            "policy_update",
+            step.func,
+            (*step.args, example),
+            repeats=calls["update"],
+            note=f"{rows} sequences; GRPO loss ([B, T, V] logits) + LoRA grads + optax; "
+            "optimizer donated, a new copy of every policy weight returned",
+            resident_args={0: "weights", 1: "optimizer state"},
+        )
+    )
     return exes
 
 
@@ -205,21 +289,41 @@ def _rollout_phases(policy, recipe: GRPOSettings, rows: int, mesh, tokenizer, ca
     params = sampler._flattened_transformer_state
     # shared.rollout's abstract initial state (private there; GRPO replicates it instead of
     # sharding it over the batch), built inside the family's traced_cache (Gemma 4).
-    state = _replicated(rollout._abstract_state(
-        sampler, rows, recipe.prompt_len, recipe.completion_len, recipe.temperature,
-        recipe.top_p, recipe.top_k, recipe.seed), mesh).replace(
-        num_input_tokens=PromptLength(recipe.prompt_len))
-    decoded = jax.eval_shape(lambda p, s: sampler._prefill_fn(p, s, None, echo=False), params,
-                             state)
+    state = _replicated(
+        rollout._abstract_state(
+            sampler,
+            rows,
+            recipe.prompt_len,
+            recipe.completion_len,
+            recipe.temperature,
+            recipe.top_p,
+            recipe.top_k,
+            recipe.seed,
+        ),
+        mesh,
+    ).replace(num_input_tokens=PromptLength(recipe.prompt_len))
+    decoded = jax.eval_shape(
+        lambda p, s: sampler._prefill_fn(p, s, None, echo=False), params, state
+    )
     return sampler, [
-        Executable("rollout_prefill", sampler._compiled_prefill_fn, (params, state, None),
-                   {"echo": False}, repeats=calls,
-                   note=f"{rows} sequences, prompt {recipe.prompt_len}",
-                   resident_args={0: "weights"}),
-        Executable("rollout_decode", sampler._compiled_decode_fn,
-                   (params, _replicated(decoded, mesh)), repeats=recipe.completion_len * calls,
-                   note="XLA counts the decode loop body once: x completion length x calls",
-                   resident_args={0: "weights"})]
+        Executable(
+            "rollout_prefill",
+            sampler._compiled_prefill_fn,
+            (params, state, None),
+            {"echo": False},
+            repeats=calls,
+            note=f"{rows} sequences, prompt {recipe.prompt_len}",
+            resident_args={0: "weights"},
+        ),
+        Executable(
+            "rollout_decode",
+            sampler._compiled_decode_fn,
+            (params, _replicated(decoded, mesh)),
+            repeats=recipe.completion_len * calls,
+            note="XLA counts the decode loop body once: x completion length x calls",
+            resident_args={0: "weights"},
+        ),
+    ]
 
 
 class PromptLength:
@@ -270,18 +374,26 @@ def _abstract_trainer(policy, recipe: GRPOSettings, tokenizer, mesh):
     if real_config.gradient_accumulation_steps is not None:
         tx = optax.MultiSteps(tx, real_config.gradient_accumulation_steps)
     trainer = rl_trainer.Trainer(
-        model=policy, optimizer=optax.identity(),
+        model=policy,
+        optimizer=optax.identity(),
         training_config=rl_cluster_lib.RLTrainingConfig(
-            actor_optimizer=optax.identity(), eval_every_n_steps=10**9, max_steps=1),
-        custom_checkpoint_metadata_fn=dict)
+            actor_optimizer=optax.identity(), eval_every_n_steps=10**9, max_steps=1
+        ),
+        custom_checkpoint_metadata_fn=dict,
+    )
     trainer.optimizer = _placed(
-        nnx.eval_shape(lambda m: nnx.Optimizer(m, tx, wrt=nnx.LoRAParam), policy), mesh)
+        nnx.eval_shape(lambda m: nnx.Optimizer(m, tx, wrt=nnx.LoRAParam), policy), mesh
+    )
     ns, rollout_config = types.SimpleNamespace, recipe.rollout_config()
     stand_in = ns(
-        actor_trainer=trainer, global_steps=0, get_rollout_config=lambda mode: rollout_config,
+        actor_trainer=trainer,
+        global_steps=0,
+        get_rollout_config=lambda mode: rollout_config,
         rollout=ns(pad_id=tokenizer.pad_id, eos_id=tokenizer.eos_id, model=lambda: policy),
-        cluster_config=ns(training_config=real_config,
-                          role_to_mesh={Role.ACTOR: mesh, Role.ROLLOUT: mesh}))
+        cluster_config=ns(
+            training_config=real_config, role_to_mesh={Role.ACTOR: mesh, Role.ROLLOUT: mesh}
+        ),
+    )
     grpo_learner.GRPOLearner(stand_in, recipe.algo_config(), reward_fns=[arithmetic_reward])
     return trainer
 
@@ -296,25 +408,33 @@ def session(point: dict, recipe: GRPOSettings, *, hours: float = 9.0) -> dict:
     v5e-8 is free within its quota; GCP on-demand and spot from shared.prices (dated)."""
     runs = budget.runs_in(point, hours)
     per_step = recipe.sequences_per_step
-    out = {"hours": hours, "target": point["target"], "sequences_per_step": per_step,
-           "roofline_step_s": point["roofline_lower_bound_s"],
-           "estimated_step_s": point["roofline_lower_bound_s"] / runs["assumed_efficiency"],
-           "steps_at_most": runs["at_most"], "steps_estimated": runs["estimated"],
-           "completions_estimated": runs["estimated"] * per_step,
-           "assumed_efficiency": runs["assumed_efficiency"],
-           "efficiency_source": runs["efficiency_source"]}
+    out = {
+        "hours": hours,
+        "target": point["target"],
+        "sequences_per_step": per_step,
+        "roofline_step_s": point["roofline_lower_bound_s"],
+        "estimated_step_s": point["roofline_lower_bound_s"] / runs["assumed_efficiency"],
+        "steps_at_most": runs["at_most"],
+        "steps_estimated": runs["estimated"],
+        "completions_estimated": runs["estimated"] * per_step,
+        "assumed_efficiency": runs["assumed_efficiency"],
+        "efficiency_source": runs["efficiency_source"],
+    }
     for kind in ("on-demand", "spot"):
         est = budget.estimate(point, runs=max(runs["estimated"], 1), kind=kind)
         if est["dollars_per_hour"] is not None:
             out[f"dollars_per_hour_{kind}"] = est["dollars_per_hour"]
-            out[f"steps_per_dollar_{kind}"] = 3600 / out["estimated_step_s"] / \
-                est["dollars_per_hour"]
+            out[f"steps_per_dollar_{kind}"] = (
+                3600 / out["estimated_step_s"] / est["dollars_per_hour"]
+            )
             out["price_read"] = est["price_read"]
     if point["target"] == "v5e-8":
         quota = prices.lookup("kaggle-tpu", "quota")
-        out["kaggle"] = (f"free: $0 within Kaggle's quota of {quota.value:g} {quota.unit} "
-                         f"(read {quota.read}), {prices.lookup('kaggle-tpu', 'session').value:g}"
-                         "-hour sessions")
+        out["kaggle"] = (
+            f"free: $0 within Kaggle's quota of {quota.value:g} {quota.unit} "
+            f"(read {quota.read}), {prices.lookup('kaggle-tpu', 'session').value:g}"
+            "-hour sessions"
+        )
     return out
 
 
@@ -330,17 +450,27 @@ def phase_rows(point: dict) -> list[dict]:
     bandwidth = chip.hbm_bandwidth / chip.devices_per_chip
 
     def roofline_s(e):
-        return e["repeats"] * max(e["flops"] / chip.peak_flops_per_device,
-                                  e["bytes_accessed"] / bandwidth)
+        return e["repeats"] * max(
+            e["flops"] / chip.peak_flops_per_device, e["bytes_accessed"] / bandwidth
+        )
 
-    return [{"phase": label, "argument_bytes": e["argument_bytes"],
-             "output_bytes": e["output_bytes"], "temp_bytes": e["temp_bytes"],
-             "alias_bytes": e["alias_bytes"], "transient_bytes": point["transient_bytes"][label],
-             "total_with_resident_bytes": point["resident_bytes"]
-             + point["transient_bytes"][label], "gflop_per_call": e["flops"] / 1e9,
-             "calls_per_step": e["repeats"], "roofline_s_per_step": roofline_s(e),
-             "refused": e["refused"], "note": e["note"]}
-            for label, e in point["executables"].items()]
+    return [
+        {
+            "phase": label,
+            "argument_bytes": e["argument_bytes"],
+            "output_bytes": e["output_bytes"],
+            "temp_bytes": e["temp_bytes"],
+            "alias_bytes": e["alias_bytes"],
+            "transient_bytes": point["transient_bytes"][label],
+            "total_with_resident_bytes": point["resident_bytes"] + point["transient_bytes"][label],
+            "gflop_per_call": e["flops"] / 1e9,
+            "calls_per_step": e["repeats"],
+            "roofline_s_per_step": roofline_s(e),
+            "refused": e["refused"],
+            "note": e["note"],
+        }
+        for label, e in point["executables"].items()
+    ]
 
 
 def plot_bytes(point: dict, ax) -> None:
@@ -351,12 +481,19 @@ def plot_bytes(point: dict, ax) -> None:
     for name, size in point["resident"].items():
         ax.bar(labels, [size / gib] * len(labels), bottom=bottom, label=f"resident: {name}")
         bottom += size / gib
-    ax.bar(labels, [point["transient_bytes"][k] / gib for k in labels], bottom=bottom,
-           label="transient (this phase)", color="0.6")
+    ax.bar(
+        labels,
+        [point["transient_bytes"][k] / gib for k in labels],
+        bottom=bottom,
+        label="transient (this phase)",
+        color="0.6",
+    )
     ax.axhline(point["hbm_bytes"] / gib, color="red", ls="--", label="usable HBM per device")
     ax.set_ylabel("GiB per device")
-    ax.set_title(f"{point['model']} GRPO on {point['target']}: {point['batch']} sequences per "
-                 f"call, log-probs {point['logps']}")
+    ax.set_title(
+        f"{point['model']} GRPO on {point['target']}: {point['batch']} sequences per "
+        f"call, log-probs {point['logps']}"
+    )
     ax.tick_params(axis="x", rotation=20)
     ax.legend(fontsize=7)
 
@@ -369,11 +506,17 @@ def plot_search(searches: dict[str, dict], ax, hbm_bytes: int) -> None:
     for i, (name, search) in enumerate(searches.items()):
         color = f"C{i}"
         for fast in (False, True):
-            probes = sorted((p for p in search["probes"] if p["fast"] == fast),
-                            key=lambda p: p["batch"])
-            ax.plot([p["batch"] for p in probes], [p["bytes_per_device"] / gib for p in probes],
-                    "o" + (":" if fast else "-"), color=color, mfc="none" if fast else color,
-                    label=None if fast else f"{name}: largest {search['max_batch']}")
+            probes = sorted(
+                (p for p in search["probes"] if p["fast"] == fast), key=lambda p: p["batch"]
+            )
+            ax.plot(
+                [p["batch"] for p in probes],
+                [p["bytes_per_device"] / gib for p in probes],
+                "o" + (":" if fast else "-"),
+                color=color,
+                mfc="none" if fast else color,
+                label=None if fast else f"{name}: largest {search['max_batch']}",
+            )
         ax.axvline(search["max_batch"], color=color, ls=":", alpha=0.6)
     ax.axhline(hbm_bytes / gib, color="red", ls="--", label="usable HBM per device")
     ax.set_xscale("log", base=2)

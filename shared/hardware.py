@@ -72,45 +72,135 @@ def _gib(value: float) -> int:
 CHIPS: dict[str, Chip] = {
     c.name: c
     for c in [
-        Chip("v4", 275e12, 32 * GiB, 1.2e12, 45e9, 3, "v4", 2, ("TPU v4",),
-             devices_per_chip=2, compiler_hbm_bytes=_gib(15.25),
-             source=f"https://cloud.google.com/tpu/docs/v4; {_BOOK_ICI}; {_COMPILER}"),
-        Chip("v5e", 197e12, 16 * GiB, 819e9, 45e9, 2, "v5e", 1, ("TPU v5 lite", "TPU v5e"),
-             compiler_hbm_bytes=_gib(15.75),
-             source=f"https://cloud.google.com/tpu/docs/v5e; {_BOOK_ICI}; {_COMPILER}"),
+        Chip(
+            "v4",
+            275e12,
+            32 * GiB,
+            1.2e12,
+            45e9,
+            3,
+            "v4",
+            2,
+            ("TPU v4",),
+            devices_per_chip=2,
+            compiler_hbm_bytes=_gib(15.25),
+            source=f"https://cloud.google.com/tpu/docs/v4; {_BOOK_ICI}; {_COMPILER}",
+        ),
+        Chip(
+            "v5e",
+            197e12,
+            16 * GiB,
+            819e9,
+            45e9,
+            2,
+            "v5e",
+            1,
+            ("TPU v5 lite", "TPU v5e"),
+            compiler_hbm_bytes=_gib(15.75),
+            source=f"https://cloud.google.com/tpu/docs/v5e; {_BOOK_ICI}; {_COMPILER}",
+        ),
         # Google's table says 95 GiB, yet the compiler allows 95.74 GiB (the scaling book
         # lists 96 GB): the datasheet number stays, the verdict is the compiler's.
-        Chip("v5p", 459e12, 95 * GiB, 2.76e12, 90e9, 3, "v5p", 2, ("TPU v5", "TPU v5p"),
-             compiler_hbm_bytes=_gib(95.74),
-             source=f"https://cloud.google.com/tpu/docs/v5p; {_BOOK_ICI}; {_COMPILER}"),
-        Chip("v6e", 918e12, 32 * GiB, 1.64e12, 90e9, 2, "v6e", 1, ("TPU v6 lite", "TPU v6e"),
-             compiler_hbm_bytes=_gib(31.25),
-             source=f"https://cloud.google.com/tpu/docs/v6e; {_BOOK_ICI}; {_COMPILER}"),
+        Chip(
+            "v5p",
+            459e12,
+            95 * GiB,
+            2.76e12,
+            90e9,
+            3,
+            "v5p",
+            2,
+            ("TPU v5", "TPU v5p"),
+            compiler_hbm_bytes=_gib(95.74),
+            source=f"https://cloud.google.com/tpu/docs/v5p; {_BOOK_ICI}; {_COMPILER}",
+        ),
+        Chip(
+            "v6e",
+            918e12,
+            32 * GiB,
+            1.64e12,
+            90e9,
+            2,
+            "v6e",
+            1,
+            ("TPU v6 lite", "TPU v6e"),
+            compiler_hbm_bytes=_gib(31.25),
+            source=f"https://cloud.google.com/tpu/docs/v6e; {_BOOK_ICI}; {_COMPILER}",
+        ),
         # Ironwood: 2307 TFLOP/s bf16, 192 GiB, 7380 GB/s and 1200 GB/s bidirectional ICI per
         # chip (Cloud TPU7x page, read 2026-11-22). The book has no TPU7x row, so the link
         # number is derived: 1200 GB/s over 6 links (3D torus) and 2 directions = 100 GB/s (the
         # same arithmetic gives 100 for v5p, where the book says 90). Names count TensorCores
         # (tpu7x-8 = 4 chips = 2x2x1), as in Google's accelerator types; jax sees 2 devices a chip.
-        Chip("tpu7x", 2307e12, 192 * GiB, 7.38e12, 100e9, 3, "tpu7x", 2, ("TPU7x",),
-             devices_per_chip=2, compiler_hbm_bytes=_gib(94.75),
-             source=f"https://docs.cloud.google.com/tpu/docs/tpu7x; {_COMPILER}"),
+        Chip(
+            "tpu7x",
+            2307e12,
+            192 * GiB,
+            7.38e12,
+            100e9,
+            3,
+            "tpu7x",
+            2,
+            ("TPU7x",),
+            devices_per_chip=2,
+            compiler_hbm_bytes=_gib(94.75),
+            source=f"https://docs.cloud.google.com/tpu/docs/tpu7x; {_COMPILER}",
+        ),
         # GPU capacities are what the driver reports for the card (MiB), not the box's label;
         # peaks are dense bf16 (half the datasheets' with-sparsity figures), NVLink is one
         # direction per GPU.
-        Chip("h100", 989e12, 81559 * MiB, 3.35e12, 450e9, 1, None, 1, ("NVIDIA H100",),
-             source="https://www.nvidia.com/en-us/data-center/h100/ (SXM)"),
-        Chip("h200", 989e12, 143771 * MiB, 4.8e12, 450e9, 1, None, 1, ("NVIDIA H200",),
-             source="https://www.nvidia.com/en-us/data-center/h200/"),
-        Chip("b200", 2.25e15, 183359 * MiB, 8.0e12, 900e9, 1, None, 1, ("NVIDIA B200",),
-             source="https://www.nvidia.com/en-us/data-center/hgx/ (HGX B200, per GPU)"),
+        Chip(
+            "h100",
+            989e12,
+            81559 * MiB,
+            3.35e12,
+            450e9,
+            1,
+            None,
+            1,
+            ("NVIDIA H100",),
+            source="https://www.nvidia.com/en-us/data-center/h100/ (SXM)",
+        ),
+        Chip(
+            "h200",
+            989e12,
+            143771 * MiB,
+            4.8e12,
+            450e9,
+            1,
+            None,
+            1,
+            ("NVIDIA H200",),
+            source="https://www.nvidia.com/en-us/data-center/h200/",
+        ),
+        Chip(
+            "b200",
+            2.25e15,
+            183359 * MiB,
+            8.0e12,
+            900e9,
+            1,
+            None,
+            1,
+            ("NVIDIA B200",),
+            source="https://www.nvidia.com/en-us/data-center/hgx/ (HGX B200, per GPU)",
+        ),
         Chip("cpu", None, None, None, None, 1, None, 1, ("cpu",), source="measured at run time"),
     ]
 }
 
 
 # Square-ish 2D layouts libtpu accepts for v5e / v6e slices, by chip count.
-_TORUS_2D = {1: (1, 1), 4: (2, 2), 8: (2, 4), 16: (4, 4), 32: (4, 8), 64: (8, 8),
-             128: (8, 16), 256: (16, 16)}
+_TORUS_2D = {
+    1: (1, 1),
+    4: (2, 2),
+    8: (2, 4),
+    16: (4, 4),
+    32: (4, 8),
+    64: (8, 8),
+    128: (8, 16),
+    256: (16, 16),
+}
 
 
 @dataclass(frozen=True)
@@ -165,13 +255,20 @@ class Target:
 
 
 _TARGET_RE = re.compile(r"^(?P<chip>[a-z0-9]+?)(?:-(?P<n>\d+))?$")
-_ALIASES = {"v5litepod": "v5e", "v6litepod": "v6e", "v5lite": "v5e", "ironwood": "tpu7x",
-            "v7x": "tpu7x"}
+_ALIASES = {
+    "v5litepod": "v5e",
+    "v6litepod": "v6e",
+    "v5lite": "v5e",
+    "ironwood": "tpu7x",
+    "v7x": "tpu7x",
+}
 
 
 def valid_target_examples() -> str:
-    return ("v5e-1, v5e-8, v6e-1, v6e-8, v5p-8, v4-8, tpu7x-8 (alias ironwood-8), h100, h200, "
-            "b200, cpu (chip-N is N chips; v4/v5p/tpu7x names count TensorCores)")
+    return (
+        "v5e-1, v5e-8, v6e-1, v6e-8, v5p-8, v4-8, tpu7x-8 (alias ironwood-8), h100, h200, "
+        "b200, cpu (chip-N is N chips; v4/v5p/tpu7x names count TensorCores)"
+    )
 
 
 def parse_target(name: str) -> Target:
@@ -185,16 +282,19 @@ def parse_target(name: str) -> Target:
     if n < 1:
         raise BadInput(f"target {name!r}: a slice needs at least one chip (e.g. {chip_name}-8)")
     if n % chip.cores_per_chip_name:
-        raise BadInput(f"target {name!r}: {chip_name}-N counts TensorCores, N must be a multiple "
-                       f"of {chip.cores_per_chip_name} (e.g. {chip_name}-8)")
+        raise BadInput(
+            f"target {name!r}: {chip_name}-N counts TensorCores, N must be a multiple "
+            f"of {chip.cores_per_chip_name} (e.g. {chip_name}-8)"
+        )
     return Target(name=name, chip=chip, chips=n // chip.cores_per_chip_name)
 
 
 def chip_for_device_kind(device_kind: str) -> Chip | None:
     """Map jax's `device.device_kind` ('TPU v5 lite', 'NVIDIA H100 80GB HBM3') to a Chip."""
     # Longest match first: 'TPU v5 lite' must not be taken for 'TPU v5'.
-    candidates = sorted(((k, c) for c in CHIPS.values() for k in c.device_kinds),
-                        key=lambda kc: -len(kc[0]))
+    candidates = sorted(
+        ((k, c) for c in CHIPS.values() for k in c.device_kinds), key=lambda kc: -len(kc[0])
+    )
     for kind, chip in candidates:
         if device_kind.lower().startswith(kind.lower()):
             return chip
@@ -239,7 +339,9 @@ def tpu_worker_count() -> int:
         return 1
     request = urllib.request.Request(
         "http://metadata.google.internal/computeMetadata/v1/instance/attributes/"
-        "worker-network-endpoints", headers={"Metadata-Flavor": "Google"})
+        "worker-network-endpoints",
+        headers={"Metadata-Flavor": "Google"},
+    )
     try:
         with urllib.request.urlopen(request, timeout=2) as response:
             return max(1, len(response.read().decode().strip().split(",")))

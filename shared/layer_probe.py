@@ -48,6 +48,7 @@ def probe_config(name: str, *, layers: int, remat: str = "none", vocab: int = PR
 @functools.partial(jax.jit, static_argnames=("graph",))
 def loss_and_grad(graph, params, tokens):
     """Mean next-token loss over tokens [B, T+1] and its gradient for every parameter."""
+
     def loss(p):
         model = nnx.merge(graph.graphdef, p, copy=True)
         targets = jnp.where(tokens[:, 1:] == PAD_ID, -1, tokens[:, 1:])
@@ -57,8 +58,16 @@ def loss_and_grad(graph, params, tokens):
     return jax.value_and_grad(loss)(params)
 
 
-def probe_executable(name: str, mesh, *, batch: int, seq: int, layers: int = 1,
-                     remat: str = "none", vocab: int = PROBE_VOCAB) -> Executable:
+def probe_executable(
+    name: str,
+    mesh,
+    *,
+    batch: int,
+    seq: int,
+    layers: int = 1,
+    remat: str = "none",
+    vocab: int = PROBE_VOCAB,
+) -> Executable:
     """`loss_and_grad` for `name` cut to `layers` layers, with abstract arguments on `mesh`:
     weights laid out by the model's partition rules, tokens [batch, seq + 1] over "fsdp"."""
     check_batch(batch, mesh)
@@ -67,14 +76,24 @@ def probe_executable(name: str, mesh, *, batch: int, seq: int, layers: int = 1,
     models.check_divisible(abstract, mesh, name)
     graphdef, params = nnx.split(abstract)
     tokens = jax.ShapeDtypeStruct((batch, seq + 1), jnp.int32, sharding=batch_sharding(mesh))
-    return Executable(f"{name}-{layers}L-{remat}", loss_and_grad,
-                      (StaticGraph(graphdef), on_mesh(params, mesh), tokens),
-                      note=f"{layers} layer(s) of {name}, remat {remat}, vocab {vocab}, "
-                           f"{batch}x{seq} tokens, loss + grad, no optimizer")
+    return Executable(
+        f"{name}-{layers}L-{remat}",
+        loss_and_grad,
+        (StaticGraph(graphdef), on_mesh(params, mesh), tokens),
+        note=f"{layers} layer(s) of {name}, remat {remat}, vocab {vocab}, "
+        f"{batch}x{seq} tokens, loss + grad, no optimizer",
+    )
 
 
-def probe(name: str, mesh, *, batches: tuple[int, int], seq: int, remat: str = "none",
-          vocab: int = PROBE_VOCAB) -> dict:
+def probe(
+    name: str,
+    mesh,
+    *,
+    batches: tuple[int, int],
+    seq: int,
+    remat: str = "none",
+    vocab: int = PROBE_VOCAB,
+) -> dict:
     """Compile 1 and 2 layers at two batch sizes; bytes kept per token per layer, per device.
 
     Returns the four compiles' temporaries (`temps[(layers, batch)]`), the tokens per device,
@@ -83,24 +102,32 @@ def probe(name: str, mesh, *, batches: tuple[int, int], seq: int, remat: str = "
     """
     small, large = batches
     if large <= small:
-        raise BadInput(f"probe batches must be two growing global batches, e.g. (4, 8); got "
-                       f"{batches}")
+        raise BadInput(
+            f"probe batches must be two growing global batches, e.g. (4, 8); got {batches}"
+        )
     temps, seconds = {}, 0.0
     with jax.set_mesh(mesh):
         for layers in (1, 2):
             for batch in batches:
-                exe = probe_executable(name, mesh, batch=batch, seq=seq, layers=layers,
-                                       remat=remat, vocab=vocab)
+                exe = probe_executable(
+                    name, mesh, batch=batch, seq=seq, layers=layers, remat=remat, vocab=vocab
+                )
                 summary = compile_executable(exe)
                 temps[(layers, batch)] = summary["temp_bytes"]
                 seconds += summary["compile_s"]
     tokens = {b: b * seq // mesh.shape["fsdp"] for b in batches}
     layer = {b: temps[(2, b)] - temps[(1, b)] for b in batches}
     slope = (layer[large] - layer[small]) / (tokens[large] - tokens[small])
-    return {"model": name, "remat": remat, "seq": seq, "batches": list(batches),
-            "tokens_per_device": [tokens[b] for b in batches], "devices": mesh.size,
-            "temps": {f"{layers}L_b{b}": v for (layers, b), v in temps.items()},
-            "layer_bytes": [layer[b] for b in batches],
-            "kept_bytes_per_token_layer": slope,
-            "per_layer_fixed_bytes": layer[small] - slope * tokens[small],
-            "compile_s": seconds}
+    return {
+        "model": name,
+        "remat": remat,
+        "seq": seq,
+        "batches": list(batches),
+        "tokens_per_device": [tokens[b] for b in batches],
+        "devices": mesh.size,
+        "temps": {f"{layers}L_b{b}": v for (layers, b), v in temps.items()},
+        "layer_bytes": [layer[b] for b in batches],
+        "kept_bytes_per_token_layer": slope,
+        "per_layer_fixed_bytes": layer[small] - slope * tokens[small],
+        "compile_s": seconds,
+    }

@@ -16,10 +16,24 @@ from pathlib import Path
 from shared.paths import under_root
 
 LEDGER = "results/ledger.csv"
-COLUMNS = ("when", "source", "workload", "model", "batch", "shape", "device", "devices",
-           "measured_status", "measured_peak_bytes_per_device", "measured_s",
-           "predicted_target", "predicted_bytes_per_device", "predicted_fits",
-           "predicted_versions", "measured_versions")
+COLUMNS = (
+    "when",
+    "source",
+    "workload",
+    "model",
+    "batch",
+    "shape",
+    "device",
+    "devices",
+    "measured_status",
+    "measured_peak_bytes_per_device",
+    "measured_s",
+    "predicted_target",
+    "predicted_bytes_per_device",
+    "predicted_fits",
+    "predicted_versions",
+    "measured_versions",
+)
 
 
 def measured_versions() -> str:
@@ -28,8 +42,18 @@ def measured_versions() -> str:
     return " ".join(f"{k}={v}" for k, v in versions().items() if v)
 
 
-def row(source: str, *, workload: str, model: str, batch: int, shape: str, status: str,
-        peak_bytes: int | None, seconds: float | None, prediction: dict | None = None) -> dict:
+def row(
+    source: str,
+    *,
+    workload: str,
+    model: str,
+    batch: int,
+    shape: str,
+    status: str,
+    peak_bytes: int | None,
+    seconds: float | None,
+    prediction: dict | None = None,
+) -> dict:
     """One ledger row for a measured point on this process's devices. `prediction` is a
     shared.plan verdict (plan_point's dict) for the same workload, or None."""
     import jax
@@ -38,14 +62,22 @@ def row(source: str, *, workload: str, model: str, batch: int, shape: str, statu
     predicted = prediction or {}
     return {
         "when": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "source": source, "workload": workload, "model": model, "batch": batch, "shape": shape,
-        "device": device.device_kind, "devices": jax.device_count(), "measured_status": status,
-        "measured_peak_bytes_per_device": peak_bytes, "measured_s": seconds,
+        "source": source,
+        "workload": workload,
+        "model": model,
+        "batch": batch,
+        "shape": shape,
+        "device": device.device_kind,
+        "devices": jax.device_count(),
+        "measured_status": status,
+        "measured_peak_bytes_per_device": peak_bytes,
+        "measured_s": seconds,
         "predicted_target": predicted.get("target"),
         "predicted_bytes_per_device": predicted.get("bytes_per_device"),
         "predicted_fits": predicted.get("fits"),
-        "predicted_versions": " ".join(f"{k}={v}" for k, v in
-                                       predicted.get("versions", {}).items() if v),
+        "predicted_versions": " ".join(
+            f"{k}={v}" for k, v in predicted.get("versions", {}).items() if v
+        ),
         "measured_versions": measured_versions(),
     }
 
@@ -78,8 +110,13 @@ def comparable(rows: list[dict]) -> list[tuple[float, float, dict]]:
     pairs = []
     for r in rows:
         try:
-            pairs.append((float(r["predicted_bytes_per_device"]),
-                          float(r["measured_peak_bytes_per_device"]), r))
+            pairs.append(
+                (
+                    float(r["predicted_bytes_per_device"]),
+                    float(r["measured_peak_bytes_per_device"]),
+                    r,
+                )
+            )
         except (TypeError, ValueError):  # a side is missing: not a comparison
             continue
     return pairs

@@ -194,6 +194,7 @@ def example_inputs(B, T, D, V, dtype, seed=0):
 
 def example_specs(B, T, D, V, dtype, sharding=None):
     """The same as ShapeDtypeStructs, for compile-only memory measurements."""
+
     def spec(shape, dt):
         return jax.ShapeDtypeStruct(shape, dt, sharding=sharding)
 

@@ -29,29 +29,46 @@ TOP_K, LOSS = "top-k", "loss fwd+bwd"
 
 def top_k_fns(k: int, **chunks) -> dict:
     """The three ways to top-k logits, each fn(hidden, embedding) -> (values, indices)."""
-    return {"full logits": lambda h, e: L.full_top_k_logits(h, e, k),
-            "per-step scan": lambda h, e: L.per_step_top_k_logits(h, e, k),
-            "chunked": lambda h, e: L.top_k_logits(h, e, k, **chunks)}
+    return {
+        "full logits": lambda h, e: L.full_top_k_logits(h, e, k),
+        "per-step scan": lambda h, e: L.per_step_top_k_logits(h, e, k),
+        "chunked": lambda h, e: L.top_k_logits(h, e, k, **chunks),
+    }
 
 
 def loss_fns(**kw) -> dict:
     """The loss and its gradients, fn(hidden, embedding, targets) -> (loss, (d_h, d_e)).
     `kw` (softcap, chunk sizes) goes to the chunked loss; softcap to both."""
     naive = {"softcap": kw["softcap"]} if "softcap" in kw else {}
-    return {name: jax.value_and_grad(functools.partial(fn, **args), argnums=(0, 1))
-            for name, fn, args in (("naive loss", L.full_cross_entropy, naive),
-                                   ("chunked loss", L.cross_entropy, kw))}
+    return {
+        name: jax.value_and_grad(functools.partial(fn, **args), argnums=(0, 1))
+        for name, fn, args in (
+            ("naive loss", L.full_cross_entropy, naive),
+            ("chunked loss", L.cross_entropy, kw),
+        )
+    }
 
 
 def approaches(k: int, h, e, t, methods=None) -> list[tuple[str, str, object, tuple]]:
     """(what, method, fn, args) for every approach (or those in `methods`), default chunks."""
-    every = ([(TOP_K, m, f, (h, e)) for m, f in top_k_fns(k).items()]
-             + [(LOSS, m, f, (h, e, t)) for m, f in loss_fns().items()])
+    every = [(TOP_K, m, f, (h, e)) for m, f in top_k_fns(k).items()] + [
+        (LOSS, m, f, (h, e, t)) for m, f in loss_fns().items()
+    ]
     return [job for job in every if methods is None or job[1] in methods]
 
 
-def memory_rows(batches, T: int, D: int, V: int, k: int, *, dtype=jnp.bfloat16,
-                device=None, where: str = "", methods=None) -> list[dict]:
+def memory_rows(
+    batches,
+    T: int,
+    D: int,
+    V: int,
+    k: int,
+    *,
+    dtype=jnp.bfloat16,
+    device=None,
+    where: str = "",
+    methods=None,
+) -> list[dict]:
     """Per-device bytes of every approach (or those in `methods`) at each batch, compile only
     (nothing is allocated, so Gemma's real [V, D] works on a laptop); `device` a TPU target's
     abstract device. A program the TPU compiler refuses for lack of HBM is kept: what it asked
@@ -59,15 +76,27 @@ def memory_rows(batches, T: int, D: int, V: int, k: int, *, dtype=jnp.bfloat16,
     from tqdm.auto import tqdm
 
     sharding = jax.sharding.SingleDeviceSharding(device) if device is not None else None
-    jobs = [(B, *job) for B in batches
-            for job in approaches(k, *L.example_specs(B, T, D, V, dtype, sharding), methods)]
+    jobs = [
+        (B, *job)
+        for B in batches
+        for job in approaches(k, *L.example_specs(B, T, D, V, dtype, sharding), methods)
+    ]
     rows = []
     for B, what, method, fn, args in tqdm(jobs, desc=f"compile on {where}", unit="compile"):
         got = measure.compile_lowered(jax.jit(fn).lower(*args))
-        rows.append({"where": where, "what": what, "method": method, "B": B, "T": T, "D": D,
-                     "V": V, "logits_bytes": B * T * V * jnp.dtype(dtype).itemsize,
-                     **{key: got[key] for key in ("temp_bytes", "total_bytes", "refused",
-                                                  "compile_s")}})
+        rows.append(
+            {
+                "where": where,
+                "what": what,
+                "method": method,
+                "B": B,
+                "T": T,
+                "D": D,
+                "V": V,
+                "logits_bytes": B * T * V * jnp.dtype(dtype).itemsize,
+                **{key: got[key] for key in ("temp_bytes", "total_bytes", "refused", "compile_s")},
+            }
+        )
     return rows
 
 
@@ -92,17 +121,29 @@ def round_robin(calls: list[tuple], rounds: int) -> tuple[list[float], list[list
     return first, runs
 
 
-def time_rows(B: int, T: int, D: int, V: int, k: int, *, rounds: int = 3, dtype=jnp.bfloat16,
-              seed: int = 0) -> list[dict]:
+def time_rows(
+    B: int, T: int, D: int, V: int, k: int, *, rounds: int = 3, dtype=jnp.bfloat16, seed: int = 0
+) -> list[dict]:
     """Wall and CPU time after warm-up of every approach on the default device (round_robin):
     the fastest call of each (`min_s`, `min_cpu_s`) is what ratios compare."""
     jobs = approaches(k, *L.example_inputs(B, T, D, V, dtype, seed))
     first, runs = round_robin([(jax.jit(fn), args) for _, _, fn, args in jobs], rounds)
-    return [{"what": what, "method": method, "B": B, "T": T, "D": D, "V": V,
-             "min_s": min(w for w, _ in times), "min_cpu_s": min(c for _, c in times),
-             "median_s": statistics.median(w for w, _ in times),
-             "runs_s": [round(w, 4) for w, _ in times], "first_call_s": t0}
-            for (what, method, _, _), times, t0 in zip(jobs, runs, first, strict=True)]
+    return [
+        {
+            "what": what,
+            "method": method,
+            "B": B,
+            "T": T,
+            "D": D,
+            "V": V,
+            "min_s": min(w for w, _ in times),
+            "min_cpu_s": min(c for _, c in times),
+            "median_s": statistics.median(w for w, _ in times),
+            "runs_s": [round(w, 4) for w, _ in times],
+            "first_call_s": t0,
+        }
+        for (what, method, _, _), times, t0 in zip(jobs, runs, first, strict=True)
+    ]
 
 
 def ratios(rows: list[dict], value: str) -> dict:
@@ -114,9 +155,11 @@ def ratios(rows: list[dict], value: str) -> dict:
         x, y = got.get(a), got.get(b)
         return None if x is None or y is None else (x / y if y else float("inf") if x else None)
 
-    return {"per_step_over_chunked": over((TOP_K, "per-step scan"), (TOP_K, "chunked")),
-            "full_over_chunked": over((TOP_K, "full logits"), (TOP_K, "chunked")),
-            "naive_loss_over_chunked": over((LOSS, "naive loss"), (LOSS, "chunked loss"))}
+    return {
+        "per_step_over_chunked": over((TOP_K, "per-step scan"), (TOP_K, "chunked")),
+        "full_over_chunked": over((TOP_K, "full logits"), (TOP_K, "chunked")),
+        "naive_loss_over_chunked": over((LOSS, "naive loss"), (LOSS, "chunked loss")),
+    }
 
 
 def top_k_agreement(values, indices, ref_values, ref_indices, h, e) -> dict:
@@ -134,13 +177,16 @@ def top_k_agreement(values, indices, ref_values, ref_indices, h, e) -> dict:
     tied[..., 1:] |= gaps[..., : k - 1] == 0
     tied |= gaps[..., :k] == 0
     same = i == ref_i[..., :k]
-    order = jax.lax.top_k(jnp.einsum("btd,vd->btv", h, e, preferred_element_type=jnp.float32),
-                          k)[1]
-    return {"positions": v.size, "values_equal": float(np.mean(v == ref_v[..., :k])),
-            "max_abs_value_err": float(np.max(np.abs(v - ref_v[..., :k]))),
-            "tied_positions": int(tied.sum()), "index_mismatch_untied": int((~same & ~tied).sum()),
-            "index_mismatch_tied": int((~same & tied).sum()),
-            "indices_in_fp32_order": float(np.mean(i == np.asarray(order)))}
+    order = jax.lax.top_k(jnp.einsum("btd,vd->btv", h, e, preferred_element_type=jnp.float32), k)[1]
+    return {
+        "positions": v.size,
+        "values_equal": float(np.mean(v == ref_v[..., :k])),
+        "max_abs_value_err": float(np.max(np.abs(v - ref_v[..., :k]))),
+        "tied_positions": int(tied.sum()),
+        "index_mismatch_untied": int((~same & ~tied).sum()),
+        "index_mismatch_tied": int((~same & tied).sum()),
+        "indices_in_fp32_order": float(np.mean(i == np.asarray(order))),
+    }
 
 
 def loss_errors(h, e, t, **kw) -> list[dict]:
@@ -148,12 +194,17 @@ def loss_errors(h, e, t, **kw) -> list[dict]:
     from the same (rounded) inputs; `kw` as in loss_fns."""
     cap = {"softcap": kw["softcap"]} if "softcap" in kw else {}
     ref_loss, ref_grads = jax.jit(loss_fns(**cap)["naive loss"])(
-        h.astype(jnp.float32), e.astype(jnp.float32), t)
+        h.astype(jnp.float32), e.astype(jnp.float32), t
+    )
     rows = []
     for method, fn in loss_fns(**kw).items():
         loss, grads = jax.jit(fn)(h, e, t)
-        row = {"dtype": jnp.dtype(h.dtype).name, "method": method, "loss": float(loss),
-               "loss_abs_err": abs(float(loss) - float(ref_loss))}
+        row = {
+            "dtype": jnp.dtype(h.dtype).name,
+            "method": method,
+            "loss": float(loss),
+            "loss_abs_err": abs(float(loss) - float(ref_loss)),
+        }
         for name, g, ref in zip(("d_hidden", "d_embedding"), grads, ref_grads, strict=True):
             diff = g.astype(jnp.float32) - ref
             row[f"{name}_rel_err"] = float(jnp.linalg.norm(diff) / jnp.linalg.norm(ref))
@@ -161,8 +212,17 @@ def loss_errors(h, e, t, **kw) -> list[dict]:
     return rows
 
 
-def exactness(B: int, T: int, D: int, V: int, k: int, chunk_size: int, vocab_chunk_size: int,
-              softcap: float, seed: int = 0) -> tuple[list[dict], list[dict]]:
+def exactness(
+    B: int,
+    T: int,
+    D: int,
+    V: int,
+    k: int,
+    chunk_size: int,
+    vocab_chunk_size: int,
+    softcap: float,
+    seed: int = 0,
+) -> tuple[list[dict], list[dict]]:
     """Random hidden states (logits of std ~3) in fp32 and bf16: every top-k approach against
     lax.top_k of the full logits, and both losses (with and without `softcap`) against fp32,
     the chunked ones with the given chunk sizes. Returns (top-k rows, loss rows)."""
@@ -175,8 +235,18 @@ def exactness(B: int, T: int, D: int, V: int, k: int, chunk_size: int, vocab_chu
         h, e = h32.astype(dtype), e32.astype(dtype)
         ref = jax.jit(L.full_top_k_logits, static_argnums=2)(h, e, k + 1)
         outs = {m: jax.jit(f)(h, e) for m, f in top_k_fns(k, **chunks).items()}
-        top_rows += [{"case": case, "dtype": jnp.dtype(dtype).name, "method": m,
-                      **top_k_agreement(*out, *ref, h, e)} for m, out in outs.items()]
-        loss_rows += [{"case": case, "softcap": cap, **row} for cap in (None, softcap)
-                      for row in loss_errors(h, e, t, softcap=cap, **chunks)]
+        top_rows += [
+            {
+                "case": case,
+                "dtype": jnp.dtype(dtype).name,
+                "method": m,
+                **top_k_agreement(*out, *ref, h, e),
+            }
+            for m, out in outs.items()
+        ]
+        loss_rows += [
+            {"case": case, "softcap": cap, **row}
+            for cap in (None, softcap)
+            for row in loss_errors(h, e, t, softcap=cap, **chunks)
+        ]
     return top_rows, loss_rows

@@ -56,8 +56,7 @@ def apply_lora(model, rank: int, alpha: float, *, mesh=None, seed: int = 0):
     buffers with `model` (nnx.clone default); see free_base for deleting the base.
     """
     provider = models.lora_provider(models.family_of_model(model), rank, alpha)
-    lora = qwix.apply_lora_to_model(model, provider, rngs=nnx.Rngs(seed),
-                                    **model.get_model_input())
+    lora = qwix.apply_lora_to_model(model, provider, rngs=nnx.Rngs(seed), **model.get_model_input())
     return reshard.reshard_model_to_mesh(lora, mesh) if mesh is not None else lora
 
 
@@ -165,8 +164,7 @@ def export_safetensors(model, out_dir: str | Path) -> Path:
     return out_dir / "model.safetensors"
 
 
-def load_safetensors(folder: str | Path, name: str, *, mesh=None,
-                     vocab_size: int | None = None):
+def load_safetensors(folder: str | Path, name: str, *, mesh=None, vocab_size: int | None = None):
     """A tunix model from Hugging Face-layout safetensors via the family's own tunix loader."""
     cfg = models.model_config(name, vocab_size=vocab_size)
     mesh = mesh if mesh is not None else make_mesh()
@@ -187,25 +185,38 @@ def _lm_loss(model, tokens, pad_id, loss: str = "chunked"):
     (the comparison plan mode makes)."""
     targets = jnp.where(tokens[:, 1:] == pad_id, -1, tokens[:, 1:])
     if loss == "full":
-        logp = jax.nn.log_softmax(models.forward_logits(model, tokens[:, :-1], pad_id)
-                                  .astype(jnp.float32))
+        logp = jax.nn.log_softmax(
+            models.forward_logits(model, tokens[:, :-1], pad_id).astype(jnp.float32)
+        )
         picked = jnp.take_along_axis(logp, jnp.maximum(targets, 0)[..., None], axis=-1)[..., 0]
         keep = targets >= 0
         return -(picked * keep).sum() / jnp.maximum(keep.sum(), 1)
     hidden = models.hidden_states(model, tokens[:, :-1], pad_id)
-    return logits.cross_entropy(hidden, models.head_table(model), targets,
-                                softcap=models.final_softcap(model))
+    return logits.cross_entropy(
+        hidden, models.head_table(model), targets, softcap=models.final_softcap(model)
+    )
 
 
 # Training the LoRA parameters: an optax step on the nnx.LoRAParam state only, rather than
 # tunix's PeftTrainer. The trainer wants a TrainingConfig, checkpoint and metrics managers and
 # an input pipeline of TrainingInput, and its step is internal, so plan mode could not lower it
 # with abstract arguments; this is one plain jitted function of explicit pytrees.
-@functools.partial(jax.jit, static_argnames=("graphdef", "optimizer", "pad_id", "microbatches",
-                                             "loss"),
-                   donate_argnames=("lora_params", "opt_state"))
-def lora_train_step(graphdef, optimizer, lora_params, base_params, opt_state, tokens,
-                    pad_id: int = PAD_ID, microbatches: int = 1, loss: str = "chunked"):
+@functools.partial(
+    jax.jit,
+    static_argnames=("graphdef", "optimizer", "pad_id", "microbatches", "loss"),
+    donate_argnames=("lora_params", "opt_state"),
+)
+def lora_train_step(
+    graphdef,
+    optimizer,
+    lora_params,
+    base_params,
+    opt_state,
+    tokens,
+    pad_id: int = PAD_ID,
+    microbatches: int = 1,
+    loss: str = "chunked",
+):
     """One optimizer step on the LoRA parameters; base weights frozen (no gradient taken).
 
     graphdef, lora_params, base_params = split_lora(model) (graphdef is a StaticGraph);
@@ -215,6 +226,7 @@ def lora_train_step(graphdef, optimizer, lora_params, base_params, opt_state, to
     arrays passed in (including the model's own, straight from split_lora) are invalid
     afterwards, so rebind them and finish with nnx.update(model, lora_params).
     """
+
     def loss_fn(lp, micro):
         # copy=True: fresh Variables at this trace level. Merged in place, the base weights would
         # keep their Variables from the jit level, and tunix's nnx.remat (remat="block") writes
@@ -223,7 +235,8 @@ def lora_train_step(graphdef, optimizer, lora_params, base_params, opt_state, to
         return _lm_loss(model, micro, pad_id, loss)
 
     mean_loss, grads = optim.accumulate_gradients(
-        loss_fn, lora_params, optim.split_microbatches(tokens, microbatches))
+        loss_fn, lora_params, optim.split_microbatches(tokens, microbatches)
+    )
     updates, opt_state = optimizer.update(grads, opt_state, lora_params)
     return optax.apply_updates(lora_params, updates), opt_state, mean_loss
 
@@ -243,34 +256,51 @@ def shard_batch(tokens, mesh) -> jax.Array:
 
 def init_opt_state(optimizer, lora_params, *, mesh):
     """optimizer.init laid out by opt_state_shardings (the same layout plan mode compiles)."""
-    return jax.jit(optimizer.init,
-                   out_shardings=opt_state_shardings(optimizer, lora_params, mesh))(lora_params)
+    return jax.jit(optimizer.init, out_shardings=opt_state_shardings(optimizer, lora_params, mesh))(
+        lora_params
+    )
 
 
-def lora_train_executable(name: str, batch: int, seq_len: int, rank: int, *, mesh,
-                          optimizer=None, vocab_size: int | None = None, remat: str = "none",
-                          microbatches: int = 1, loss: str = "chunked") -> Executable:
+def lora_train_executable(
+    name: str,
+    batch: int,
+    seq_len: int,
+    rank: int,
+    *,
+    mesh,
+    optimizer=None,
+    vocab_size: int | None = None,
+    remat: str = "none",
+    microbatches: int = 1,
+    loss: str = "chunked",
+) -> Executable:
     """`lora_train_step` with abstract arguments on `mesh`, for plan mode: tokens
     [batch, seq_len + 1] sharded over "fsdp", optimizer state laid out as init_opt_state; the
     base weights, adapters and optimizer state are the run's resident buffers."""
     check_batch(batch, mesh)
     choose("loss", loss, LOSSES)
     if batch % (mesh.shape["fsdp"] * microbatches):
-        raise BadInput(f"batch {batch} does not split into {microbatches} micro-batches that "
-                       f"each divide the fsdp axis of {mesh.shape['fsdp']}")
+        raise BadInput(
+            f"batch {batch} does not split into {microbatches} micro-batches that "
+            f"each divide the fsdp axis of {mesh.shape['fsdp']}"
+        )
     optimizer = optimizer or optax.adamw(1e-4)
-    abstract = models.abstract_model(name, vocab_size=vocab_size, lora_rank=rank,
-                                     lora_alpha=default_alpha(rank), remat=remat)
+    abstract = models.abstract_model(
+        name, vocab_size=vocab_size, lora_rank=rank, lora_alpha=default_alpha(rank), remat=remat
+    )
     models.check_divisible(abstract, mesh, name)
     graphdef, lora_abs, base_abs = split_lora(abstract)
     lora_abs, base_abs = on_mesh(lora_abs, mesh), on_mesh(base_abs, mesh)
-    opt_abs = abstract_like(jax.eval_shape(optimizer.init, lora_abs),
-                            opt_state_shardings(optimizer, lora_abs, mesh))
+    opt_abs = abstract_like(
+        jax.eval_shape(optimizer.init, lora_abs), opt_state_shardings(optimizer, lora_abs, mesh)
+    )
     tokens = jax.ShapeDtypeStruct((batch, seq_len + 1), jnp.int32, sharding=batch_sharding(mesh))
     return Executable(
-        "lora_train_step", lora_train_step,
+        "lora_train_step",
+        lora_train_step,
         (graphdef, optimizer, lora_abs, base_abs, opt_abs, tokens),
         {"microbatches": microbatches, "loss": loss},
         note=f"rank {rank}, adamw on the adapters, remat {remat}, {microbatches} micro-batches, "
-             f"{loss} loss, {models.dtype_name(base_abs)} weights",
-        resident_args={2: "adapters", 3: "weights", 4: "optimizer state"})
+        f"{loss} loss, {models.dtype_name(base_abs)} weights",
+        resident_args={2: "adapters", 3: "weights", 4: "optimizer state"},
+    )

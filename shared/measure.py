@@ -64,8 +64,9 @@ class Timing:
         return {**asdict(self), "median_s": self.median_s}
 
 
-def time_fn(fn: Callable, *args, warmup: int = 1, trials: int = 3,
-            **kwargs) -> tuple[object, Timing]:
+def time_fn(
+    fn: Callable, *args, warmup: int = 1, trials: int = 3, **kwargs
+) -> tuple[object, Timing]:
     """Call fn once (compile + run), `warmup` more times untimed, then `trials` timed calls.
 
     Returns the last result and the timings. Every call blocks until its outputs are ready.
@@ -91,8 +92,12 @@ def device_memory() -> list[dict] | None:
     if any(s is None for s in stats):
         return None
     return [
-        {"device": str(d), "bytes_in_use": s.get("bytes_in_use"),
-         "peak_bytes_in_use": s.get("peak_bytes_in_use"), "bytes_limit": s.get("bytes_limit")}
+        {
+            "device": str(d),
+            "bytes_in_use": s.get("bytes_in_use"),
+            "peak_bytes_in_use": s.get("peak_bytes_in_use"),
+            "bytes_limit": s.get("bytes_limit"),
+        }
         for d, s in zip(jax.local_devices(), stats, strict=True)
     ]
 
@@ -130,8 +135,12 @@ def compiled_memory(compiled) -> dict[str, int]:
         "alias_bytes": int(stats.alias_size_in_bytes),
         "generated_code_bytes": int(stats.generated_code_size_in_bytes),
     }
-    summary["total_bytes"] = (summary["argument_bytes"] + summary["output_bytes"]
-                              + summary["temp_bytes"] - summary["alias_bytes"])
+    summary["total_bytes"] = (
+        summary["argument_bytes"]
+        + summary["output_bytes"]
+        + summary["temp_bytes"]
+        - summary["alias_bytes"]
+    )
     return summary
 
 
@@ -147,8 +156,12 @@ def compile_lowered(lowered, options: dict | None = None) -> dict:
     start = time.perf_counter()
     try:
         compiled = lowered.compile(options)
-        summary = {**compiled_memory(compiled), **compiled_cost(compiled), "refused": None,
-                   "compiler_hbm_bytes": None}
+        summary = {
+            **compiled_memory(compiled),
+            **compiled_cost(compiled),
+            "refused": None,
+            "compiler_hbm_bytes": None,
+        }
     except Exception as err:  # the TPU compiler refuses programs that cannot fit
         summary = refusal(err)
     return {**summary, "compile_s": time.perf_counter() - start}
@@ -181,10 +194,18 @@ def refusal(err: Exception) -> dict:
     elif match := _OVER_USED.search(message):
         available = _bytes(*match.group(3, 4))
         needed = _bytes(*match.group(1, 2)) + _bytes(*match.group(5, 6))
-    return {"argument_bytes": 0, "output_bytes": 0, "temp_bytes": needed, "alias_bytes": 0,
-            "generated_code_bytes": 0, "total_bytes": needed, "flops": 0.0,
-            "bytes_accessed": 0.0, "refused": message[:300],
-            "compiler_hbm_bytes": available or None}
+    return {
+        "argument_bytes": 0,
+        "output_bytes": 0,
+        "temp_bytes": needed,
+        "alias_bytes": 0,
+        "generated_code_bytes": 0,
+        "total_bytes": needed,
+        "flops": 0.0,
+        "bytes_accessed": 0.0,
+        "refused": message[:300],
+        "compiler_hbm_bytes": available or None,
+    }
 
 
 def compiled_cost(compiled) -> dict[str, float]:
@@ -192,8 +213,10 @@ def compiled_cost(compiled) -> dict[str, float]:
     cost = compiled.cost_analysis()
     if isinstance(cost, list):  # older jax returned one dict per partition
         cost = cost[0] if cost else {}
-    return {"flops": float(cost.get("flops", 0.0)),
-            "bytes_accessed": float(cost.get("bytes accessed", 0.0))}
+    return {
+        "flops": float(cost.get("flops", 0.0)),
+        "bytes_accessed": float(cost.get("bytes accessed", 0.0)),
+    }
 
 
 def is_out_of_memory(err: BaseException) -> bool:

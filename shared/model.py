@@ -87,8 +87,9 @@ class ModelConfig:
             if not isinstance(value, int) or value < 1:
                 raise BadInput(f"model {self.name}: {letter} must be a positive int, got {value!r}")
         if s.N % s.K:
-            raise BadInput(f"model {self.name}: N={s.N} query heads must be a multiple of "
-                           f"K={s.K} kv heads")
+            raise BadInput(
+                f"model {self.name}: N={s.N} query heads must be a multiple of K={s.K} kv heads"
+            )
         if s.H % 2:
             raise BadInput(f"model {self.name}: head dim H={s.H} must be even for RoPE")
         choose("mlp", self.mlp, MLPS)
@@ -114,17 +115,24 @@ class ModelConfig:
 
     def dims(self) -> sizing.ModelDims:
         """The sizing view of this exact architecture (params, FLOPs, MFU use it)."""
-        return replace(self.sizes, name=self.name, tied=self.tied,
-                       mlp_matrices=3 if self.mlp == "swiglu" else 2,
-                       norms_per_layer=2, qk_norm=self.qk_norm)
+        return replace(
+            self.sizes,
+            name=self.name,
+            tied=self.tied,
+            mlp_matrices=3 if self.mlp == "swiglu" else 2,
+            norms_per_layer=2,
+            qk_norm=self.qk_norm,
+        )
 
     def replace(self, **overrides) -> "ModelConfig":
         """A copy with dimension letters (L D F N K H V T) and/or knobs changed."""
         knobs = [f.name for f in fields(self) if f.name not in ("name", "sizes")]
         unknown = [k for k in overrides if k not in DIM_NAMES and k not in knobs]
         if unknown:
-            raise BadInput(f"unknown model override {', '.join(unknown)}; valid: "
-                           f"{', '.join(DIM_NAMES + tuple(knobs))}")
+            raise BadInput(
+                f"unknown model override {', '.join(unknown)}; valid: "
+                f"{', '.join(DIM_NAMES + tuple(knobs))}"
+            )
         dims = {k: v for k, v in overrides.items() if k in DIM_NAMES}
         rest = {k: v for k, v in overrides.items() if k not in DIM_NAMES}
         return replace(self, sizes=replace(self.sizes, **dims), **rest)
@@ -134,12 +142,18 @@ CONFIGS: dict[str, ModelConfig] = {
     # The field's reference model: 163.6M parameters, 130.0M without the embedding.
     # Unrolled layers: XLA's cost_analysis counts a scan body once, so plan mode's roofline
     # needs the unrolled program to see all L layers' FLOPs.
-    "130m": ModelConfig("130m", sizing.PRESETS["pretrain-130m"],
-                        tied=sizing.PRESETS["pretrain-130m"].tied, scan_layers=False),
+    "130m": ModelConfig(
+        "130m",
+        sizing.PRESETS["pretrain-130m"],
+        tied=sizing.PRESETS["pretrain-130m"].tied,
+        scan_layers=False,
+    ),
     # About a second per 8x256-token training step on 2 CPU cores (scan runs faster there
     # than the unrolled loop); the trainer sets V from its tokenizer.
-    "tiny": ModelConfig("tiny", sizing.ModelDims("tiny", L=4, D=128, F=384, N=4, K=2, H=32,
-                                                 V=4096, tied=False, T=256)),
+    "tiny": ModelConfig(
+        "tiny",
+        sizing.ModelDims("tiny", L=4, D=128, F=384, N=4, K=2, H=32, V=4096, tied=False, T=256),
+    ),
 }
 
 
@@ -159,8 +173,9 @@ def _fit(spec: tuple, shape: tuple, mesh) -> tuple:
     if mesh is None:
         return spec
     sizes = dict(zip(mesh.axis_names, mesh.axis_sizes, strict=True))
-    return tuple(a if a in sizes and n % sizes[a] == 0 else None
-                 for a, n in zip(spec, shape, strict=True))
+    return tuple(
+        a if a in sizes and n % sizes[a] == 0 else None for a, n in zip(spec, shape, strict=True)
+    )
 
 
 def _param(rngs, shape, std, spec, config, mesh) -> nnx.Param:
@@ -169,8 +184,11 @@ def _param(rngs, shape, std, spec, config, mesh) -> nnx.Param:
 
 
 def _ones(shape, config) -> nnx.Param:
-    return nnx.Param(jnp.ones(shape, _dtype(config.param_dtype)),
-                     out_sharding=(None,) * len(shape), eager_sharding=False)
+    return nnx.Param(
+        jnp.ones(shape, _dtype(config.param_dtype)),
+        out_sharding=(None,) * len(shape),
+        eager_sharding=False,
+    )
 
 
 def _rms(x: jax.Array, eps: float) -> jax.Array:
@@ -215,8 +233,17 @@ def block(config: ModelConfig, p: dict, x: jax.Array, cos: jax.Array, sin: jax.A
     if c.qk_norm:
         q, k = rms_norm(q, p["q_norm"], c.norm_eps), rms_norm(k, p["k_norm"], c.norm_eps)
     q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-    o = attention(q, k, v, impl=c.attention, causal=True, block_q=c.attn_block_q,
-                  block_kv=c.attn_block_kv, block_bwd=c.attn_block_bwd, platform=c.platform)
+    o = attention(
+        q,
+        k,
+        v,
+        impl=c.attention,
+        causal=True,
+        block_q=c.attn_block_q,
+        block_kv=c.attn_block_kv,
+        block_bwd=c.attn_block_bwd,
+        platform=c.platform,
+    )
     x = x + jnp.einsum("BTNH,NHD->BTD", o, w("wo"))
     h = rms_norm(x, p["mlp_norm"], c.norm_eps)
     up = jnp.einsum("BTD,DF->BTF", h, w("w_up"))
@@ -227,8 +254,10 @@ def block(config: ModelConfig, p: dict, x: jax.Array, cos: jax.Array, sin: jax.A
     return x + jnp.einsum("BTF,FD->BTD", act, w("w_down"))
 
 
-_REMAT_POLICY = {"block": jax.checkpoint_policies.nothing_saveable,
-                 "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable}
+_REMAT_POLICY = {
+    "block": jax.checkpoint_policies.nothing_saveable,
+    "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+}
 
 
 class Layers(nnx.Module):
@@ -292,8 +321,9 @@ class Transformer(nnx.Module):
         self.embed = _param(rngs, (c.V, c.D), embed_std, ("tp", "fsdp"), c, mesh)
         self.layers = Layers(c, rngs, mesh)
         self.final_norm = _ones((c.D,), c)
-        self.lm_head = (None if c.tied
-                        else _param(rngs, (c.V, c.D), c.D**-0.5, ("tp", "fsdp"), c, mesh))
+        self.lm_head = (
+            None if c.tied else _param(rngs, (c.V, c.D), c.D**-0.5, ("tp", "fsdp"), c, mesh)
+        )
 
     def hidden(self, tokens: jax.Array) -> jax.Array:
         """tokens [B,T] int -> final-normed hidden states [B,T,D] in the compute dtype."""
@@ -313,8 +343,9 @@ class Transformer(nnx.Module):
 
     def logits(self, hidden: jax.Array) -> jax.Array:
         """hidden [B,T,D] -> fp32 logits [B,T,V], softcapped if configured."""
-        out = jnp.einsum("BTD,VD->BTV", hidden, self.lm_head_weight(),
-                         preferred_element_type=jnp.float32)
+        out = jnp.einsum(
+            "BTD,VD->BTV", hidden, self.lm_head_weight(), preferred_element_type=jnp.float32
+        )
         cap = self.config.logit_softcap
         return out if cap is None else cap * jnp.tanh(out / cap)
 
@@ -331,6 +362,7 @@ def count_params(tree) -> int:
 
 # ---------------------------------------------------------------------------- sharded init
 
+
 def abstract_model(config: ModelConfig, mesh=None):
     """(graphdef, abstract state): ShapeDtypeStructs carrying NamedShardings when a mesh is given.
 
@@ -341,8 +373,9 @@ def abstract_model(config: ModelConfig, mesh=None):
     if mesh is None:
         return graphdef, state
     shardings = nnx.get_named_sharding(state, mesh)
-    state = jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
-                         state, shardings)
+    state = jax.tree.map(
+        lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s), state, shardings
+    )
     return graphdef, state
 
 
@@ -368,15 +401,22 @@ def init(config: ModelConfig, seed: int = 0) -> Transformer:
     """Initialise on the default device (no mesh), jitted."""
     graphdef, _ = abstract_model(config)
     state = jax.jit(lambda s: nnx.state(Transformer(config, rngs=nnx.Rngs(jax.random.key(s)))))(
-        jnp.asarray(seed, jnp.int32))
+        jnp.asarray(seed, jnp.int32)
+    )
     return nnx.merge(graphdef, state)
 
 
 # ---------------------------------------------------------------------------- sampling
 
 
-def generate(model: Transformer, prompt_tokens, steps: int, temperature: float = 1.0,
-             key: jax.Array | None = None, valid_vocab: int | None = None) -> jax.Array:
+def generate(
+    model: Transformer,
+    prompt_tokens,
+    steps: int,
+    temperature: float = 1.0,
+    key: jax.Array | None = None,
+    valid_vocab: int | None = None,
+) -> jax.Array:
     """Append `steps` sampled tokens to prompt_tokens [B,P] -> [B,P+steps] (no KV cache).
 
     temperature 0 is greedy. Each step re-runs the model on a fixed-length buffer (P+steps
@@ -411,4 +451,4 @@ def generate(model: Transformer, prompt_tokens, steps: int, temperature: float =
     for i in range(steps):
         key, sub = jax.random.split(key)
         buf = step(state, buf, P + i, sub)
-    return buf[:, :P + steps]
+    return buf[:, : P + steps]

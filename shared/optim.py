@@ -23,22 +23,27 @@ NO_DECAY_NAMES = ("norm", "scale", "bias")
 
 
 def _path_text(path) -> str:
-    return "/".join(str(getattr(k, "key", getattr(k, "name", getattr(k, "idx", k))))
-                    for k in path).lower()
+    return "/".join(
+        str(getattr(k, "key", getattr(k, "name", getattr(k, "idx", k)))) for k in path
+    ).lower()
 
 
 def decay_mask(params):
     """True where weight decay applies: rank >= 2 and no norm/scale/bias in the path."""
     return jax.tree_util.tree_map_with_path(
-        lambda path, x: jnp.ndim(x) >= 2
-        and not any(name in _path_text(path) for name in NO_DECAY_NAMES), params)
+        lambda path, x: (
+            jnp.ndim(x) >= 2 and not any(name in _path_text(path) for name in NO_DECAY_NAMES)
+        ),
+        params,
+    )
 
 
 def warmdown_steps(total_steps: int, warmdown: int | float) -> int:
     """`warmdown` as steps: an int is a step count, a float in [0, 1] a fraction of total."""
     if isinstance(warmdown, bool) or not isinstance(warmdown, int | float):
-        raise BadInput(f"warmdown must be a step count (int) or a fraction (float), "
-                       f"got {warmdown!r}")
+        raise BadInput(
+            f"warmdown must be a step count (int) or a fraction (float), got {warmdown!r}"
+        )
     if isinstance(warmdown, float):
         if not 0.0 <= warmdown <= 1.0:
             raise BadInput(f"warmdown fraction must be in [0, 1], got {warmdown}")
@@ -46,8 +51,13 @@ def warmdown_steps(total_steps: int, warmdown: int | float) -> int:
     return warmdown
 
 
-def schedule(lr: float, total_steps: int, warmup_steps: int = 0, warmdown: int | float = 0,
-             final_fraction: float = 0.0) -> optax.Schedule:
+def schedule(
+    lr: float,
+    total_steps: int,
+    warmup_steps: int = 0,
+    warmdown: int | float = 0,
+    final_fraction: float = 0.0,
+) -> optax.Schedule:
     """Learning rate at step s (0-based, the step whose update it scales).
 
     s < warmup:               lr · (s+1)/warmup  (the first step already moves)
@@ -56,8 +66,10 @@ def schedule(lr: float, total_steps: int, warmup_steps: int = 0, warmdown: int |
     """
     wd = warmdown_steps(total_steps, warmdown)
     if total_steps < 1 or warmup_steps < 0 or wd < 0 or warmup_steps + wd > total_steps:
-        raise BadInput(f"schedule needs total_steps >= 1 and warmup ({warmup_steps}) + warmdown "
-                       f"({wd}) <= total_steps ({total_steps})")
+        raise BadInput(
+            f"schedule needs total_steps >= 1 and warmup ({warmup_steps}) + warmdown "
+            f"({wd}) <= total_steps ({total_steps})"
+        )
     if not 0.0 <= final_fraction <= 1.0:
         raise BadInput(f"final_fraction must be in [0, 1], got {final_fraction}")
     start_down = total_steps - wd
@@ -72,10 +84,20 @@ def schedule(lr: float, total_steps: int, warmup_steps: int = 0, warmdown: int |
     return fn
 
 
-def make_optimizer(lr: float, weight_decay: float, total_steps: int, warmup_steps: int = 0,
-                   warmdown: int | float = 0.2, clip: float | None = None, *, b1: float = 0.9,
-                   b2: float = 0.95, eps: float = 1e-8, final_fraction: float = 0.0,
-                   mask: Callable | None = decay_mask) -> optax.GradientTransformation:
+def make_optimizer(
+    lr: float,
+    weight_decay: float,
+    total_steps: int,
+    warmup_steps: int = 0,
+    warmdown: int | float = 0.2,
+    clip: float | None = None,
+    *,
+    b1: float = 0.9,
+    b2: float = 0.95,
+    eps: float = 1e-8,
+    final_fraction: float = 0.0,
+    mask: Callable | None = decay_mask,
+) -> optax.GradientTransformation:
     """AdamW on the schedule above; decay only where `mask` says; clip the global norm first."""
     if lr <= 0 or weight_decay < 0:
         raise BadInput(f"need lr > 0 and weight_decay >= 0, got lr={lr}, wd={weight_decay}")
@@ -88,6 +110,7 @@ def make_optimizer(lr: float, weight_decay: float, total_steps: int, warmup_step
 
 def split_microbatches(batch, micro: int):
     """[B, ...] -> [micro, B/micro, ...] for every leaf of `batch`."""
+
     def split(x):
         if x.shape[0] % micro:
             raise BadInput(f"batch of {x.shape[0]} does not split into {micro} micro-batches")

@@ -40,25 +40,41 @@ class Price:
 _READ = "2026-11-22"
 # The Cloud Billing catalog that cloud.google.com/tpu/pricing is built from, as SkyPilot
 # snapshots it; values per slice there, per chip here (the slice's figure is in the note).
-_GCP = ("https://cloud.google.com/tpu/pricing, read from the billing-catalog snapshot "
-        "https://github.com/skypilot-org/skypilot-catalog/blob/"
-        "006059e0f18acb1341e22a27751e9f80df6ba92f/catalogs/v8/gcp/vms.csv (us-central1)")
-_TRILLIUM_GA = ("https://neowin.net/amp/google-takes-on-nvidia-blackwell-gpus-with-the-new-"
-                "trillium-tpus (quoting Google's Trillium GA announcement, Dec 2024)")
-_NO_CUD = ("no committed-use price in the sources we could read on 2026-11-22; see "
-           "https://cloud.google.com/tpu/pricing")
-_TPU7X = ("not on the public price list: 'To get access to TPU7x, contact your account team' "
-          "(https://docs.cloud.google.com/tpu/docs/tpu7x)")
-_LAMBDA = ("https://lambda.ai/pricing (8x H100 SXM at $23.92/h, as several public snapshots of "
-           "the page agree)")
-_COLAB = ("https://colab.research.google.com/signup (Pro: 100, Pro+: 500 compute units a month); "
-          "dollars as https://techcrunch.com/2022/09/29/google-colaboratory-launches-a-pay-as-"
-          "you-go-option-premium-gpu-access/ reports them: $9.99 per 100 units, $49.99 per 500")
-_COLAB_RATE = ("Google does not publish compute units per hour; the Colab UI shows the rate of "
-               "the connected runtime (third-party measurements: T4 1.96 and A100 13.08 CU/h "
-               "in 2022-09, https://www.currypurin.com/entry/2022/09/30/093810)")
-_KAGGLE = ("https://www.kaggle.com/docs/tpu (read via a summary of that page; Kaggle's free TPU "
-           "is a v5e-8 now, and Kaggle adjusts quotas: check your profile)")
+_GCP = (
+    "https://cloud.google.com/tpu/pricing, read from the billing-catalog snapshot "
+    "https://github.com/skypilot-org/skypilot-catalog/blob/"
+    "006059e0f18acb1341e22a27751e9f80df6ba92f/catalogs/v8/gcp/vms.csv (us-central1)"
+)
+_TRILLIUM_GA = (
+    "https://neowin.net/amp/google-takes-on-nvidia-blackwell-gpus-with-the-new-"
+    "trillium-tpus (quoting Google's Trillium GA announcement, Dec 2024)"
+)
+_NO_CUD = (
+    "no committed-use price in the sources we could read on 2026-11-22; see "
+    "https://cloud.google.com/tpu/pricing"
+)
+_TPU7X = (
+    "not on the public price list: 'To get access to TPU7x, contact your account team' "
+    "(https://docs.cloud.google.com/tpu/docs/tpu7x)"
+)
+_LAMBDA = (
+    "https://lambda.ai/pricing (8x H100 SXM at $23.92/h, as several public snapshots of "
+    "the page agree)"
+)
+_COLAB = (
+    "https://colab.research.google.com/signup (Pro: 100, Pro+: 500 compute units a month); "
+    "dollars as https://techcrunch.com/2022/09/29/google-colaboratory-launches-a-pay-as-"
+    "you-go-option-premium-gpu-access/ reports them: $9.99 per 100 units, $49.99 per 500"
+)
+_COLAB_RATE = (
+    "Google does not publish compute units per hour; the Colab UI shows the rate of "
+    "the connected runtime (third-party measurements: T4 1.96 and A100 13.08 CU/h "
+    "in 2022-09, https://www.currypurin.com/entry/2022/09/30/093810)"
+)
+_KAGGLE = (
+    "https://www.kaggle.com/docs/tpu (read via a summary of that page; Kaggle's free TPU "
+    "is a v5e-8 now, and Kaggle adjusts quotas: check your profile)"
+)
 
 PRICES: tuple[Price, ...] = (
     Price("v5e", "on-demand", 9.60 / 8, "$/chip-hour", _READ, _GCP, "v5litepod-8: $9.60/h"),
@@ -73,21 +89,54 @@ PRICES: tuple[Price, ...] = (
     Price("v6e", "spot", 0.54421, "$/chip-hour", _READ, _GCP, "v6e-1: $0.54421/h"),
     Price("v6e", "1y", 1.89, "$/chip-hour", _READ, _TRILLIUM_GA, "'starting at', region not named"),
     Price("v6e", "3y", 1.22, "$/chip-hour", _READ, _TRILLIUM_GA, "'starting at', region not named"),
-    *(Price("tpu7x", kind, None, "$/chip-hour", _READ, "https://docs.cloud.google.com/tpu/docs/"
-            "tpu7x", _TPU7X) for kind in HOURLY_KINDS),
-    Price("h100", "on-demand", 23.92 / 8, "$/GPU-hour", _READ, _LAMBDA,
-          "Lambda has also listed $2.49/GPU-h for H100 SXM; re-read before budgeting"),
+    *(
+        Price(
+            "tpu7x",
+            kind,
+            None,
+            "$/chip-hour",
+            _READ,
+            "https://docs.cloud.google.com/tpu/docs/tpu7x",
+            _TPU7X,
+        )
+        for kind in HOURLY_KINDS
+    ),
+    Price(
+        "h100",
+        "on-demand",
+        23.92 / 8,
+        "$/GPU-hour",
+        _READ,
+        _LAMBDA,
+        "Lambda has also listed $2.49/GPU-h for H100 SXM; re-read before budgeting",
+    ),
     Price("h100", "spot", None, "$/GPU-hour", _READ, _LAMBDA, "Lambda sells no spot instances"),
-    Price("h200", "on-demand", None, "$/GPU-hour", _READ, "https://lambda.ai/pricing",
-          "no consistent public figure in the sources we could read (Lambda snapshots say "
-          "$3.29 and $3.49 per GPU-hour for 8x H200)"),
+    Price(
+        "h200",
+        "on-demand",
+        None,
+        "$/GPU-hour",
+        _READ,
+        "https://lambda.ai/pricing",
+        "no consistent public figure in the sources we could read (Lambda snapshots say "
+        "$3.29 and $3.49 per GPU-hour for 8x H200)",
+    ),
     Price("colab-pro", "monthly", 9.99, "$/month", _READ, _COLAB),
     Price("colab-pro", "compute-units", 100, "compute units/month", _READ, _COLAB),
     Price("colab-pro+", "monthly", 49.99, "$/month", _READ, _COLAB),
     Price("colab-pro+", "compute-units", 500, "compute units/month", _READ, _COLAB),
-    *(Price(f"colab-{runtime}", "compute-units/hour", None, "compute units/hour", _READ,
-            "https://research.google.com/colaboratory/faq.html", _COLAB_RATE)
-      for runtime in ("t4", "l4", "a100", "h100", "v5e-1", "v6e-1")),
+    *(
+        Price(
+            f"colab-{runtime}",
+            "compute-units/hour",
+            None,
+            "compute units/hour",
+            _READ,
+            "https://research.google.com/colaboratory/faq.html",
+            _COLAB_RATE,
+        )
+        for runtime in ("t4", "l4", "a100", "h100", "v5e-1", "v6e-1")
+    ),
     Price("kaggle-tpu", "on-demand", 0.0, "$/hour", _READ, _KAGGLE, "free; TPU v5e-8"),
     Price("kaggle-tpu", "quota", 20, "hours/week", _READ, _KAGGLE),
     Price("kaggle-tpu", "session", 9, "hours/session", _READ, _KAGGLE),
@@ -134,10 +183,15 @@ def budget(hours: float, target: str = "v5e-8", kind: str = "on-demand") -> dict
     session = lookup("kaggle-tpu", "session").value
     week = lookup("kaggle-tpu", "quota").value
     return {
-        "hours": hours, "target": target, "kind": kind, "dollars": cost(target, hours, kind),
+        "hours": hours,
+        "target": target,
+        "kind": kind,
+        "dollars": cost(target, hours, kind),
         "kaggle_dollars": lookup("kaggle-tpu", "on-demand").value * hours,
-        "kaggle_sessions": math.ceil(hours / session), "kaggle_weeks": math.ceil(hours / week),
-        "fits_one_kaggle_session": hours <= session, "fits_one_kaggle_week": hours <= week,
+        "kaggle_sessions": math.ceil(hours / session),
+        "kaggle_weeks": math.ceil(hours / week),
+        "fits_one_kaggle_session": hours <= session,
+        "fits_one_kaggle_week": hours <= week,
     }
 
 
@@ -149,5 +203,8 @@ def colab_hours(plan: str, units_per_hour: float) -> dict:
     choose("Colab plan", plan, ("colab-pro", "colab-pro+"))
     positive(units_per_hour=units_per_hour)
     dollars, units = lookup(plan, "monthly").value, lookup(plan, "compute-units").value
-    return {"plan": plan, "hours_per_month": units / units_per_hour,
-            "dollars_per_hour": dollars / units * units_per_hour}
+    return {
+        "plan": plan,
+        "hours_per_month": units / units_per_hour,
+        "dollars_per_hour": dollars / units * units_per_hour,
+    }

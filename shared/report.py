@@ -133,7 +133,13 @@ def agree(what: str, live: float, quoted: float | None, *, rel: float = 0.0) -> 
         print(f"{what}: {live} (no committed number to compare with here)")
         return True
     same = math.isclose(live, quoted, rel_tol=rel, abs_tol=0 if rel else 1e-12)
-    print(f"{what}: {live} {'agrees with' if same else 'DIFFERS from'} the committed {quoted}"
-          + ("" if same else ": the answer above no longer holds for this run's versions or "
-                             "settings; re-run the command it quotes"))
+    print(
+        f"{what}: {live} {'agrees with' if same else 'DIFFERS from'} the committed {quoted}"
+        + (
+            ""
+            if same
+            else ": the answer above no longer holds for this run's versions or "
+            "settings; re-run the command it quotes"
+        )
+    )
     return same

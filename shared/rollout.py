@@ -53,15 +53,22 @@ def make_sampler(model, tokenizer, cache_size: int, *, stop_at_eos: bool = True)
     """
     cfg = model.config
     sampler = sampler_lib.Sampler(
-        model, tokenizer,
-        sampler_lib.CacheConfig(cache_size=cache_size, num_layers=cfg.num_layers,
-                                num_kv_heads=cfg.num_kv_heads, head_dim=cfg.head_dim))
+        model,
+        tokenizer,
+        sampler_lib.CacheConfig(
+            cache_size=cache_size,
+            num_layers=cfg.num_layers,
+            num_kv_heads=cfg.num_kv_heads,
+            head_dim=cfg.head_dim,
+        ),
+    )
     sampler.eos_ids = jnp.array([sampler.tokenizer.eos_id() if stop_at_eos else -1], jnp.int32)
     return sampler
 
 
-def random_prompts(batch: int, prompt_len: int, vocab_size: int, seed: int = 0,
-                   low: int = 4) -> np.ndarray:
+def random_prompts(
+    batch: int, prompt_len: int, vocab_size: int, seed: int = 0, low: int = 4
+) -> np.ndarray:
     """[batch, prompt_len] int32 token ids in [low, vocab_size): no pad/eos/bos/unk."""
     rng = np.random.default_rng(seed)
     return rng.integers(low, vocab_size, (batch, prompt_len), dtype=np.int32)
@@ -71,17 +78,21 @@ def text_prompts(sampler, texts: Sequence[str], prompt_len: int) -> np.ndarray:
     """Tokenize like tunix (BOS first), keep the last prompt_len ids, left-pad to prompt_len."""
     rows = [np.asarray(sampler.tokenize(t))[-prompt_len:] for t in texts]
     pad = sampler.tokenizer.pad_id()
-    return np.stack([gen_utils.pad_to_length(r, prompt_len, pad, left=True) for r in rows]
-                    ).astype(np.int32)
+    return np.stack([gen_utils.pad_to_length(r, prompt_len, pad, left=True) for r in rows]).astype(
+        np.int32
+    )
 
 
 def check_rollout(batch: int, prompt_len: int, steps: int, cache_size: int, mesh) -> None:
     if min(batch, prompt_len, steps) < 1:
-        raise BadInput(f"batch, prompt length and steps must be >= 1, got {batch}, "
-                       f"{prompt_len}, {steps}")
+        raise BadInput(
+            f"batch, prompt length and steps must be >= 1, got {batch}, {prompt_len}, {steps}"
+        )
     if prompt_len + steps > cache_size:
-        raise BadInput(f"prompt length {prompt_len} + steps {steps} exceeds the cache size "
-                       f"{cache_size}; raise cache_size to at least {prompt_len + steps}")
+        raise BadInput(
+            f"prompt length {prompt_len} + steps {steps} exceeds the cache size "
+            f"{cache_size}; raise cache_size to at least {prompt_len + steps}"
+        )
     check_batch(batch, mesh)
 
 
@@ -96,7 +107,8 @@ def state_shardings(state, mesh):
         if top == "cache" and last in ("k", "v"):  # [B, S, K, H]
             return P("fsdp", None, "tp" if x.shape[2] % tp == 0 else None, None)
         if top in ("token_buffer", "positions", "done", "logits_buffer", "logprobs_buffer") or (
-                top == "cache" and last == "end_index"):
+            top == "cache" and last == "end_index"
+        ):
             return P("fsdp")
         return P()
 
@@ -106,11 +118,19 @@ def state_shardings(state, mesh):
 def _init_fn(sampler, steps_total, temperature, top_p, top_k, seed):
     def init(prompt_ids):
         state = sampler.init_sample_state(
-            prompt_ids, total_sampling_steps=steps_total, include_logits=False,
-            forbidden_token_ids=None, temperature=temperature, top_p=top_p, top_k=top_k,
-            seed=jax.random.PRNGKey(seed), beam_size=None)
+            prompt_ids,
+            total_sampling_steps=steps_total,
+            include_logits=False,
+            forbidden_token_ids=None,
+            temperature=temperature,
+            top_p=top_p,
+            top_k=top_k,
+            seed=jax.random.PRNGKey(seed),
+            beam_size=None,
+        )
         # tunix keeps num_input_tokens as a *static* jnp scalar; traced, it would leak.
         return state.replace(num_input_tokens=None)
+
     return init
 
 
@@ -120,8 +140,17 @@ def _abstract_state(sampler, batch, prompt_len, steps, temperature, top_p, top_k
         return jax.eval_shape(init, jax.ShapeDtypeStruct((batch, prompt_len), jnp.int32))
 
 
-def init_rollout_state(sampler, prompt_ids, steps: int, *, mesh, temperature: float = 0.0,
-                       top_p: float | None = None, top_k: int | None = None, seed: int = 0):
+def init_rollout_state(
+    sampler,
+    prompt_ids,
+    steps: int,
+    *,
+    mesh,
+    temperature: float = 0.0,
+    top_p: float | None = None,
+    top_k: int | None = None,
+    seed: int = 0,
+):
     """The Sampler's initial state (`init_sample_state`) built sharded by one jit: the KV cache
     is never whole on one device. Greedy by default; top_p/temperature switch to sampling."""
     batch, prompt_len = np.shape(prompt_ids)
@@ -129,8 +158,9 @@ def init_rollout_state(sampler, prompt_ids, steps: int, *, mesh, temperature: fl
     key = (batch, prompt_len, steps, temperature, top_p, top_k, seed, mesh)
     jitted = sampler.__dict__.setdefault("_shared_rollout_init", {})  # one compile per shape
     if key not in jitted:
-        abs_state = _abstract_state(sampler, batch, prompt_len, steps, temperature, top_p,
-                                    top_k, seed)
+        abs_state = _abstract_state(
+            sampler, batch, prompt_len, steps, temperature, top_p, top_k, seed
+        )
         init = _init_fn(sampler, prompt_len + steps, temperature, top_p, top_k, seed)
         jitted[key] = jax.jit(init, out_shardings=state_shardings(abs_state, mesh))
     state = jitted[key](jnp.asarray(prompt_ids, jnp.int32))
@@ -139,8 +169,9 @@ def init_rollout_state(sampler, prompt_ids, steps: int, *, mesh, temperature: fl
 
 def prefill(sampler, state):
     """tunix's jitted prefill (echo=False, as Sampler.__call__ by default): one token out."""
-    return sampler._compiled_prefill_fn(sampler._flattened_transformer_state, state, None,
-                                        echo=False)
+    return sampler._compiled_prefill_fn(
+        sampler._flattened_transformer_state, state, None, echo=False
+    )
 
 
 def decode(sampler, state, *, mesh):
@@ -184,8 +215,9 @@ class RolloutResult:
 def rollout(sampler, prompt_ids, steps: int, *, mesh, **sampling) -> RolloutResult:
     """Init (untimed), prefill and decode timed separately with block_until_ready."""
     prompt_len = np.shape(prompt_ids)[1]
-    state = jax.block_until_ready(init_rollout_state(sampler, prompt_ids, steps, mesh=mesh,
-                                                     **sampling))
+    state = jax.block_until_ready(
+        init_rollout_state(sampler, prompt_ids, steps, mesh=mesh, **sampling)
+    )
     t0 = time.perf_counter()
     state = jax.block_until_ready(prefill(sampler, state))
     t1 = time.perf_counter()
@@ -197,8 +229,12 @@ def rollout(sampler, prompt_ids, steps: int, *, mesh, **sampling) -> RolloutResu
 def cache_bytes(state) -> int:
     """Bytes of the K and V arrays in a sampling state (real or abstract): what tunix
     allocates, every layer it keeps a cache for, at that layer's length."""
-    return sum(int(np.prod(layer[kv].shape)) * jnp.dtype(layer[kv].dtype).itemsize
-               for layer in state.cache.values() for kv in ("k", "v") if kv in layer)
+    return sum(
+        int(np.prod(layer[kv].shape)) * jnp.dtype(layer[kv].dtype).itemsize
+        for layer in state.cache.values()
+        for kv in ("k", "v")
+        if kv in layer
+    )
 
 
 # ---------------------------------------------------------------------------- plan mode
@@ -224,12 +260,22 @@ class AbstractRollout:
             note = "tunix 0.1.6: no donation, one zeros buffer for every layer's initial cache; "
         cache = self.sampler.cache_config.cache_size
         return [
-            Executable("prefill", prefill_fn, prefill_args, {"echo": False},
-                       note=f"{note}prompt {prompt_len}, cache {cache}",
-                       resident_args={0: "weights"}),
-            Executable("decode", decode_fn, (self.params, self.decode_state), repeats=steps,
-                       note="XLA counts the decode while-loop body once: FLOPs and bytes x steps",
-                       resident_args={0: "weights"}),
+            Executable(
+                "prefill",
+                prefill_fn,
+                prefill_args,
+                {"echo": False},
+                note=f"{note}prompt {prompt_len}, cache {cache}",
+                resident_args={0: "weights"},
+            ),
+            Executable(
+                "decode",
+                decode_fn,
+                (self.params, self.decode_state),
+                repeats=steps,
+                note="XLA counts the decode while-loop body once: FLOPs and bytes x steps",
+                resident_args={0: "weights"},
+            ),
         ]
 
 
@@ -239,8 +285,10 @@ def _undonated(ar: AbstractRollout):
     sampler = ar.sampler
     layers = list(ar.state.cache.values())
     if len({tuple((k, v.shape) for k, v in sorted(layer.items())) for layer in layers}) > 1:
-        raise BadInput("tunix 0.1.6 semantics apply to models whose layers share one KV-cache "
-                       "layout (Gemma 2/3, Llama 3, Qwen 3), not Gemma 4")
+        raise BadInput(
+            "tunix 0.1.6 semantics apply to models whose layers share one KV-cache "
+            "layout (Gemma 2/3, Llama 3, Qwen 3), not Gemma 4"
+        )
     layer = layers[0]
 
     def prefill_shared_zeros(params, state, zeros, echo):
@@ -253,12 +301,26 @@ def _undonated(ar: AbstractRollout):
     return prefill_fn, decode_fn, (ar.params, without_cache, layer)
 
 
-def abstract_rollout(name: str, batch: int, prompt_len: int, steps: int, cache_size: int, *,
-                     mesh, vocab_size: int | None = None, is_sampling: bool = True,
-                     lora_rank: int | None = None, lora_alpha: float | None = None,
-                     tokenizer=None, stop_at_eos: bool = True, temperature: float = 0.0,
-                     top_p: float | None = None, top_k: int | None = None, seed: int = 0,
-                     semantics: str = "0.1.7") -> AbstractRollout:
+def abstract_rollout(
+    name: str,
+    batch: int,
+    prompt_len: int,
+    steps: int,
+    cache_size: int,
+    *,
+    mesh,
+    vocab_size: int | None = None,
+    is_sampling: bool = True,
+    lora_rank: int | None = None,
+    lora_alpha: float | None = None,
+    tokenizer=None,
+    stop_at_eos: bool = True,
+    temperature: float = 0.0,
+    top_p: float | None = None,
+    top_k: int | None = None,
+    seed: int = 0,
+    semantics: str = "0.1.7",
+) -> AbstractRollout:
     """Abstract prefill/decode arguments, built with nnx.eval_shape / jax.eval_shape only.
 
     The Sampler is built on the abstract model (its graphdef and variable list are all it
@@ -267,14 +329,22 @@ def abstract_rollout(name: str, batch: int, prompt_len: int, steps: int, cache_s
     """
     choose("tunix semantics", semantics, SEMANTICS)
     check_rollout(batch, prompt_len, steps, cache_size, mesh)
-    abstract = models.abstract_model(name, vocab_size=vocab_size, is_sampling=is_sampling,
-                                     lora_rank=lora_rank, lora_alpha=lora_alpha)
+    abstract = models.abstract_model(
+        name,
+        vocab_size=vocab_size,
+        is_sampling=is_sampling,
+        lora_rank=lora_rank,
+        lora_alpha=lora_alpha,
+    )
     models.check_divisible(abstract, mesh, name)
-    sampler = make_sampler(abstract, tokenizer or models.IdsOnlyTokenizer(), cache_size,
-                           stop_at_eos=stop_at_eos)
+    sampler = make_sampler(
+        abstract, tokenizer or models.IdsOnlyTokenizer(), cache_size, stop_at_eos=stop_at_eos
+    )
     named = jax.tree.leaves(nnx.get_named_sharding(sampler._transformer_state, mesh))
-    params = [v.replace(jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=s))
-              for v, s in zip(sampler._flattened_transformer_state, named, strict=True)]
+    params = [
+        v.replace(jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=s))
+        for v, s in zip(sampler._flattened_transformer_state, named, strict=True)
+    ]
     state = _abstract_state(sampler, batch, prompt_len, steps, temperature, top_p, top_k, seed)
     state = abstract_like(state, state_shardings(state, mesh))
     state = state.replace(num_input_tokens=int(prompt_len))
@@ -283,8 +353,7 @@ def abstract_rollout(name: str, batch: int, prompt_len: int, steps: int, cache_s
     return AbstractRollout(sampler, params, state, decode_state, semantics)
 
 
-def kv_cache_bytes(name: str, batch: int, cache_size: int, *,
-                   vocab_size: int | None = None) -> int:
+def kv_cache_bytes(name: str, batch: int, cache_size: int, *, vocab_size: int | None = None) -> int:
     """Bytes of the KV cache tunix allocates for `batch` rows of `cache_size` slots, read from
     the abstract sampling state (exact for every family: Gemma 4's ring caches and shared
     layers included)."""

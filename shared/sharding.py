@@ -34,8 +34,10 @@ def mesh_shape(spec: str | tuple[int, int] | None, n_devices: int) -> tuple[int,
     except ValueError:
         shape = ()
     if len(shape) != 2 or min(shape) < 1 or shape[0] * shape[1] != n_devices:
-        raise BadInput(f"mesh {spec!r} must be FSDPxTP using all {n_devices} devices, "
-                       f"e.g. {n_devices}x1 or 1x{n_devices}")
+        raise BadInput(
+            f"mesh {spec!r} must be FSDPxTP using all {n_devices} devices, "
+            f"e.g. {n_devices}x1 or 1x{n_devices}"
+        )
     return shape
 
 
@@ -50,8 +52,10 @@ def check_batch(batch: int, mesh: Mesh) -> int:
     """Batches are split over the fsdp axis: the batch must divide evenly."""
     fsdp = mesh.shape["fsdp"]
     if batch < 1 or batch % fsdp:
-        raise BadInput(f"batch {batch} does not divide the mesh's fsdp axis of {fsdp}: "
-                       f"use a multiple of {fsdp} (or a mesh with a smaller fsdp axis)")
+        raise BadInput(
+            f"batch {batch} does not divide the mesh's fsdp axis of {fsdp}: "
+            f"use a multiple of {fsdp} (or a mesh with a smaller fsdp axis)"
+        )
     return batch
 
 
@@ -75,16 +79,23 @@ def state_shardings(abstract: nnx.Module, mesh: Mesh):
 def abstract_like(tree, shardings):
     """ShapeDtypeStructs with `tree`'s shapes and dtypes carrying `shardings` (a matching tree
     of NamedShardings): what plan mode lowers with, nothing allocated."""
-    return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(
-        x.shape, x.dtype, sharding=s, weak_type=getattr(x, "weak_type", False)), tree, shardings)
+    return jax.tree.map(
+        lambda x, s: jax.ShapeDtypeStruct(
+            x.shape, x.dtype, sharding=s, weak_type=getattr(x, "weak_type", False)
+        ),
+        tree,
+        shardings,
+    )
 
 
 def bytes_per_device(abstract_tree) -> int:
     """Bytes one device holds of a tree of sharded ShapeDtypeStructs (or arrays): each leaf's
     shard shape times its item size. Datasheet arithmetic: the TPU compiler may pad small
     minor dimensions to its tiles, which only its own memory analysis shows."""
-    return sum(math.prod(x.sharding.shard_shape(x.shape)) * np.dtype(x.dtype).itemsize
-               for x in jax.tree.leaves(abstract_tree))
+    return sum(
+        math.prod(x.sharding.shard_shape(x.shape)) * np.dtype(x.dtype).itemsize
+        for x in jax.tree.leaves(abstract_tree)
+    )
 
 
 def on_mesh(abstract_state, mesh: Mesh):
@@ -124,8 +135,10 @@ def opt_state_shardings(optimizer, params, mesh: Mesh):
     `jax.jit(optimizer.init)` alone would replicate the whole state on every device. Works on
     real arrays and on sharded ShapeDtypeStructs alike.
     """
-    by_path = {tuple(map(str, path)): (x.shape, x.sharding)
-               for path, x in jax.tree_util.tree_flatten_with_path(params)[0]}
+    by_path = {
+        tuple(map(str, path)): (x.shape, x.sharding)
+        for path, x in jax.tree_util.tree_flatten_with_path(params)[0]
+    }
 
     def pick(path, x):
         keys = tuple(map(str, path))

@@ -44,8 +44,17 @@ class ModelDims:
     T: int | None = None  # a typical training sequence length for this preset
 
     def __post_init__(self):  # named as the command line's flags
-        positive(layers=self.L, d_model=self.D, d_ff=self.F, heads=self.N, kv_heads=self.K,
-                 head_dim=self.H, vocab=self.V, seq=self.T, mlp_matrices=self.mlp_matrices)
+        positive(
+            layers=self.L,
+            d_model=self.D,
+            d_ff=self.F,
+            heads=self.N,
+            kv_heads=self.K,
+            head_dim=self.H,
+            vocab=self.V,
+            seq=self.T,
+            mlp_matrices=self.mlp_matrices,
+        )
 
 
 # Gemma 3 presets match tunix 0.1.7 `ModelConfig.gemma3_*` (text only); LLaMA 3 from the
@@ -53,24 +62,83 @@ class ModelDims:
 PRESETS: dict[str, ModelDims] = {
     d.name: d
     for d in [
-        ModelDims("gemma3-270m", L=18, D=640, F=2048, N=4, K=1, H=256, V=262144,
-                  norms_per_layer=4, qk_norm=True, T=1024),
-        ModelDims("gemma3-1b", L=26, D=1152, F=6912, N=4, K=1, H=256, V=262144,
-                  norms_per_layer=4, qk_norm=True, T=1024),
-        ModelDims("gemma3-4b", L=34, D=2560, F=10240, N=8, K=4, H=256, V=262144,
-                  norms_per_layer=4, qk_norm=True, T=1024),
-        ModelDims("gemma3-12b", L=48, D=3840, F=15360, N=16, K=8, H=256, V=262144,
-                  norms_per_layer=4, qk_norm=True, T=1024),
-        ModelDims("gemma3-27b", L=62, D=5376, F=21504, N=32, K=16, H=128, V=262144,
-                  norms_per_layer=4, qk_norm=True, T=1024),
-        ModelDims("llama3-8b", L=32, D=4096, F=14336, N=32, K=8, H=128, V=128256,
-                  tied=False, T=8192),
-        ModelDims("llama3-70b", L=80, D=8192, F=28672, N=64, K=8, H=128, V=128256,
-                  tied=False, T=8192),
-        ModelDims("llama3-405b", L=126, D=16384, F=53248, N=128, K=8, H=128, V=128256,
-                  tied=False, T=8192),
-        ModelDims("pretrain-130m", L=8, D=1024, F=3072, N=4, K=1, H=256, V=32768,
-                  tied=False, T=2048),
+        ModelDims(
+            "gemma3-270m",
+            L=18,
+            D=640,
+            F=2048,
+            N=4,
+            K=1,
+            H=256,
+            V=262144,
+            norms_per_layer=4,
+            qk_norm=True,
+            T=1024,
+        ),
+        ModelDims(
+            "gemma3-1b",
+            L=26,
+            D=1152,
+            F=6912,
+            N=4,
+            K=1,
+            H=256,
+            V=262144,
+            norms_per_layer=4,
+            qk_norm=True,
+            T=1024,
+        ),
+        ModelDims(
+            "gemma3-4b",
+            L=34,
+            D=2560,
+            F=10240,
+            N=8,
+            K=4,
+            H=256,
+            V=262144,
+            norms_per_layer=4,
+            qk_norm=True,
+            T=1024,
+        ),
+        ModelDims(
+            "gemma3-12b",
+            L=48,
+            D=3840,
+            F=15360,
+            N=16,
+            K=8,
+            H=256,
+            V=262144,
+            norms_per_layer=4,
+            qk_norm=True,
+            T=1024,
+        ),
+        ModelDims(
+            "gemma3-27b",
+            L=62,
+            D=5376,
+            F=21504,
+            N=32,
+            K=16,
+            H=128,
+            V=262144,
+            norms_per_layer=4,
+            qk_norm=True,
+            T=1024,
+        ),
+        ModelDims(
+            "llama3-8b", L=32, D=4096, F=14336, N=32, K=8, H=128, V=128256, tied=False, T=8192
+        ),
+        ModelDims(
+            "llama3-70b", L=80, D=8192, F=28672, N=64, K=8, H=128, V=128256, tied=False, T=8192
+        ),
+        ModelDims(
+            "llama3-405b", L=126, D=16384, F=53248, N=128, K=8, H=128, V=128256, tied=False, T=8192
+        ),
+        ModelDims(
+            "pretrain-130m", L=8, D=1024, F=3072, N=4, K=1, H=256, V=32768, tied=False, T=2048
+        ),
     ]
 }
 
@@ -99,8 +167,13 @@ def param_counts(dims: ModelDims) -> dict[str, int]:
     norms = dims.L * (dims.norms_per_layer * dims.D + (2 * dims.H if dims.qk_norm else 0)) + dims.D
     embedding = dims.V * dims.D
     lm_head = 0 if dims.tied else dims.V * dims.D
-    parts = {"embedding": embedding, "lm_head": lm_head, "attention": attention, "mlp": mlp,
-             "norms": norms}
+    parts = {
+        "embedding": embedding,
+        "lm_head": lm_head,
+        "attention": attention,
+        "mlp": mlp,
+        "norms": norms,
+    }
     parts["total"] = sum(parts.values())
     parts["non_embedding"] = parts["total"] - embedding
     return parts
@@ -142,8 +215,12 @@ def kv_cache_bytes(dims: ModelDims, batch: int, cache_len: int, bytes_per_elemen
 # kept at F (the FFW's B·F output) and at D, on top of the book's three D-wide ones; it keeps
 # more than 'none' does. 'block' remats each block and keeps only its input.
 REMAT_POLICIES = ("none", "book3", "fwide", "block")
-REMAT_FORMULAS = {"none": "4·D + 2·N·H + 2·K·H + m·F", "book3": "3·D",
-                  "fwide": "3·D + 4·D + 4·F", "block": "D"}  # m: MLP matrices (3 for SwiGLU)
+REMAT_FORMULAS = {
+    "none": "4·D + 2·N·H + 2·K·H + m·F",
+    "book3": "3·D",
+    "fwide": "3·D + 4·D + 4·F",
+    "block": "D",
+}  # m: MLP matrices (3 for SwiGLU)
 
 
 def activation_elements_per_token_layer(dims: ModelDims, remat: str) -> int:
@@ -185,7 +262,9 @@ def training_memory(
         "master_weights": p * 4 if master_fp32 else 0,
         "gradients": p * grad_bytes if grad_bytes else 0,
         "optimizer": p * optimizer_bytes_per_param,
-        "activations": batch_tokens * dims.L * activation_bytes
+        "activations": batch_tokens
+        * dims.L
+        * activation_bytes
         * activation_elements_per_token_layer(dims, remat),
         "logits": batch_tokens * dims.V * 4 if logits == "full" else 0,
     }
@@ -228,16 +307,22 @@ def mfu(tokens_per_second: float, flops_per_tok: float, peak_flops_total: float)
     return tokens_per_second * flops_per_tok / peak_flops_total
 
 
-def training_seconds(tokens: float, flops_per_tok: float, peak_flops_total: float,
-                     mfu_fraction: float) -> float:
+def training_seconds(
+    tokens: float, flops_per_tok: float, peak_flops_total: float, mfu_fraction: float
+) -> float:
     """Wall time to train on `tokens` at a given MFU."""
     positive(tokens=tokens)
     _fraction_of_peak(mfu_fraction)
     return tokens * flops_per_tok / (peak_flops_total * mfu_fraction)
 
 
-def chips_for_deadline(tokens: float, flops_per_tok: float, peak_flops_per_chip: float,
-                       mfu_fraction: float, seconds: float) -> int:
+def chips_for_deadline(
+    tokens: float,
+    flops_per_tok: float,
+    peak_flops_per_chip: float,
+    mfu_fraction: float,
+    seconds: float,
+) -> int:
     """The fewest chips that finish `tokens` within `seconds` at the given MFU."""
     positive(tokens=tokens, seconds=seconds)
     _fraction_of_peak(mfu_fraction)
@@ -248,8 +333,14 @@ def chips_for_deadline(tokens: float, flops_per_tok: float, peak_flops_per_chip:
 # ---------------------------------------------------------------------------- mesh choice
 
 
-def mesh_choice(dims: ModelDims, batch_tokens: float, chips: int, chip: Chip,
-                fsdp_axes: int | None = None, tp_axes: int = 1) -> dict[str, float | bool | str]:
+def mesh_choice(
+    dims: ModelDims,
+    batch_tokens: float,
+    chips: int,
+    chip: Chip,
+    fsdp_axes: int | None = None,
+    tp_axes: int = 1,
+) -> dict[str, float | bool | str]:
     """The scaling book's FSDP / tensor-parallel choice for a training step ("Training", part 5).
 
     alpha = peak FLOP/s / W_ici (both directions of one link; 2550 on v5p).
@@ -274,8 +365,9 @@ def mesh_choice(dims: ModelDims, batch_tokens: float, chips: int, chip: Chip,
     x_opt = math.sqrt(B * chips * M_X / (F * M_Y))
     disc = (B * F * M_X * M_Y) ** 2 - 4 * (alpha * F * M_Y) * (alpha * B * chips * M_X)
     if disc >= 0:
-        x_low, x_high = ((B * F * M_X * M_Y + s * math.sqrt(disc)) / (2 * alpha * F * M_Y)
-                         for s in (-1, 1))
+        x_low, x_high = (
+            (B * F * M_X * M_Y + s * math.sqrt(disc)) / (2 * alpha * F * M_Y) for s in (-1, 1)
+        )
     else:
         x_low = x_high = float("nan")
     if per_chip > fsdp_threshold:
@@ -286,22 +378,32 @@ def mesh_choice(dims: ModelDims, batch_tokens: float, chips: int, chip: Chip,
         x = min(splits, key=lambda d: comms_to_compute(dims, B, chips, alpha, d, M_X, M_Y))
         ratio = comms_to_compute(dims, B, chips, alpha, x, M_X, M_Y)
         verdict = "compute-bound" if ratio <= 1 else f"comms-bound by {ratio - 1:.0%}"
-        advice = (f"mixed FSDP x TP: {x}-way FSDP, {chips // x}-way tensor parallel "
-                  f"({verdict})")
+        advice = f"mixed FSDP x TP: {x}-way FSDP, {chips // x}-way tensor parallel ({verdict})"
         if per_chip <= mixed_threshold:
             advice = "comms-bound with any FSDP/TP mix: raise the batch or use fewer chips"
     return {
-        "alpha": alpha, "per_chip_batch_tokens": per_chip, "M_X": M_X, "M_Y": M_Y,
-        "fsdp_threshold": fsdp_threshold, "fsdp_compute_bound": per_chip > fsdp_threshold,
-        "mixed_threshold": mixed_threshold, "mixed_compute_bound": per_chip > mixed_threshold,
-        "x_opt": x_opt, "x_compute_bound_low": x_low, "x_compute_bound_high": x_high,
-        "tp_max": M_Y * F / alpha, "fsdp": x, "tp": chips // x,
-        "comms_to_compute": comms_to_compute(dims, B, chips, alpha, x, M_X, M_Y), "advice": advice,
+        "alpha": alpha,
+        "per_chip_batch_tokens": per_chip,
+        "M_X": M_X,
+        "M_Y": M_Y,
+        "fsdp_threshold": fsdp_threshold,
+        "fsdp_compute_bound": per_chip > fsdp_threshold,
+        "mixed_threshold": mixed_threshold,
+        "mixed_compute_bound": per_chip > mixed_threshold,
+        "x_opt": x_opt,
+        "x_compute_bound_low": x_low,
+        "x_compute_bound_high": x_high,
+        "tp_max": M_Y * F / alpha,
+        "fsdp": x,
+        "tp": chips // x,
+        "comms_to_compute": comms_to_compute(dims, B, chips, alpha, x, M_X, M_Y),
+        "advice": advice,
     }
 
 
-def comms_to_compute(dims: ModelDims, batch_tokens: float, chips: int, alpha: float,
-                     fsdp_degree, M_X: int, M_Y: int):
+def comms_to_compute(
+    dims: ModelDims, batch_tokens: float, chips: int, alpha: float, fsdp_degree, M_X: int, M_Y: int
+):
     """(FSDP + TP communication time) / matmul time of one layer's MLP, forward pass.
 
     From the book: T_fsdp = 4·D·F/(Y·W·M_X), T_tp = 4·B·D/(X·W·M_Y), T_math = 4·B·D·F/(chips·C)
@@ -331,17 +433,35 @@ def human(value: float, unit: str = "") -> str:
 
 
 def _dims_from_args(args) -> ModelDims:
-    custom_given = [args.layers, args.d_model, args.d_ff, args.heads, args.kv_heads,
-                    args.head_dim, args.vocab]
+    custom_given = [
+        args.layers,
+        args.d_model,
+        args.d_ff,
+        args.heads,
+        args.kv_heads,
+        args.head_dim,
+        args.vocab,
+    ]
     if args.model and any(v is not None for v in custom_given):
         raise BadInput("give either --model PRESET or the custom dimensions, not both")
     if args.model:
         return preset(args.model)
     if any(v is None for v in custom_given):
-        raise BadInput("custom dimensions need all of --layers --d-model --d-ff --heads "
-                       f"--kv-heads --head-dim --vocab (or --model, one of: {', '.join(PRESETS)})")
-    return custom(L=args.layers, D=args.d_model, F=args.d_ff, N=args.heads, K=args.kv_heads,
-                  H=args.head_dim, V=args.vocab, tied=not args.untied, T=args.seq)
+        raise BadInput(
+            "custom dimensions need all of --layers --d-model --d-ff --heads "
+            f"--kv-heads --head-dim --vocab (or --model, one of: {', '.join(PRESETS)})"
+        )
+    return custom(
+        L=args.layers,
+        D=args.d_model,
+        F=args.d_ff,
+        N=args.heads,
+        K=args.kv_heads,
+        H=args.head_dim,
+        V=args.vocab,
+        tied=not args.untied,
+        T=args.seq,
+    )
 
 
 def _report_params(dims: ModelDims, args) -> dict:
@@ -351,16 +471,24 @@ def _report_params(dims: ModelDims, args) -> dict:
 def _report_kv(dims: ModelDims, args) -> dict:
     per_token = kv_cache_bytes_per_token(dims, args.bytes_per_element)
     total = kv_cache_bytes(dims, args.batch, args.cache_len, args.bytes_per_element)
-    report = {"model": dims.name, "batch": args.batch, "cache_len": args.cache_len,
-              "bytes_per_token": per_token, "kv_cache_bytes": total}
+    report = {
+        "model": dims.name,
+        "batch": args.batch,
+        "cache_len": args.cache_len,
+        "bytes_per_token": per_token,
+        "kv_cache_bytes": total,
+    }
     if args.hardware:
         target = parse_target(args.hardware)
         if target.hbm_bytes_total is None:
             raise BadInput(f"{target.name} has no fixed memory size to compare against")
         weights = param_counts(dims)["total"] * 2
-        report.update(target=target.name, hbm_bytes_total=target.hbm_bytes_total,
-                      params_bf16_bytes=weights,
-                      fits_weights_plus_cache=weights + total <= target.hbm_bytes_total)
+        report.update(
+            target=target.name,
+            hbm_bytes_total=target.hbm_bytes_total,
+            params_bf16_bytes=weights,
+            fits_weights_plus_cache=weights + total <= target.hbm_bytes_total,
+        )
     return report
 
 
@@ -374,13 +502,18 @@ def _report_train(dims: ModelDims, args) -> dict:
     memory = training_memory(dims, args.batch_tokens, chips=chips, remat=args.remat)
     seconds = training_seconds(args.tokens, fpt, peak * chips, args.mfu)
     report = {
-        "model": dims.name, "hardware": target.chip.name, "chips": chips,
-        "params": param_counts(dims)["total"], "flop_convention": args.convention,
-        "flops_per_token": fpt, "total_flops": fpt * args.tokens,
+        "model": dims.name,
+        "hardware": target.chip.name,
+        "chips": chips,
+        "params": param_counts(dims)["total"],
+        "flop_convention": args.convention,
+        "flops_per_token": fpt,
+        "total_flops": fpt * args.tokens,
         "memory_bytes": memory,
         "min_chips_for_memory": min_chips_for_memory(memory["total"], target.chip.hbm_bytes),
         "fits_per_chip": memory["per_chip"] <= target.chip.hbm_bytes,
-        "training_days": seconds / 86400, "mfu": args.mfu,
+        "training_days": seconds / 86400,
+        "mfu": args.mfu,
     }
     if target.chip.ici_link_bandwidth is not None and chips > 1:
         report["mesh"] = mesh_choice(dims, args.batch_tokens, chips, target.chip)

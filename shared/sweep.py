@@ -58,9 +58,25 @@ from shared.sweep_config import (
 
 # The config names notebooks read through this module (`sweep.load_config(...)`) as well.
 __all__ = [
-    "DEFAULT_OUT", "DEFAULT_PROJECT", "SUMMARY_KEYS", "arm", "expand", "fetch_wandb_trials",
-    "has_wandb_account", "load_config", "main", "read_curve", "recommend", "run", "run_local",
-    "run_trial", "run_wandb", "search_bounds", "search_space", "sweep_name", "usable",
+    "DEFAULT_OUT",
+    "DEFAULT_PROJECT",
+    "SUMMARY_KEYS",
+    "arm",
+    "expand",
+    "fetch_wandb_trials",
+    "has_wandb_account",
+    "load_config",
+    "main",
+    "read_curve",
+    "recommend",
+    "run",
+    "run_local",
+    "run_trial",
+    "run_wandb",
+    "search_bounds",
+    "search_space",
+    "sweep_name",
+    "usable",
 ]
 
 DEFAULT_OUT = "results/05_hparam_sweep"
@@ -94,17 +110,30 @@ def _finished(folder: Path, metric: str) -> dict | None:
 
 
 def _last_line(path: Path) -> str:
-    lines = [line.strip() for line in path.read_text(errors="replace").splitlines()
-             if line.strip()]
+    lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
     return lines[-1][:300] if lines else "no output"
 
 
-def _row(tid: str, params: dict, status: str, summary: dict | None, metric: str,
-         seconds: float | None, reused: bool, error: str | None) -> dict:
+def _row(
+    tid: str,
+    params: dict,
+    status: str,
+    summary: dict | None,
+    metric: str,
+    seconds: float | None,
+    reused: bool,
+    error: str | None,
+) -> dict:
     keys = dict.fromkeys((metric, *SUMMARY_KEYS))
-    return {"trial_id": tid, "status": status, **params,
-            **{k: (summary or {}).get(k) for k in keys},
-            "seconds": seconds, "reused": reused, "error": error}
+    return {
+        "trial_id": tid,
+        "status": status,
+        **params,
+        **{k: (summary or {}).get(k) for k in keys},
+        "seconds": seconds,
+        "reused": reused,
+        "error": error,
+    }
 
 
 def run_trial(config: dict, params: dict, out: Path, env: dict) -> dict:
@@ -113,18 +142,29 @@ def run_trial(config: dict, params: dict, out: Path, env: dict) -> dict:
     folder = out / "trials" / tid
     summary = _finished(folder, metric)
     if summary is not None:
-        record = json.loads((folder / "trial.json").read_text()) \
-            if (folder / "trial.json").exists() else {}
+        record = (
+            json.loads((folder / "trial.json").read_text())
+            if (folder / "trial.json").exists()
+            else {}
+        )
         return _row(tid, params, "done", summary, metric, record.get("seconds"), True, None)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "summary.json").unlink(missing_ok=True)
     command = trial_command(config, params) + [
-        "--metrics", str(folder / "metrics.jsonl"), "--summary", str(folder / "summary.json"),
-        "--wandb-group", sweep_name(config), "--wandb-tags", f"sweep,{arm(config)}"]
+        "--metrics",
+        str(folder / "metrics.jsonl"),
+        "--summary",
+        str(folder / "summary.json"),
+        "--wandb-group",
+        sweep_name(config),
+        "--wandb-tags",
+        f"sweep,{arm(config)}",
+    ]
     start = time.perf_counter()
     with (folder / "log.txt").open("w") as log:
-        code = subprocess.run(command, cwd=ROOT, env=env, stdout=log,
-                              stderr=subprocess.STDOUT).returncode
+        code = subprocess.run(
+            command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+        ).returncode
     seconds = time.perf_counter() - start
     summary = _finished(folder, metric)
     error = None
@@ -133,15 +173,28 @@ def run_trial(config: dict, params: dict, out: Path, env: dict) -> dict:
     elif summary is None:
         error = f"no {metric} in {folder / 'summary.json'} (preempted?)"
     status = "failed" if error else "done"
-    (folder / "trial.json").write_text(json.dumps(
-        {"params": params, "command": command, "status": status, "seconds": seconds,
-         "error": error}, indent=1))
-    return _row(tid, params, status, summary if not error else None, metric, seconds, False,
-                error)
+    (folder / "trial.json").write_text(
+        json.dumps(
+            {
+                "params": params,
+                "command": command,
+                "status": status,
+                "seconds": seconds,
+                "error": error,
+            },
+            indent=1,
+        )
+    )
+    return _row(tid, params, status, summary if not error else None, metric, seconds, False, error)
 
 
-def run_local(config: dict, out: str | Path = DEFAULT_OUT, count: int | None = None,
-              seed: int = 0, progress: bool = True) -> list[dict]:
+def run_local(
+    config: dict,
+    out: str | Path = DEFAULT_OUT,
+    count: int | None = None,
+    seed: int = 0,
+    progress: bool = True,
+) -> list[dict]:
     """Run the config's trials one process each; skip finished ones; write OUT/trials.csv."""
     from tqdm.auto import tqdm
 
@@ -157,14 +210,20 @@ def run_local(config: dict, out: str | Path = DEFAULT_OUT, count: int | None = N
         report.save_table(rows, out, "trials")  # current after every trial: safe to interrupt
         scores = [r[metric] for r in rows if r["status"] == "done" and _finite(r[metric])]
         if scores:
-            bar.set_postfix({f"best {metric}": f"{sign * min(sign * s for s in scores):.4f}"},
-                            refresh=False)
+            bar.set_postfix(
+                {f"best {metric}": f"{sign * min(sign * s for s in scores):.4f}"}, refresh=False
+            )
     bar.close()
     failed = sum(r["status"] == "failed" for r in rows)
-    print(f"{len(rows)} trials ({sum(r['reused'] for r in rows)} reused, {failed} failed) in "
-          f"{out / 'trials.csv'}" + (f"; upload the offline runs: wandb sync "
-                                     f"{env['WANDB_DIR']}/wandb/offline-run-*"
-                                     if env["WANDB_MODE"] == "offline" else ""))
+    print(
+        f"{len(rows)} trials ({sum(r['reused'] for r in rows)} reused, {failed} failed) in "
+        f"{out / 'trials.csv'}"
+        + (
+            f"; upload the offline runs: wandb sync {env['WANDB_DIR']}/wandb/offline-run-*"
+            if env["WANDB_MODE"] == "offline"
+            else ""
+        )
+    )
     return rows
 
 
@@ -186,22 +245,38 @@ def has_wandb_account() -> bool:
         return False
 
 
-def run_wandb(config: dict, out: str | Path = DEFAULT_OUT, count: int | None = None,
-              project: str | None = None) -> list[dict]:
+def run_wandb(
+    config: dict,
+    out: str | Path = DEFAULT_OUT,
+    count: int | None = None,
+    project: str | None = None,
+) -> list[dict]:
     """Create the sweep on wandb, run `wandb agent` (one process per trial), read the runs."""
     import wandb
 
     project = project or config.get("project") or DEFAULT_PROJECT
     rng = np.random.default_rng(0)  # any one trial, to check the arguments
-    check_train_args(trial_command(config, {n: sample(n, s, rng)
-                                            for n, s in config["parameters"].items()}))
-    count = count or config.get("run_cap") or (len(expand(config)) if config["method"] == "grid"
-                                               else None)
+    check_train_args(
+        trial_command(config, {n: sample(n, s, rng) for n, s in config["parameters"].items()})
+    )
+    count = (
+        count
+        or config.get("run_cap")
+        or (len(expand(config)) if config["method"] == "grid" else None)
+    )
     sweep_id = wandb.sweep(config, project=project)  # prints the sweep's URL
     bin_dir = os.path.dirname(sys.executable)  # the agent runs `python` from PATH: this one
     env = {**os.environ, "WANDB_MODE": "online", "PATH": bin_dir + os.pathsep + os.environ["PATH"]}
-    agent = [sys.executable, "-m", "wandb", "agent", "--project", project,
-             *(["--count", str(count)] if count else []), sweep_id]
+    agent = [
+        sys.executable,
+        "-m",
+        "wandb",
+        "agent",
+        "--project",
+        project,
+        *(["--count", str(count)] if count else []),
+        sweep_id,
+    ]
     code = subprocess.run(agent, cwd=ROOT, env=env).returncode
     if code != 0:
         raise RuntimeError(f"wandb agent exited with status {code}")
@@ -220,30 +295,49 @@ def fetch_wandb_trials(config: dict, sweep_path: str, out: Path, api=None) -> li
     for run in sweep.runs:
         folder = out / "trials" / run.id
         folder.mkdir(parents=True, exist_ok=True)
-        curve = [{"step": r["step"], "loss": r["loss"]}
-                 for r in run.scan_history(keys=["step", "loss"])]
+        curve = [
+            {"step": r["step"], "loss": r["loss"]} for r in run.scan_history(keys=["step", "loss"])
+        ]
         (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in curve))
         params = {name: run.config.get(name) for name in config["parameters"]}
         summary = run.summary_metrics  # a plain dict (run.summary is a lazy wrapper)
         done = run.state == "finished" and metric in summary
-        rows.append(_row(run.id, params, "done" if done else "failed", summary if done else None,
-                         metric, None, False, None if done else f"wandb state {run.state}"))
+        rows.append(
+            _row(
+                run.id,
+                params,
+                "done" if done else "failed",
+                summary if done else None,
+                metric,
+                None,
+                False,
+                None if done else f"wandb state {run.state}",
+            )
+        )
     report.save_table(rows, out, "trials")
     return rows
 
 
-def run(config: dict, out: str | Path = DEFAULT_OUT, count: int | None = None, seed: int = 0,
-        use_wandb: bool | None = None, project: str | None = None,
-        progress: bool = True) -> list[dict]:
+def run(
+    config: dict,
+    out: str | Path = DEFAULT_OUT,
+    count: int | None = None,
+    seed: int = 0,
+    use_wandb: bool | None = None,
+    project: str | None = None,
+    progress: bool = True,
+) -> list[dict]:
     """Run the sweep with wandb when asked (or, if `use_wandb` is None, when an account exists
     and WANDB_MODE is not offline/disabled), else locally."""
     if use_wandb is None:
-        use_wandb = (os.environ.get("WANDB_MODE", "online") not in ("offline", "disabled",
-                                                                    "dryrun")
-                     and has_wandb_account())
+        use_wandb = (
+            os.environ.get("WANDB_MODE", "online") not in ("offline", "disabled", "dryrun")
+            and has_wandb_account()
+        )
     elif use_wandb and not has_wandb_account():
-        raise BadInput("no wandb account: set WANDB_API_KEY or run `wandb login`, or run the "
-                       "sweep locally")
+        raise BadInput(
+            "no wandb account: set WANDB_API_KEY or run `wandb login`, or run the sweep locally"
+        )
     if use_wandb:
         return run_wandb(config, out, count, project)
     return run_local(config, out, count, seed, progress)
@@ -275,51 +369,80 @@ def read_curve(out: str | Path, tid: str) -> list[dict]:
     return [r for r in rows if not r.get("final")]
 
 
-def recommend(rows: list[dict], metric: str = "val_loss", goal: str = "minimize",
-              tolerance: float = 0.02, lr: str = "lr", wd: str = "wd") -> dict:
+def recommend(
+    rows: list[dict],
+    metric: str = "val_loss",
+    goal: str = "minimize",
+    tolerance: float = 0.02,
+    lr: str = "lr",
+    wd: str = "wd",
+) -> dict:
     """What the trials say: the best lr/wd, whether the best lr is at the edge of what was
     tried (then widen the range), and how wide the basin is (lrs within `tolerance` of the
     best score). Returns the facts and a few lines of text."""
     sign = 1 if goal == "minimize" else -1
     done = usable(rows, metric)
     if not done:
-        return {"best": None, "edge": None, "basin": None,
-                "text": f"no trial finished with a finite {metric}: nothing to recommend"}
+        return {
+            "best": None,
+            "edge": None,
+            "basin": None,
+            "text": f"no trial finished with a finite {metric}: nothing to recommend",
+        }
     best = min(done, key=lambda r: sign * r[metric])
-    lines = [f"best: {lr}={best.get(lr)}, {wd}={best.get(wd)} with {metric} "
-             f"{best[metric]:.4f} ({len(done)} of {len(rows)} trials usable)"]
+    lines = [
+        f"best: {lr}={best.get(lr)}, {wd}={best.get(wd)} with {metric} "
+        f"{best[metric]:.4f} ({len(done)} of {len(rows)} trials usable)"
+    ]
     edge = basin = None
     tried = sorted({r[lr] for r in rows if _finite(r.get(lr))})
     if _finite(best.get(lr)) and len(tried) > 1:
         if best[lr] in (tried[0], tried[-1]):
             edge = "low" if best[lr] == tried[0] else "high"
-            lines.append(f"the best {lr} is the {'smallest' if edge == 'low' else 'largest'} "
-                         f"tried: the basin's edge was not found; widen the range "
-                         f"{'below' if edge == 'low' else 'above'} {best[lr]:.3g}")
-        near = [r[lr] for r in done if sign * (r[metric] - best[metric])
-                <= tolerance * abs(best[metric])]
+            lines.append(
+                f"the best {lr} is the {'smallest' if edge == 'low' else 'largest'} "
+                f"tried: the basin's edge was not found; widen the range "
+                f"{'below' if edge == 'low' else 'above'} {best[lr]:.3g}"
+            )
+        near = [
+            r[lr]
+            for r in done
+            if sign * (r[metric] - best[metric]) <= tolerance * abs(best[metric])
+        ]
         basin = (min(near), max(near))
         if basin[1] > basin[0]:
-            lines.append(f"{len(near)} trials within {tolerance:.0%} of the best {metric}: "
-                         f"{lr} {basin[0]:.3g} to {basin[1]:.3g} (a factor "
-                         f"{basin[1] / basin[0]:.1f}); within it the exact value matters little")
+            lines.append(
+                f"{len(near)} trials within {tolerance:.0%} of the best {metric}: "
+                f"{lr} {basin[0]:.3g} to {basin[1]:.3g} (a factor "
+                f"{basin[1] / basin[0]:.1f}); within it the exact value matters little"
+            )
         else:
-            lines.append(f"no other {lr} within {tolerance:.0%} of the best: a narrow basin or "
-                         f"too coarse a search; sample more finely around {best[lr]:.3g}")
+            lines.append(
+                f"no other {lr} within {tolerance:.0%} of the best: a narrow basin or "
+                f"too coarse a search; sample more finely around {best[lr]:.3g}"
+            )
     by_wd = {}  # each weight decay's best trial: their lrs show whether the comparison is fair
     for r in done:
         key = r.get(wd)
         if key not in by_wd or sign * r[metric] < sign * by_wd[key][metric]:
             by_wd[key] = r
     if len(by_wd) > 1:
-        lines.append(f"best {metric} per {wd}: " + ", ".join(
-            f"{wd}={k}: {r[metric]:.4f} (at {lr} {r.get(lr)})"
-            for k, r in sorted(by_wd.items(), key=_order)))
-    diverged = sorted(r[lr] for r in rows if r.get("status") == "done"
-                      and not _finite(r.get(metric)) and _finite(r.get(lr)))
+        lines.append(
+            f"best {metric} per {wd}: "
+            + ", ".join(
+                f"{wd}={k}: {r[metric]:.4f} (at {lr} {r.get(lr)})"
+                for k, r in sorted(by_wd.items(), key=_order)
+            )
+        )
+    diverged = sorted(
+        r[lr]
+        for r in rows
+        if r.get("status") == "done" and not _finite(r.get(metric)) and _finite(r.get(lr))
+    )
     if diverged:
-        lines.append(f"diverged (non-finite {metric}) at {lr} = "
-                     + ", ".join(f"{v:.3g}" for v in diverged))
+        lines.append(
+            f"diverged (non-finite {metric}) at {lr} = " + ", ".join(f"{v:.3g}" for v in diverged)
+        )
     return {"best": best, "edge": edge, "basin": basin, "text": "\n".join(lines)}
 
 
@@ -327,28 +450,54 @@ def recommend(rows: list[dict], metric: str = "val_loss", goal: str = "minimize"
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m shared.sweep", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m shared.sweep",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--config", required=True, help="a wandb sweep YAML")
     p.add_argument("--count", type=int, help="trials (default: run_cap, or the whole grid)")
     where = p.add_mutually_exclusive_group()
-    where.add_argument("--local", action="store_const", const=False, dest="use_wandb",
-                       help="run locally even with a wandb account")
-    where.add_argument("--wandb", action="store_const", const=True, dest="use_wandb",
-                       help="create the sweep on wandb and run an agent (needs an account)")
+    where.add_argument(
+        "--local",
+        action="store_const",
+        const=False,
+        dest="use_wandb",
+        help="run locally even with a wandb account",
+    )
+    where.add_argument(
+        "--wandb",
+        action="store_const",
+        const=True,
+        dest="use_wandb",
+        help="create the sweep on wandb and run an agent (needs an account)",
+    )
     p.add_argument("--out", default=DEFAULT_OUT, help="results folder (local runner)")
-    p.add_argument("--set", nargs="+", action="extend", default=[], metavar="NAME=VALUE",
-                   help="pin parameters to fixed values, e.g. --set steps=20 seq=64")
+    p.add_argument(
+        "--set",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="NAME=VALUE",
+        help="pin parameters to fixed values, e.g. --set steps=20 seq=64",
+    )
     p.add_argument("--sample-seed", type=int, default=0, help="random search's seed")
-    p.add_argument("--project", help=f"wandb project (default: the config's, or "
-                                     f"{DEFAULT_PROJECT})")
+    p.add_argument("--project", help=f"wandb project (default: the config's, or {DEFAULT_PROJECT})")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
     config = load_config(args.config, parse_overrides(args.set))
-    rows = run(config, args.out, args.count, args.sample_seed, args.use_wandb, args.project,
-               progress=not args.no_progress)
-    print(recommend(rows, config["metric"]["name"], config["metric"].get("goal", "minimize"))
-          ["text"])
+    rows = run(
+        config,
+        args.out,
+        args.count,
+        args.sample_seed,
+        args.use_wandb,
+        args.project,
+        progress=not args.no_progress,
+    )
+    print(
+        recommend(rows, config["metric"]["name"], config["metric"].get("goal", "minimize"))["text"]
+    )
     return 1 if rows and all(r["status"] == "failed" for r in rows) else 0
 
 

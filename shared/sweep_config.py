@@ -39,8 +39,16 @@ GOALS = ("minimize", "maximize")
 # The wandb distributions the local runner samples (wandb also has normal, beta and their
 # variants; a config using those runs on the wandb server only). `log_uniform` takes natural-
 # log bounds, `log_uniform_values` the values themselves.
-DISTRIBUTIONS = ("constant", "categorical", "int_uniform", "uniform", "q_uniform",
-                 "log_uniform", "log_uniform_values", "q_log_uniform_values")
+DISTRIBUTIONS = (
+    "constant",
+    "categorical",
+    "int_uniform",
+    "uniform",
+    "q_uniform",
+    "log_uniform",
+    "log_uniform_values",
+    "q_log_uniform_values",
+)
 GRID_DISTRIBUTIONS = ("constant", "categorical", "int_uniform", "q_uniform")
 # shared.train's architecture knobs: those fixed in a sweep name its ablation arm.
 ARM_KNOBS = ("mlp", "qk-norm", "tied", "embed-norm", "logit-softcap")
@@ -49,16 +57,24 @@ SIGNIFICANT_DIGITS = 4  # sampled floats are rounded so trial ids and arguments 
 NOTEBOOK_05 = {  # = notebooks/05_sweep.yaml (its comments say what each entry means)
     "name": "05-lr-wd",
     "description": "Held-out loss against peak learning rate and weight decay for one arm.",
-    "project": "tpu-budget-lab", "program": "shared/train.py",
+    "project": "tpu-budget-lab",
+    "program": "shared/train.py",
     "command": ["${env}", "${interpreter}", "-m", "shared.train", "${args}", "--no-progress"],
-    "method": "grid", "metric": {"name": "val_loss", "goal": "minimize"},
+    "method": "grid",
+    "metric": {"name": "val_loss", "goal": "minimize"},
     "parameters": {
         "lr": {"values": [1.0e-4, 3.0e-4, 1.0e-3, 3.0e-3, 1.0e-2, 3.0e-2, 1.0e-1]},
         "wd": {"values": [0.0, 0.1]},
-        "mlp": {"value": "swiglu"}, "qk-norm": {"value": False},
-        "config": {"value": "tiny"}, "steps": {"value": 30}, "batch": {"value": 8},
-        "seq": {"value": 128}, "warmup": {"value": 3}, "vocab-size": {"value": 4096},
-        "seed": {"value": 0}},
+        "mlp": {"value": "swiglu"},
+        "qk-norm": {"value": False},
+        "config": {"value": "tiny"},
+        "steps": {"value": 30},
+        "batch": {"value": 8},
+        "seq": {"value": 128},
+        "warmup": {"value": 3},
+        "vocab-size": {"value": 4096},
+        "seed": {"value": 0},
+    },
 }
 
 
@@ -85,8 +101,9 @@ def _read_yaml(path: Path) -> dict:
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise BadInput(f"{path} is not valid YAML ({getattr(err, 'problem', None) or err}"
-                       f"{where})") from None
+        raise BadInput(
+            f"{path} is not valid YAML ({getattr(err, 'problem', None) or err}{where})"
+        ) from None
     if not isinstance(config, dict) or not isinstance(config.get("parameters"), dict):
         raise BadInput(f"{path}: a sweep config is a mapping with `parameters:` (wandb's form)")
     return config
@@ -97,22 +114,27 @@ def validate(config: dict, source: str = "sweep config") -> dict:
     from wandb.sdk.launch.sweeps.utils import DEFAULT_SWEEP_COMMAND
 
     if config.get("method") not in METHODS:
-        raise BadInput(f"{source}: unknown sweep method {config.get('method')!r}; valid: "
-                       f"{', '.join(METHODS)}")
+        raise BadInput(
+            f"{source}: unknown sweep method {config.get('method')!r}; valid: {', '.join(METHODS)}"
+        )
     metric = config.get("metric")
     if not isinstance(metric, dict) or not metric.get("name"):
-        raise BadInput(f"{source}: `metric:` is missing; e.g. metric: {{name: val_loss, "
-                       "goal: minimize}")
+        raise BadInput(
+            f"{source}: `metric:` is missing; e.g. metric: {{name: val_loss, goal: minimize}}"
+        )
     if metric.get("goal", "minimize") not in GOALS:
-        raise BadInput(f"{source}: unknown metric goal {metric['goal']!r}; valid: "
-                       f"{', '.join(GOALS)}")
+        raise BadInput(
+            f"{source}: unknown metric goal {metric['goal']!r}; valid: {', '.join(GOALS)}"
+        )
     if not config["parameters"]:
         raise BadInput(f"{source}: `parameters:` is empty")
     for name, spec in config["parameters"].items():
         kind = parameter_kind(name, spec)
         if config["method"] == "grid" and kind not in GRID_DISTRIBUTIONS:
-            raise BadInput(f"{source}: grid search needs `values` (or int_uniform/q_uniform) for "
-                           f"{name!r}, which has distribution {kind}; use method random")
+            raise BadInput(
+                f"{source}: grid search needs `values` (or int_uniform/q_uniform) for "
+                f"{name!r}, which has distribution {kind}; use method random"
+            )
     command = [str(c) for c in config.get("command") or DEFAULT_SWEEP_COMMAND]
     if "${program}" in command and not config.get("program"):
         raise BadInput(f"{source}: the command runs ${{program}} but `program:` is missing")
@@ -125,8 +147,10 @@ def parameter_kind(name: str, spec) -> str:
     """The wandb distribution a parameter spec means (`value` -> constant, `values` ->
     categorical, min/max without a distribution -> int_uniform or uniform, as wandb infers)."""
     if not isinstance(spec, dict):
-        raise BadInput(f"parameter {name!r}: expected a mapping like {{value: 3}}, "
-                       f"{{values: [1, 2]}} or {{distribution: uniform, min: 0, max: 1}}")
+        raise BadInput(
+            f"parameter {name!r}: expected a mapping like {{value: 3}}, "
+            f"{{values: [1, 2]}} or {{distribution: uniform, min: 0, max: 1}}"
+        )
     if "value" in spec:
         return "constant"
     if "values" in spec:
@@ -137,13 +161,17 @@ def parameter_kind(name: str, spec) -> str:
         raise BadInput(f"parameter {name!r} needs `value`, `values`, or min and max")
     lo, hi = spec["min"], spec["max"]
     if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (lo, hi)):
-        raise BadInput(f"parameter {name!r}: min and max must be numbers, got {lo!r}, {hi!r}"
-                       " (YAML reads 3e-4 as text: write 3.0e-4)")
+        raise BadInput(
+            f"parameter {name!r}: min and max must be numbers, got {lo!r}, {hi!r}"
+            " (YAML reads 3e-4 as text: write 3.0e-4)"
+        )
     ints = isinstance(lo, int) and isinstance(hi, int)
     kind = spec.get("distribution") or ("int_uniform" if ints else "uniform")
     if kind not in DISTRIBUTIONS:
-        raise BadInput(f"parameter {name!r}: unknown distribution {kind!r}; valid here: "
-                       f"{', '.join(DISTRIBUTIONS)} (wandb's others run on its server only)")
+        raise BadInput(
+            f"parameter {name!r}: unknown distribution {kind!r}; valid here: "
+            f"{', '.join(DISTRIBUTIONS)} (wandb's others run on its server only)"
+        )
     if kind in ("constant", "categorical"):
         raise BadInput(f"parameter {name!r}: distribution {kind} needs `value`/`values`")
     if lo > hi:
@@ -158,8 +186,13 @@ def search_space(config: dict) -> list[dict]:
     rows = []
     for name, spec in config["parameters"].items():
         kind = parameter_kind(name, spec)
-        values = (spec["value"] if kind == "constant" else spec["values"]
-                  if kind == "categorical" else f"[{spec['min']}, {spec['max']}]")
+        values = (
+            spec["value"]
+            if kind == "constant"
+            else spec["values"]
+            if kind == "categorical"
+            else f"[{spec['min']}, {spec['max']}]"
+        )
         rows.append({"parameter": name, "kind": kind, "values": values})
     return rows
 
@@ -218,8 +251,11 @@ def _grid_values(name: str, spec: dict) -> list:
 def _quantised(x: float, spec: dict):
     q = spec.get("q", 1)
     value = round(x / q) * q
-    return int(value) if all(isinstance(spec.get(k, 1), int) for k in ("min", "max", "q")) \
+    return (
+        int(value)
+        if all(isinstance(spec.get(k, 1), int) for k in ("min", "max", "q"))
         else _round(value)
+    )
 
 
 def sample(name: str, spec: dict, rng: np.random.Generator):
@@ -252,8 +288,10 @@ def expand(config: dict, count: int | None = None, seed: int = 0) -> list[dict]:
         trials = [dict(zip(params, combo, strict=True)) for combo in itertools.product(*axes)]
         return trials[:count] if count else trials
     if config["method"] == "bayes":
-        print(f"note: bayes search needs the wandb sweep server; sampling at random instead "
-              f"(seed {seed})")
+        print(
+            f"note: bayes search needs the wandb sweep server; sampling at random instead "
+            f"(seed {seed})"
+        )
     if not count:
         raise BadInput("random search needs a trial count: --count N, or run_cap in the config")
     rng = np.random.default_rng(seed)
@@ -288,8 +326,10 @@ def trial_command(config: dict, params: dict) -> list[str]:
         part = str(part)
         if part.startswith("${") and part.endswith("}"):
             if part[2:-1] not in macros:
-                raise BadInput(f"the sweep command's {part} is not supported locally; valid: "
-                               + ", ".join(f"${{{m}}}" for m in macros))
+                raise BadInput(
+                    f"the sweep command's {part} is not supported locally; valid: "
+                    + ", ".join(f"${{{m}}}" for m in macros)
+                )
             command += macros[part[2:-1]]
         else:
             command.append(part)
@@ -305,11 +345,13 @@ def check_train_args(command: list[str]) -> None:
     stderr = io.StringIO()
     try:
         with contextlib.redirect_stderr(stderr):
-            train.parse_args(command[command.index("shared.train") + 1:])
+            train.parse_args(command[command.index("shared.train") + 1 :])
     except SystemExit:
         reason = (stderr.getvalue().strip().splitlines() or ["bad arguments"])[-1]
-        raise BadInput(f"shared.train rejects the sweep's parameters ({reason}); parameter "
-                       "names are its flags without the dashes") from None
+        raise BadInput(
+            f"shared.train rejects the sweep's parameters ({reason}); parameter "
+            "names are its flags without the dashes"
+        ) from None
 
 
 # ---------------------------------------------------------------------------- overrides
@@ -331,4 +373,3 @@ def parse_overrides(items: list[str]) -> dict:
         else:
             overrides[name] = yaml.safe_load(text) if text else ""
     return overrides
-

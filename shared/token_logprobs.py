@@ -53,9 +53,16 @@ IMPLEMENTATIONS = ("tunix", "chunked")  # the two log-prob functions plan mode c
 TUNIX_LOGPS = common.compute_per_token_logps  # tunix's own, whatever a context swaps in
 
 
-def chunked_token_logps(hidden, table, targets, *, temperature: float = 1.0,
-                        softcap: float | None = None, chunk_size: int | None = None,
-                        vocab_chunk_size: int | None = None) -> jax.Array:
+def chunked_token_logps(
+    hidden,
+    table,
+    targets,
+    *,
+    temperature: float = 1.0,
+    softcap: float | None = None,
+    chunk_size: int | None = None,
+    vocab_chunk_size: int | None = None,
+) -> jax.Array:
     """log softmax(capped(hidden @ table.T) / temperature)[targets], f32 [B, T], chunked.
 
     hidden [B, T, D] (final-normed), table [V, D] (the LM head), targets [B, T] ids in [0, V).
@@ -83,8 +90,9 @@ def _logps_impl(hidden, table, targets, *, C, Vc, softcap, temperature, bits):
 
         def seq_step(i, carry):
             m, s, zt = (_take(x, i * C, C, 1) for x in carry)
-            z = jnp.einsum("bcd,vd->bcv", _take(hp, i * C, C, 1, bits), e,
-                           preferred_element_type=jnp.float32).astype(dtype)
+            z = jnp.einsum(
+                "bcd,vd->bcv", _take(hp, i * C, C, 1, bits), e, preferred_element_type=jnp.float32
+            ).astype(dtype)
             z = models.capped(z, softcap)
             z = (z if temperature is None else z / temperature).astype(jnp.float32)
             hit = col == _take(tp, i * C, C, 1)[..., None]
@@ -98,33 +106,59 @@ def _logps_impl(hidden, table, targets, *, C, Vc, softcap, temperature, bits):
         return lax.fori_loop(0, nC, seq_step, carry)
 
     shape = (B, nC * C)
-    init = (jnp.full(shape, -jnp.inf, jnp.float32), jnp.zeros(shape, jnp.float32),
-            jnp.zeros(shape, jnp.float32))
+    init = (
+        jnp.full(shape, -jnp.inf, jnp.float32),
+        jnp.zeros(shape, jnp.float32),
+        jnp.zeros(shape, jnp.float32),
+    )
     m, s, zt = lax.fori_loop(0, -(-V // Vc), vocab_step, init)
     return (zt - m - jnp.log(s))[:, :T]
 
 
-@functools.partial(jax.jit, static_argnames=("pad_id", "eos_id", "stop_gradient",
-                                             "return_logits", "temperature"))
-def compute_per_token_logps(graphdef, state, prompt_tokens, completion_tokens, pad_id: int,
-                            eos_id: int, images=None, stop_gradient: bool = True,
-                            return_logits: bool = False, segment_ids=None,
-                            segment_positions=None, temperature: float = 1.0):
+@functools.partial(
+    jax.jit, static_argnames=("pad_id", "eos_id", "stop_gradient", "return_logits", "temperature")
+)
+def compute_per_token_logps(
+    graphdef,
+    state,
+    prompt_tokens,
+    completion_tokens,
+    pad_id: int,
+    eos_id: int,
+    images=None,
+    stop_gradient: bool = True,
+    return_logits: bool = False,
+    segment_ids=None,
+    segment_positions=None,
+    temperature: float = 1.0,
+):
     """tunix's `rl.common.compute_per_token_logps`, chunked: [B, C] f32 log-probabilities of
     the completion tokens under the model (graphdef, state), over prompt + completion with pad
     tokens masked and positions counted over real tokens (what tunix's `process_ids` builds).
     Forward only: no logits returned, no images, no packed segments, and no gradient."""
     del eos_id  # tunix takes it and does not use it either
-    if return_logits or not stop_gradient or images is not None or segment_ids is not None \
-            or segment_positions is not None:
-        raise ValueError("chunked log-probs are forward-only, without images or packing; "
-                         "use tunix.rl.common.compute_per_token_logps for those")
+    if (
+        return_logits
+        or not stop_gradient
+        or images is not None
+        or segment_ids is not None
+        or segment_positions is not None
+    ):
+        raise ValueError(
+            "chunked log-probs are forward-only, without images or packing; "
+            "use tunix.rl.common.compute_per_token_logps for those"
+        )
     model = nnx.merge(graphdef, state)
     tokens = jnp.concatenate([prompt_tokens, completion_tokens], axis=1)
     c = completion_tokens.shape[1]
-    hidden = models.hidden_states(model, tokens, pad_id)[:, -c - 1:-1]
-    logps = chunked_token_logps(hidden, models.head_table(model), tokens[:, -c:],
-                                temperature=temperature, softcap=models.final_softcap(model))
+    hidden = models.hidden_states(model, tokens, pad_id)[:, -c - 1 : -1]
+    logps = chunked_token_logps(
+        hidden,
+        models.head_table(model),
+        tokens[:, -c:],
+        temperature=temperature,
+        softcap=models.final_softcap(model),
+    )
     return lax.stop_gradient(logps)
 
 
@@ -136,16 +170,38 @@ def chunked_logps():
     policy update) still go to tunix's. Restored on exit, also after an error."""
     original = common.compute_per_token_logps  # tunix's, or an enclosing swap's
 
-    def dispatch(graphdef, state, prompt_tokens, completion_tokens, pad_id, eos_id,
-                 images=None, stop_gradient=True, return_logits=False, segment_ids=None,
-                 segment_positions=None, temperature=1.0):
+    def dispatch(
+        graphdef,
+        state,
+        prompt_tokens,
+        completion_tokens,
+        pad_id,
+        eos_id,
+        images=None,
+        stop_gradient=True,
+        return_logits=False,
+        segment_ids=None,
+        segment_positions=None,
+        temperature=1.0,
+    ):
         args = (graphdef, state, prompt_tokens, completion_tokens)
-        kwargs = {"pad_id": pad_id, "eos_id": eos_id, "images": images,
-                  "stop_gradient": stop_gradient, "return_logits": return_logits,
-                  "segment_ids": segment_ids, "segment_positions": segment_positions,
-                  "temperature": temperature}
-        forward_only = stop_gradient and not return_logits and images is None \
-            and segment_ids is None and segment_positions is None
+        kwargs = {
+            "pad_id": pad_id,
+            "eos_id": eos_id,
+            "images": images,
+            "stop_gradient": stop_gradient,
+            "return_logits": return_logits,
+            "segment_ids": segment_ids,
+            "segment_positions": segment_positions,
+            "temperature": temperature,
+        }
+        forward_only = (
+            stop_gradient
+            and not return_logits
+            and images is None
+            and segment_ids is None
+            and segment_positions is None
+        )
         return (compute_per_token_logps if forward_only else original)(*args, **kwargs)
 
     common.compute_per_token_logps = dispatch

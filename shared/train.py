@@ -76,8 +76,9 @@ class TrainConfig:
 
     def model_config(self, vocab: int) -> model.ModelConfig:
         """The model config with V from the tokenizer (padded to 256) and T = seq."""
-        return model.config(self.config, V=model.padded_vocab(vocab), T=self.seq,
-                            **self.model_overrides)
+        return model.config(
+            self.config, V=model.padded_vocab(vocab), T=self.seq, **self.model_overrides
+        )
 
 
 # ---------------------------------------------------------------------------- the step
@@ -89,20 +90,23 @@ def make_loss(graphdef, config: model.ModelConfig):
     def loss(params, tokens):
         net = nnx.merge(graphdef, params)
         hidden = net.hidden(tokens[:, :-1])
-        return logits.cross_entropy(hidden, net.lm_head_weight(), tokens[:, 1:],
-                                    softcap=config.logit_softcap)
+        return logits.cross_entropy(
+            hidden, net.lm_head_weight(), tokens[:, 1:], softcap=config.logit_softcap
+        )
 
     return loss
 
 
-def make_train_step(graphdef, config: model.ModelConfig, tx: optax.GradientTransformation,
-                    microbatches: int):
+def make_train_step(
+    graphdef, config: model.ModelConfig, tx: optax.GradientTransformation, microbatches: int
+):
     """jit(step)(params, opt_state, tokens [B, T+1]) -> (params, opt_state, metrics); donated."""
     loss_fn = make_loss(graphdef, config)
 
     def step(params, opt_state, tokens):
         loss, grads = optim.accumulate_gradients(
-            loss_fn, params, optim.split_microbatches(tokens, microbatches))
+            loss_fn, params, optim.split_microbatches(tokens, microbatches)
+        )
         updates, opt_state = tx.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
         return params, opt_state, {"loss": loss, "grad_norm": optax.global_norm(grads)}
@@ -133,8 +137,11 @@ def evaluate(eval_step, params, batches: data.EvalBatches, sharding_, limit: int
         total, count = total + float(loss_sum), count + int(n)
     mean = total / max(count, 1)
     whole = count == batches.n_targets
-    return {"val_loss": mean, "val_bpb": batches.bits_per_byte(mean) if whole else None,
-            "val_tokens": count}
+    return {
+        "val_loss": mean,
+        "val_bpb": batches.bits_per_byte(mean) if whole else None,
+        "val_tokens": count,
+    }
 
 
 # ---------------------------------------------------------------------------- state
@@ -154,9 +161,11 @@ def abstract_state(config: model.ModelConfig, tx, mesh):
     """Parameters and optimizer state as ShapeDtypeStructs with their shardings (plan mode)."""
     graphdef, abstract = model.abstract_model(config, mesh)
     params = nnx.split(nnx.merge(graphdef, abstract), nnx.Param)[1]
-    opt_state = jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh),
-                             jax.eval_shape(tx.init, params),
-                             sharding.opt_state_shardings(tx, params, mesh))
+    opt_state = jax.tree.map(
+        lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh),
+        jax.eval_shape(tx.init, params),
+        sharding.opt_state_shardings(tx, params, mesh),
+    )
     return graphdef, params, opt_state
 
 
@@ -190,16 +199,24 @@ class Metrics:
 def _wandb_run(cfg: TrainConfig, model_config: model.ModelConfig):
     """A wandb run when WANDB_MODE allows, else None. Default offline (syncable later with
     `wandb sync`), except under a sweep agent, whose runs must report val_loss online."""
-    mode = os.environ.get("WANDB_MODE") or ("online" if os.environ.get("WANDB_SWEEP_ID")
-                                            else "offline")
+    mode = os.environ.get("WANDB_MODE") or (
+        "online" if os.environ.get("WANDB_SWEEP_ID") else "offline"
+    )
     if mode == "disabled":
         return None
     import wandb
 
-    return wandb.init(project=cfg.wandb_project, group=cfg.wandb_group, tags=list(cfg.wandb_tags),
-                      mode=mode, reinit="finish_previous",
-                      config={**dataclasses.asdict(cfg),
-                              "params": sizing.param_counts(model_config.dims())["total"]})
+    return wandb.init(
+        project=cfg.wandb_project,
+        group=cfg.wandb_group,
+        tags=list(cfg.wandb_tags),
+        mode=mode,
+        reinit="finish_previous",
+        config={
+            **dataclasses.asdict(cfg),
+            "params": sizing.param_counts(model_config.dims())["total"],
+        },
+    )
 
 
 class _Preemption:
@@ -257,8 +274,9 @@ def train(cfg: TrainConfig, *, progress: bool = True) -> Run:
 
     hardware.initialize_distributed()
     sp = data.tokenizer(cfg.vocab_size, corpus=cfg.corpus, parquet_dir=cfg.parquet_dir)
-    splits = data.prepare(cfg.corpus, cfg.vocab_size, parquet_dir=cfg.parquet_dir,
-                          progress=progress)
+    splits = data.prepare(
+        cfg.corpus, cfg.vocab_size, parquet_dir=cfg.parquet_dir, progress=progress
+    )
     config = cfg.model_config(sp.get_piece_size())
     mesh = sharding.make_mesh(cfg.mesh)
     if cfg.microbatches < 1 or cfg.batch % cfg.microbatches:
@@ -268,9 +286,21 @@ def train(cfg: TrainConfig, *, progress: bool = True) -> Run:
     graphdef, params, opt_state = init_state(config, tx, mesh, cfg.seed)
 
     # What must match for a checkpoint to continue this run (not where outputs go).
-    fingerprint = {k: v for k, v in dataclasses.asdict(cfg).items()
-                   if k not in ("ckpt_dir", "ckpt_every", "metrics", "eval_every", "eval_batches",
-                                "wandb_project", "wandb_group", "wandb_tags")}
+    fingerprint = {
+        k: v
+        for k, v in dataclasses.asdict(cfg).items()
+        if k
+        not in (
+            "ckpt_dir",
+            "ckpt_every",
+            "metrics",
+            "eval_every",
+            "eval_batches",
+            "wandb_project",
+            "wandb_group",
+            "wandb_tags",
+        )
+    }
     fingerprint = json.loads(json.dumps(fingerprint))  # tuples -> lists, as JSON restores them
     step_fn = make_train_step(graphdef, config, tx, cfg.microbatches)
     eval_fn = make_eval_step(graphdef, config)
@@ -283,15 +313,19 @@ def train(cfg: TrainConfig, *, progress: bool = True) -> Run:
     lrs = jax.device_get(jax.vmap(lr_schedule(cfg))(jnp.arange(cfg.steps)))
     # The checkpoints close (orbax's threads joined) however the run ends.
     checkpoints = Checkpoints(cfg.ckpt_dir, fingerprint) if cfg.ckpt_dir else None
-    with (checkpoints or contextlib.nullcontext()) as ckpt, _Preemption() as preemption, \
-            jax.set_mesh(mesh):
+    with (
+        checkpoints or contextlib.nullcontext() as ckpt,
+        _Preemption() as preemption,
+        jax.set_mesh(mesh),
+    ):
         start = 0
         if ckpt is not None:
             params, opt_state, start = ckpt.resume(params, opt_state)
         metrics = Metrics(cfg.metrics, start)
         run = _wandb_run(cfg, config)
-        bar = tqdm(total=cfg.steps, initial=start, desc=f"train {config.name}",
-                   disable=not progress)
+        bar = tqdm(
+            total=cfg.steps, initial=start, desc=f"train {config.name}", disable=not progress
+        )
         last, evals = {"step": start}, {}
         tick = time.perf_counter()
         batches = train_batches.iterate(start, cfg.steps, sharding=batch_sharding)
@@ -301,19 +335,29 @@ def train(cfg: TrainConfig, *, progress: bool = True) -> Run:
             now = time.perf_counter()
             tok_per_s = cfg.batch * cfg.seq / (now - tick)
             tick = now
-            last = {"step": step, "loss": loss, "grad_norm": float(out["grad_norm"]),
-                    "lr": float(lrs[step - 1]), "tok_per_s": tok_per_s,
-                    "mfu": sizing.mfu(tok_per_s, flops_per_token, peak), "time": time.time()}
+            last = {
+                "step": step,
+                "loss": loss,
+                "grad_norm": float(out["grad_norm"]),
+                "lr": float(lrs[step - 1]),
+                "tok_per_s": tok_per_s,
+                "mfu": sizing.mfu(tok_per_s, flops_per_token, peak),
+                "time": time.time(),
+            }
             if cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
-                last.update(evaluate(eval_fn, params, eval_batches, batch_sharding,
-                                     cfg.eval_batches))
+                last.update(
+                    evaluate(eval_fn, params, eval_batches, batch_sharding, cfg.eval_batches)
+                )
             metrics.write(last)
             if run is not None:
                 run.log(last, step=step)
             bar.update()
             bar.set_postfix(loss=f"{loss:.3f}", tok_s=f"{tok_per_s:,.0f}")
-            if ckpt is not None and (preemption.requested or step == cfg.steps
-                                     or (cfg.ckpt_every and step % cfg.ckpt_every == 0)):
+            if ckpt is not None and (
+                preemption.requested
+                or step == cfg.steps
+                or (cfg.ckpt_every and step % cfg.ckpt_every == 0)
+            ):
                 ckpt.save(step, params, opt_state)
             if preemption.requested:
                 break
@@ -325,24 +369,48 @@ def train(cfg: TrainConfig, *, progress: bool = True) -> Run:
         run.summary.update(evals)
         run.finish()
     if peak_label != "cpu-measured" and last.get("tok_per_s"):  # a device run: the ledger
-        ledger.append([ledger.row(
-            "shared.train", workload="train", model=config.name, batch=cfg.batch,
-            shape=f"seq {cfg.seq}, {cfg.microbatches} micro-batches", status="ok",
-            peak_bytes=measure.peak_bytes_per_device(),
-            seconds=cfg.batch * cfg.seq / last["tok_per_s"])])
-    summary = {"config": config.name, "params": sizing.param_counts(config.dims())["total"],
-               "steps_done": last["step"], "preempted": preemption.requested, **evals,
-               "final_loss": last.get("loss"), "tok_per_s": last.get("tok_per_s"),
-               "mfu": last.get("mfu"), "mfu_peak": peak_label,
-               "flop_convention": "maxtext (causal attention halved)"}
+        ledger.append(
+            [
+                ledger.row(
+                    "shared.train",
+                    workload="train",
+                    model=config.name,
+                    batch=cfg.batch,
+                    shape=f"seq {cfg.seq}, {cfg.microbatches} micro-batches",
+                    status="ok",
+                    peak_bytes=measure.peak_bytes_per_device(),
+                    seconds=cfg.batch * cfg.seq / last["tok_per_s"],
+                )
+            ]
+        )
+    summary = {
+        "config": config.name,
+        "params": sizing.param_counts(config.dims())["total"],
+        "steps_done": last["step"],
+        "preempted": preemption.requested,
+        **evals,
+        "final_loss": last.get("loss"),
+        "tok_per_s": last.get("tok_per_s"),
+        "mfu": last.get("mfu"),
+        "mfu_peak": peak_label,
+        "flop_convention": "maxtext (causal attention halved)",
+    }
     return Run(summary, nnx.merge(graphdef, params), sp)
 
 
 # ---------------------------------------------------------------------------- plan mode
 
 
-def train_executables(config_name: str, mesh, *, batch: int, seq: int, microbatches: int = 1,
-                      remat: str = "none", vocab: int | None = None):
+def train_executables(
+    config_name: str,
+    mesh,
+    *,
+    batch: int,
+    seq: int,
+    microbatches: int = 1,
+    remat: str = "none",
+    vocab: int | None = None,
+):
     """The train step exactly as `train` jits it, with abstract state, for shared.plan."""
     platform = mesh.devices.flat[0].platform
     overrides = {"T": seq, "remat": remat, "platform": platform}
@@ -351,14 +419,21 @@ def train_executables(config_name: str, mesh, *, batch: int, seq: int, microbatc
     config = model.config(config_name, **overrides)
     tx = optim.make_optimizer(3e-4, 0.1, 1000, 10, 0.2, 1.0)
     graphdef, params, opt_state = abstract_state(config, tx, mesh)
-    tokens = jax.ShapeDtypeStruct((batch, seq + 1), jnp.int32,
-                                  sharding=sharding.batch_sharding(mesh))
+    tokens = jax.ShapeDtypeStruct(
+        (batch, seq + 1), jnp.int32, sharding=sharding.batch_sharding(mesh)
+    )
     step = make_train_step(graphdef, config, tx, microbatches)
-    return [Executable("train_step", step, (params, opt_state, tokens),
-                       resident_args={0: "weights", 1: "optimizer state"},
-                       note=f"{config.name}: "
-                            f"{sizing.param_counts(config.dims())['total'] / 1e6:.1f}M params, "
-                            f"{microbatches} micro-batches, remat={remat}")]
+    return [
+        Executable(
+            "train_step",
+            step,
+            (params, opt_state, tokens),
+            resident_args={0: "weights", 1: "optimizer state"},
+            note=f"{config.name}: "
+            f"{sizing.param_counts(config.dims())['total'] / 1e6:.1f}M params, "
+            f"{microbatches} micro-batches, remat={remat}",
+        )
+    ]
 
 
 # ---------------------------------------------------------------------------- command line
@@ -366,12 +441,25 @@ def train_executables(config_name: str, mesh, *, batch: int, seq: int, microbatc
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line's flags (also what the sweep runner validates trial arguments with)."""
-    p = argparse.ArgumentParser(prog="python -m shared.train", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m shared.train",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     d = TrainConfig()
     p.add_argument("--config", default=d.config, help=", ".join(model.CONFIGS))
-    for name in ("steps", "batch", "seq", "microbatches", "seed", "warmup", "eval_every",
-                 "eval_batches", "ckpt_every", "vocab_size"):
+    for name in (
+        "steps",
+        "batch",
+        "seq",
+        "microbatches",
+        "seed",
+        "warmup",
+        "eval_every",
+        "eval_batches",
+        "ckpt_every",
+        "vocab_size",
+    ):
         p.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(d, name))
     for name in ("lr", "wd", "warmdown"):
         p.add_argument(f"--{name}", type=float, default=getattr(d, name))
@@ -399,19 +487,37 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse_args(argv: list[str] | None = None) -> tuple[TrainConfig, argparse.Namespace]:
     args = build_parser().parse_args(argv)
-    overrides = {k: getattr(args, k) for k in ("attention", "mlp", "qk_norm", "tied",
-                                               "embed_norm", "logit_softcap", "remat")
-                 if getattr(args, k) is not None}
+    overrides = {
+        k: getattr(args, k)
+        for k in ("attention", "mlp", "qk_norm", "tied", "embed_norm", "logit_softcap", "remat")
+        if getattr(args, k) is not None
+    }
     cfg = TrainConfig(
-        config=args.config, model_overrides=overrides, steps=args.steps, batch=args.batch,
-        seq=args.seq, microbatches=args.microbatches, lr=args.lr, wd=args.wd,
-        warmup=args.warmup, warmdown=args.warmdown, clip=args.clip or None, seed=args.seed,
-        vocab_size=args.vocab_size, corpus=args.corpus, parquet_dir=args.parquet_dir,
-        mesh=args.mesh, eval_every=args.eval_every, eval_batches=args.eval_batches,
+        config=args.config,
+        model_overrides=overrides,
+        steps=args.steps,
+        batch=args.batch,
+        seq=args.seq,
+        microbatches=args.microbatches,
+        lr=args.lr,
+        wd=args.wd,
+        warmup=args.warmup,
+        warmdown=args.warmdown,
+        clip=args.clip or None,
+        seed=args.seed,
+        vocab_size=args.vocab_size,
+        corpus=args.corpus,
+        parquet_dir=args.parquet_dir,
+        mesh=args.mesh,
+        eval_every=args.eval_every,
+        eval_batches=args.eval_batches,
         ckpt_dir=args.ckpt_dir,
-        ckpt_every=args.ckpt_every, metrics=args.metrics, wandb_project=args.wandb_project,
+        ckpt_every=args.ckpt_every,
+        metrics=args.metrics,
+        wandb_project=args.wandb_project,
         wandb_group=args.wandb_group,
-        wandb_tags=tuple(t for t in args.wandb_tags.split(",") if t))
+        wandb_tags=tuple(t for t in args.wandb_tags.split(",") if t),
+    )
     return cfg, args
 
 

@@ -6,8 +6,9 @@ These must be set before jax is first imported, which is why they live here.
 import os
 
 if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                               " --xla_force_host_platform_device_count=8").strip()
+    os.environ["XLA_FLAGS"] = (
+        os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+    ).strip()
 os.environ["JAX_PLATFORMS"] = "cpu"  # the tests are CPU tests, also on a GPU machine
 os.environ["WANDB_MODE"] = "disabled"  # even where the machine sets offline/online
 os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")
@@ -38,9 +39,17 @@ def tokenizer_file(tmp_path_factory):
 
     buf = io.BytesIO()
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(SONNET), model_writer=buf, vocab_size=TEST_VOCAB,
-        model_type="bpe", pad_id=0, eos_id=1, bos_id=2, unk_id=3, hard_vocab_limit=False,
-        minloglevel=2)
+        sentence_iterator=iter(SONNET),
+        model_writer=buf,
+        vocab_size=TEST_VOCAB,
+        model_type="bpe",
+        pad_id=0,
+        eos_id=1,
+        bos_id=2,
+        unk_id=3,
+        hard_vocab_limit=False,
+        minloglevel=2,
+    )
     path = tmp_path_factory.mktemp("tok") / "tokenizer.model"
     path.write_bytes(buf.getvalue())
     return path

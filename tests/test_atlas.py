@@ -12,17 +12,38 @@ from shared import plan
 from shared.errors import BadInput
 from shared.plan import search, verdict
 
-VERSIONS = {"jax": "0.10.2", "jaxlib": "0.10.2", "libtpu": "0.0.42.1", "google-tunix": "0.1.7",
-            "qwix": "0.1.8", "flax": "0.12.8"}
+VERSIONS = {
+    "jax": "0.10.2",
+    "jaxlib": "0.10.2",
+    "libtpu": "0.0.42.1",
+    "google-tunix": "0.1.7",
+    "qwix": "0.1.8",
+    "flax": "0.12.8",
+}
 
 
 def _row(model, target, recipe="rollout", **fields):
-    base = {"model": model, "target": target, "recipe": recipe,
-            "settings": atlas.RECIPES[recipe], "versions": VERSIONS,
-            "date": "2026-11-22T12:00:00Z", "host_cpus": 2, "status": "ok", "max_batch": 8,
-            "first_not_fitting": 16, "at_least": False, "converged": True, "multiple_of": 8,
-            "bytes_per_device": 15 * 2**30, "hbm_bytes": int(15.75 * 2**30), "compiles": 5,
-            "compile_s": 300.0, "wall_s": 200.0, "summary": f"{model} on {target}"}
+    base = {
+        "model": model,
+        "target": target,
+        "recipe": recipe,
+        "settings": atlas.RECIPES[recipe],
+        "versions": VERSIONS,
+        "date": "2026-11-22T12:00:00Z",
+        "host_cpus": 2,
+        "status": "ok",
+        "max_batch": 8,
+        "first_not_fitting": 16,
+        "at_least": False,
+        "converged": True,
+        "multiple_of": 8,
+        "bytes_per_device": 15 * 2**30,
+        "hbm_bytes": int(15.75 * 2**30),
+        "compiles": 5,
+        "compile_s": 300.0,
+        "wall_s": 200.0,
+        "summary": f"{model} on {target}",
+    }
     return {**base, **fields}
 
 
@@ -46,10 +67,12 @@ def test_cells_already_stored_are_skipped_at_the_same_settings_and_versions():
     # cheapest first: the small model before the big one, one chip before eight
     assert [(c.model, c.target) for c in grid[:2]] == [("gemma3-1b", "v5e-1")] * 2
     assert (grid[-1].model, grid[-1].target) == ("gemma3-27b", "v5e-8")
-    rows = [_row("gemma3-1b", "v5e-1"),
-            _row("gemma3-1b", "v5e-8", status="error", error="BadInput: no"),
-            _row("gemma3-27b", "v5e-1", versions={**VERSIONS, "libtpu": "0.0.1"}),
-            _row("gemma3-27b", "v5e-8", settings={**atlas.RECIPES["rollout"], "steps": 8})]
+    rows = [
+        _row("gemma3-1b", "v5e-1"),
+        _row("gemma3-1b", "v5e-8", status="error", error="BadInput: no"),
+        _row("gemma3-27b", "v5e-1", versions={**VERSIONS, "libtpu": "0.0.1"}),
+        _row("gemma3-27b", "v5e-8", settings={**atlas.RECIPES["rollout"], "steps": 8}),
+    ]
     left = {(c.model, c.target, c.recipe) for c in atlas.todo(grid, rows, VERSIONS)}
     assert ("gemma3-1b", "v5e-1", "rollout") not in left  # done
     assert ("gemma3-1b", "v5e-8", "rollout") not in left  # failed: skipped unless retried
@@ -65,7 +88,9 @@ def test_only_selects_cells_and_names_the_valid_values():
     only = atlas.parse_only("recipe=rollout,model=gemma3-1b,model=gemma2-2b,target=v6e-1")
     picked = atlas.selected(grid, only)
     assert {(c.model, c.target, c.recipe) for c in picked} == {
-        ("gemma3-1b", "v6e-1", "rollout"), ("gemma2-2b", "v6e-1", "rollout")}
+        ("gemma3-1b", "v6e-1", "rollout"),
+        ("gemma2-2b", "v6e-1", "rollout"),
+    }
     with pytest.raises(BadInput, match="valid: model, target, recipe"):
         atlas.parse_only("chip=v5e-1")
     with pytest.raises(BadInput, match="gemma3-1b"):
@@ -74,20 +99,44 @@ def test_only_selects_cells_and_names_the_valid_values():
 
 def test_render_a_fake_store(tmp_path):
     store = tmp_path / "atlas.jsonl"
-    for row in (_row("gemma3-1b", "v5e-1", max_batch=208, first_not_fitting=216, multiple_of=8),
-                _row("gemma3-1b", "v6e-1", date="2026-11-21T00:00:00Z", max_batch=4),  # older
-                _row("gemma3-1b", "v6e-1", max_batch=512, first_not_fitting=None, at_least=True,
-                     ceiling=512),
-                _row("gemma3-27b", "v5e-1", max_batch=0, first_not_fitting=1, multiple_of=1),
-                _row("gemma3-27b", "tpu7x-8", status="error",
-                     error="RuntimeError: compile died"),
-                _row("gemma3-1b", "v5e-1", recipe="lora-train", max_batch=24,
-                     first_not_fitting=32, converged=False)):
+    for row in (
+        _row("gemma3-1b", "v5e-1", max_batch=208, first_not_fitting=216, multiple_of=8),
+        _row("gemma3-1b", "v6e-1", date="2026-11-21T00:00:00Z", max_batch=4),  # older
+        _row(
+            "gemma3-1b", "v6e-1", max_batch=512, first_not_fitting=None, at_least=True, ceiling=512
+        ),
+        _row("gemma3-27b", "v5e-1", max_batch=0, first_not_fitting=1, multiple_of=1),
+        _row("gemma3-27b", "tpu7x-8", status="error", error="RuntimeError: compile died"),
+        _row(
+            "gemma3-1b",
+            "v5e-1",
+            recipe="lora-train",
+            max_batch=24,
+            first_not_fitting=32,
+            converged=False,
+        ),
+    ):
         atlas.append_row(store, row)
     md_path, csv_path = tmp_path / "docs" / "atlas.md", tmp_path / "docs" / "atlas.csv"
     models, targets = "gemma3-1b,gemma3-27b", "v5e-1,v6e-1,tpu7x-8"
-    assert atlas.main(["--render-only", "--store", str(store), "--md", str(md_path),
-                       "--csv", str(csv_path), "--models", models, "--targets", targets]) == 0
+    assert (
+        atlas.main(
+            [
+                "--render-only",
+                "--store",
+                str(store),
+                "--md",
+                str(md_path),
+                "--csv",
+                str(csv_path),
+                "--models",
+                models,
+                "--targets",
+                targets,
+            ]
+        )
+        == 0
+    )
     md = md_path.read_text()
     assert "| gemma3-1b | ✓ 208 (✗ 216) | ✓ ≥512 | not yet |" in md  # the newest row wins
     assert "| gemma3-27b | ✗ 0 (✗ 1) | not yet | failed |" in md
@@ -102,8 +151,11 @@ def test_render_a_fake_store(tmp_path):
     rows = list(csv.DictReader(io.StringIO(csv_path.read_text())))
     recipes = len(atlas.RECIPES)
     assert len(rows) == 2 * 3 * recipes  # every cell of the grid, computed or not
-    first = next(r for r in rows if (r["recipe"], r["model"], r["target"])
-                 == ("rollout", "gemma3-1b", "v5e-1"))
+    first = next(
+        r
+        for r in rows
+        if (r["recipe"], r["model"], r["target"]) == ("rollout", "gemma3-1b", "v5e-1")
+    )
     assert first["max_batch"] == "208" and first["usd_per_hour_on_demand"] == "1.2"
     assert first["libtpu"] == "0.0.42.1" and first["date"].startswith("2026-11-22")
     assert {r["status"] for r in rows} >= {"ok", "error", "not computed yet"}
@@ -115,8 +167,7 @@ def test_one_real_cell_for_a_tiny_model(tmp_path, monkeypatch):
     ceiling (3 compiles of a tiny model), stored and rendered."""
     monkeypatch.setattr(verdict, "CACHE_DIR", tmp_path / "plan-cache")
     monkeypatch.setattr(search, "CEILING", 64)
-    short = {"workload": "rollout", "prompt_len": 8, "steps": 8, "cache_size": 16,
-             "tunix": "0.1.7"}
+    short = {"workload": "rollout", "prompt_len": 8, "steps": 8, "cache_size": 16, "tunix": "0.1.7"}
     monkeypatch.setitem(atlas.RECIPES, "rollout", short)
     row = atlas.run_cell(atlas.Cell("gemma3-tiny", "v5e-1", "rollout"), progress=False)
     assert row["status"] == "ok", row.get("error")
@@ -124,8 +175,8 @@ def test_one_real_cell_for_a_tiny_model(tmp_path, monkeypatch):
     assert row["versions"] == plan.versions() and row["bytes_per_device"] > 0
     store = tmp_path / "atlas.jsonl"
     atlas.append_row(store, row)
-    assert not atlas.todo([atlas.Cell("gemma3-tiny", "v5e-1", "rollout")],
-                          atlas.read_store(store), plan.versions())
-    md, _ = atlas.render(atlas.read_store(store), ["gemma3-tiny"], ["v5e-1"], ["rollout"],
-                         "test")
+    assert not atlas.todo(
+        [atlas.Cell("gemma3-tiny", "v5e-1", "rollout")], atlas.read_store(store), plan.versions()
+    )
+    md, _ = atlas.render(atlas.read_store(store), ["gemma3-tiny"], ["v5e-1"], ["rollout"], "test")
     assert "| gemma3-tiny | ✓ ≥64 |" in md

@@ -16,8 +16,10 @@ from shared.errors import BadInput
 
 def qkv(B=2, T=128, N=4, K=2, H=32, dtype=jnp.float32, seed=0):
     rng = np.random.default_rng(seed)
-    return tuple(jnp.asarray(rng.standard_normal(shape), dtype)
-                 for shape in ((B, T, N, H), (B, T, K, H), (B, T, K, H)))
+    return tuple(
+        jnp.asarray(rng.standard_normal(shape), dtype)
+        for shape in ((B, T, N, H), (B, T, K, H), (B, T, K, H))
+    )
 
 
 def reference(q, k, v, causal=True):
@@ -94,8 +96,10 @@ def test_cudnn_on_cpu_is_a_clear_error():
 
 def test_bad_names_and_shapes():
     q, k, v = qkv(T=16)
-    with pytest.raises(BadInput, match="unknown attention implementation 'flash'; valid: "
-                                       "xla, cudnn, splash, pallas_gpu"):
+    with pytest.raises(
+        BadInput,
+        match="unknown attention implementation 'flash'; valid: xla, cudnn, splash, pallas_gpu",
+    ):
         A.attention(q, k, v, impl="flash")
     with pytest.raises(BadInput, match="cannot run on gpu"):
         A.resolve("splash", "gpu")

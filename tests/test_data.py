@@ -42,7 +42,7 @@ def _documents(split: data.Split, sp) -> list[str]:
     tokens = np.asarray(split.tokens)
     starts = np.flatnonzero(tokens == data.BOS_ID)
     ends = [*starts[1:], len(tokens)]
-    return [sp.decode(tokens[s + 1:e].tolist()) for s, e in zip(starts, ends, strict=True)]
+    return [sp.decode(tokens[s + 1 : e].tolist()) for s, e in zip(starts, ends, strict=True)]
 
 
 def test_split_is_by_document_and_disjoint(docs, splits):
@@ -63,8 +63,10 @@ def test_tokenizer_round_trips_and_is_cached(data_dir, splits):
     assert path.stat().st_mtime_ns == mtime, "a cached tokenizer must not be retrained"
     assert sp.get_piece_size() == V
     assert (sp.pad_id(), sp.eos_id(), sp.bos_id(), sp.unk_id()) == (0, 1, 2, 3)
-    for text in ["To be, or not to be: that is the question.\n\n**HAMLET**\n",
-                 "  two  spaces,\ttabs\n\n\nand naïve ünïcödé — 日本語 ☃ 1234567"]:
+    for text in [
+        "To be, or not to be: that is the question.\n\n**HAMLET**\n",
+        "  two  spaces,\ttabs\n\n\nand naïve ünïcödé — 日本語 ☃ 1234567",
+    ]:
         ids = sp.encode(text)
         assert data.UNK_ID not in ids and data.BOS_ID not in ids
         assert sp.decode(ids) == text
@@ -109,15 +111,17 @@ def test_batches_shape_dtype_and_bos_at_document_starts(splits):
     tokens = np.asarray(splits["train"].tokens)
     doc_starts = np.flatnonzero(tokens == data.BOS_ID)
     # Batches 0..9, and the first ten in this epoch whose windows cross a document start.
-    crossing = [i for i in range(loader.windows_per_epoch // 4)
-                if any(((doc_starts >= s) & (doc_starts <= s + 128)).any()
-                       for s in loader.starts(i))]
+    crossing = [
+        i
+        for i in range(loader.windows_per_epoch // 4)
+        if any(((doc_starts >= s) & (doc_starts <= s + 128)).any() for s in loader.starts(i))
+    ]
     assert len(crossing) >= 10
     for i in [*range(10), *crossing[:10]]:
         batch = loader.batch(i)
         assert batch.shape == (4, 129) and batch.dtype == np.int32
         for row, start in zip(batch, loader.starts(i), strict=True):
-            assert np.array_equal(row, tokens[start:start + 129])
+            assert np.array_equal(row, tokens[start : start + 129])
             bos = (start + np.flatnonzero(row == data.BOS_ID)).tolist()
             assert bos == [s for s in doc_starts if start <= s <= start + 128]
 
@@ -180,14 +184,16 @@ def test_eval_covers_every_held_out_token_exactly_once(splits):
 def _write_parquet(folder, texts, n_files=2, column="text"):
     folder.mkdir(parents=True, exist_ok=True)
     for k, chunk in enumerate(np.array_split(np.array(texts, dtype=object), n_files)):
-        pq.write_table(pa.table({column: list(chunk), "id": list(range(len(chunk)))}),
-                       folder / f"shard_{k:05d}.parquet")
+        pq.write_table(
+            pa.table({column: list(chunk), "id": list(range(len(chunk)))}),
+            folder / f"shard_{k:05d}.parquet",
+        )
 
 
 def _parquet_docs():
     lines = [t for _, t in data.shakespeare_documents()[:4]]
     text = "\n".join(lines).split("\n\n")
-    return ["\n\n".join(text[i:i + 25]) for i in range(0, len(text), 25)]
+    return ["\n\n".join(text[i : i + 25]) for i in range(0, len(text), 25)]
 
 
 def test_parquet_corpus_from_a_local_folder(tmp_path):
@@ -231,15 +237,18 @@ def test_bad_inputs_fail_with_one_line(tmp_path, splits, data_dir):
         (lambda: data.open_split("test", "shakespeare", V, data_dir), "unknown split"),
         (lambda: data.TrainBatches(np.arange(10), 2, 8), "shorter --seq"),
         (lambda: data.TrainBatches(splits["train"], 2, 8).batch(-1), ">= 0"),
-        (lambda: data_main(["prepare", "--vocab-size", "4096", "--model-vocab", "1024"]),
-         "model's vocab is 1024"),
+        (
+            lambda: data_main(["prepare", "--vocab-size", "4096", "--model-vocab", "1024"]),
+            "model's vocab is 1024",
+        ),
         (lambda: data_main(["download", "--shards", "1-x", "--out", str(tmp_path)]), "--shards"),
     ]
     (tmp_path / "empty").mkdir()
     cases.append((lambda: data.parquet_files(tmp_path / "empty"), "no \\*.parquet"))
     _write_parquet(tmp_path / "notext", ["a b c"] * 4, n_files=1, column="body")
-    cases.append((lambda: data.prepare("parquet", V, tmp_path, tmp_path / "notext"),
-                  "no 'text' column"))
+    cases.append(
+        (lambda: data.prepare("parquet", V, tmp_path, tmp_path / "notext"), "no 'text' column")
+    )
     for call, pattern in cases:
         with pytest.raises(BadInput, match=pattern) as err:
             call()

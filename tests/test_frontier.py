@@ -16,8 +16,11 @@ GIB = 2**30
 
 def _rows(request, mesh):
     """`batch` rows of 1 GiB bf16 in, doubled, out: bytes and time grow with the batch."""
-    x = jax.ShapeDtypeStruct((request.batch, 4096, 131072), jnp.bfloat16,
-                             sharding=NamedSharding(mesh, PartitionSpec("fsdp")))
+    x = jax.ShapeDtypeStruct(
+        (request.batch, 4096, 131072),
+        jnp.bfloat16,
+        sharding=NamedSharding(mesh, PartitionSpec("fsdp")),
+    )
     return Workload([Executable("scale", jax.jit(lambda a: a * 2), (x,))])
 
 
@@ -28,14 +31,24 @@ def isolated(monkeypatch, tmp_path):
 
 
 def _point(name, bytes_, seconds, batch=1, fits=True):
-    return {"name": name, "bytes_per_device": bytes_, "roofline_lower_bound_s": seconds,
-            "batch": batch, "fits": fits}
+    return {
+        "name": name,
+        "bytes_per_device": bytes_,
+        "roofline_lower_bound_s": seconds,
+        "batch": batch,
+        "fits": fits,
+    }
 
 
 def test_pareto_keeps_only_settings_nothing_beats_on_both():
-    points = [_point("small slow", 1, 4), _point("big fast", 4, 1), _point("beaten", 4, 4),
-              _point("middle", 2, 2), _point("too big", 0.5, 0.5, fits=False),
-              _point("per sample", 8, 4, batch=4)]  # 1 s a sample like "big fast", 2x the bytes
+    points = [
+        _point("small slow", 1, 4),
+        _point("big fast", 4, 1),
+        _point("beaten", 4, 4),
+        _point("middle", 2, 2),
+        _point("too big", 0.5, 0.5, fits=False),
+        _point("per sample", 8, 4, batch=4),
+    ]  # 1 s a sample like "big fast", 2x the bytes
     assert {p["name"] for p in frontier.pareto(points)} == {"small slow", "big fast", "middle"}
 
 
@@ -74,6 +87,7 @@ def test_estimate_states_its_assumption_and_prices_the_slice():
 
 
 def test_a_slice_without_a_price_keeps_its_times():
-    est = budget.estimate({"workload": "rollout", "target": "tpu7x-8",
-                           "roofline_lower_bound_s": 1.0})
+    est = budget.estimate(
+        {"workload": "rollout", "target": "tpu7x-8", "roofline_lower_bound_s": 1.0}
+    )
     assert est["dollars_per_hour"] is None and "no dollars" in budget.describe(est)

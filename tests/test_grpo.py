@@ -19,8 +19,15 @@ from shared.plan import verdict
 from shared.plan.__main__ import main as plan_cli
 from shared.sharding import bytes_per_device, make_mesh
 
-TINY = grpo.GRPOSettings(prompt_len=8, completion_len=4, prompts_per_step=4, num_generations=2,
-                         lora_rank=4, learning_rate=1e-3, logps="chunked")
+TINY = grpo.GRPOSettings(
+    prompt_len=8,
+    completion_len=4,
+    prompts_per_step=4,
+    num_generations=2,
+    lora_rank=4,
+    learning_rate=1e-3,
+    logps="chunked",
+)
 STEPS = 2
 
 
@@ -30,14 +37,24 @@ STEPS = 2
 def test_reward_is_exact_match():
     completions = ["19", " 19\n", "19 apples", "18", "", "190"]
     assert grpo.arithmetic_reward(["12+7="] * 6, completions, ["19"] * 6) == [
-        1.0, 1.0, 0.0, 0.0, 0.0, 0.0]
+        1.0,
+        1.0,
+        0.0,
+        0.0,
+        0.0,
+        0.0,
+    ]
 
 
 def test_reward_takes_tunix_keywords_and_numpy_strings():
     answer = np.repeat(np.array(["3", "4"]), 2)  # as tunix repeats a column G times
-    rewards = grpo.arithmetic_reward(prompts=list(np.repeat(np.array(["1+2=", "2+2="]), 2)),
-                                     completions=["3", "5", "4", "4 "], answer=answer,
-                                     mode="train", trajectory_ids=["0_0", "0_1", "1_0", "1_1"])
+    rewards = grpo.arithmetic_reward(
+        prompts=list(np.repeat(np.array(["1+2=", "2+2="]), 2)),
+        completions=["3", "5", "4", "4 "],
+        answer=answer,
+        mode="train",
+        trajectory_ids=["0_0", "0_1", "1_0", "1_1"],
+    )
     assert rewards == [1.0, 0.0, 1.0, 1.0]
 
 
@@ -68,12 +85,14 @@ def test_batches_are_string_columns_per_step():
 
 def test_settings_resolve_batches_like_tunix():
     sizes = grpo.GRPOSettings(prompts_per_step=8, mini_batch=4, train_micro_batch=2).batches()
-    assert sizes == {"step": 8, "mini": 4, "train_micro": 2, "rollout_micro": 2,
-                     "logps_micro": 2}
+    assert sizes == {"step": 8, "mini": 4, "train_micro": 2, "rollout_micro": 2, "logps_micro": 2}
     config = grpo.GRPOSettings(prompts_per_step=8, train_micro_batch=2).training_config(1)
     assert (config.mini_batch_size, config.gradient_accumulation_steps) == (8, 4)
-    for bad in (dict(prompts_per_step=6, mini_batch=4), dict(num_generations=1),
-                dict(prompts_per_step=8, mini_batch=4, train_micro_batch=8)):
+    for bad in (
+        dict(prompts_per_step=6, mini_batch=4),
+        dict(num_generations=1),
+        dict(prompts_per_step=8, mini_batch=4, train_micro_batch=8),
+    ):
         with pytest.raises(BadInput):
             grpo.GRPOSettings(**bad).batches()
 
@@ -95,8 +114,11 @@ def trained(mesh):
     model, tok = models.load("gemma3-tiny", "dummy", mesh=mesh)
     with grpo.quick_compiles():
         run = grpo.build_grpo(model, tok, mesh, TINY, steps=STEPS)
-        before = {"lora": _host(nnx.state(run.policy, nnx.LoRAParam)),
-                  "base": _host(grpo.base_weights(model)), "copies": grpo.base_copies(run)}
+        before = {
+            "lora": _host(nnx.state(run.policy, nnx.LoRAParam)),
+            "base": _host(grpo.base_weights(model)),
+            "copies": grpo.base_copies(run),
+        }
         result = grpo.run_grpo(run, grpo.arithmetic_batches(STEPS, TINY.prompts_per_step))
     return run, result, before
 
@@ -156,8 +178,10 @@ def test_prompts_longer_than_prompt_len_fail_early(trained):
 # ---------------------------------------------------------------------------- chunked log-probs
 
 
-@pytest.mark.parametrize("dtype, softcap, temperature", [
-    (jnp.float32, None, 0.9), (jnp.bfloat16, 30.0, 1.0), (jnp.float32, 2.0, 0.7)])
+@pytest.mark.parametrize(
+    "dtype, softcap, temperature",
+    [(jnp.float32, None, 0.9), (jnp.bfloat16, 30.0, 1.0), (jnp.float32, 2.0, 0.7)],
+)
 def test_chunked_token_logps_equal_the_full_log_softmax(dtype, softcap, temperature):
     """Chunks that divide neither T nor V (the shifted last vocabulary chunk is masked)."""
     B, T, D, V = 2, 7, 16, 1000
@@ -166,24 +190,33 @@ def test_chunked_token_logps_equal_the_full_log_softmax(dtype, softcap, temperat
     targets = jax.random.randint(jax.random.PRNGKey(2), (B, T), 0, V)
     logits = models.capped((hidden @ table.T).astype(dtype), softcap)
     logits = logits if temperature == 1.0 else logits / temperature
-    want = jnp.take_along_axis(jax.nn.log_softmax(logits.astype(jnp.float32)),
-                               targets[..., None], axis=-1)[..., 0]
-    got = token_logprobs.chunked_token_logps(hidden, table, targets, temperature=temperature,
-                                             softcap=softcap, chunk_size=3,
-                                             vocab_chunk_size=300)
+    want = jnp.take_along_axis(
+        jax.nn.log_softmax(logits.astype(jnp.float32)), targets[..., None], axis=-1
+    )[..., 0]
+    got = token_logprobs.chunked_token_logps(
+        hidden,
+        table,
+        targets,
+        temperature=temperature,
+        softcap=softcap,
+        chunk_size=3,
+        vocab_chunk_size=300,
+    )
     assert got.dtype == jnp.float32 and got.shape == (B, T)
     np.testing.assert_allclose(got, want, atol=1e-4 if dtype == jnp.float32 else 2e-2)
 
 
-@pytest.mark.parametrize("name, dtype, atol", [("gemma2-tiny", jnp.float32, 1e-5),
-                                               ("qwen3-tiny", jnp.bfloat16, 1e-2)])
+@pytest.mark.parametrize(
+    "name, dtype, atol", [("gemma2-tiny", jnp.float32, 1e-5), ("qwen3-tiny", jnp.bfloat16, 1e-2)]
+)
 def test_chunked_logps_equal_tunix(name, dtype, atol):
     """tunix's compute_per_token_logps against ours on tiny models (Gemma 2: tied head, final
     soft-cap; Qwen 3: untied head), left-padded prompts and a padded completion, at the
     rollout's temperature. bf16: both round the logits to bf16 but XLA fuses the two programs
     differently, so they sit ~1e-3 apart (on values ~8)."""
-    model = models.dummy_model(name, mesh=make_mesh((1, 1), jax.devices()[:1]),
-                               vocab_size=1000, dtype=dtype, scale=0.1)
+    model = models.dummy_model(
+        name, mesh=make_mesh((1, 1), jax.devices()[:1]), vocab_size=1000, dtype=dtype, scale=0.1
+    )
     graph, state = nnx.split(model)
     rng = np.random.default_rng(0)
     prompts, completions = rng.integers(3, 1000, (4, 8)), rng.integers(3, 1000, (4, 6))
@@ -191,8 +224,7 @@ def test_chunked_logps_equal_tunix(name, dtype, atol):
     kwargs = {"pad_id": models.PAD_ID, "eos_id": models.EOS_ID, "temperature": 0.9}
     with grpo.quick_compiles():
         want = common.compute_per_token_logps(graph, state, prompts, completions, **kwargs)
-        got = token_logprobs.compute_per_token_logps(graph, state, prompts, completions,
-                                                     **kwargs)
+        got = token_logprobs.compute_per_token_logps(graph, state, prompts, completions, **kwargs)
     np.testing.assert_allclose(got, want, atol=atol)
     with token_logprobs.chunked_logps():  # the swap routes forward-only calls to ours
         assert common.compute_per_token_logps is not token_logprobs.TUNIX_LOGPS
@@ -211,7 +243,8 @@ def _layout(tree):
 def _same_layout(abstract, live):
     assert len(abstract) == len(live)
     for (shape, dtype, sharding), (live_shape, live_dtype, live_sharding) in zip(
-            abstract, live, strict=True):
+        abstract, live, strict=True
+    ):
         assert (shape, dtype) == (live_shape, live_dtype)
         assert sharding.is_equivalent_to(live_sharding, len(shape)), (sharding, live_sharding)
 
@@ -221,21 +254,35 @@ def test_abstract_phases_take_what_the_live_run_holds(trained, mesh):
     the run: the policy, its optimizer state, the reference and the Sampler's weights."""
     run, _, _ = trained
     vocab = models.family_of_model(run.policy).vocab_size(run.policy.config)
-    exes = {e.label: e for e in grpo_plan.abstract_phases(
-        "gemma3-tiny", TINY, mesh=mesh, tokenizer=run.tokenizer, vocab_size=vocab)}
+    exes = {
+        e.label: e
+        for e in grpo_plan.abstract_phases(
+            "gemma3-tiny", TINY, mesh=mesh, tokenizer=run.tokenizer, vocab_size=vocab
+        )
+    }
     model, optimizer, _ = exes["policy_update"].args
     _same_layout(_layout(nnx.state(model)), _layout(nnx.state(run.policy)))
     trainer = run.cluster.actor_trainer
     _same_layout(_layout(nnx.state(optimizer)), _layout(nnx.state(trainer.optimizer)))
     _same_layout(_layout(exes["reference_logps"].args[1]), _layout(nnx.state(run.reference)))
     sampler = run.cluster.rollout._sampler
-    _same_layout(_layout(exes["rollout_prefill"].args[0]),
-                 _layout(sampler._flattened_transformer_state))
+    _same_layout(
+        _layout(exes["rollout_prefill"].args[0]), _layout(sampler._flattened_transformer_state)
+    )
     assert exes["reference_logps"].fn is token_logprobs.compute_per_token_logps
 
 
-REQUEST = plan.Request("grpo", "gemma3-tiny", "v5e-8", batch=8, prompt_len=8, steps=4,
-                       num_generations=2, lora_rank=4, fast=True)
+REQUEST = plan.Request(
+    "grpo",
+    "gemma3-tiny",
+    "v5e-8",
+    batch=8,
+    prompt_len=8,
+    steps=4,
+    num_generations=2,
+    lora_rank=4,
+    fast=True,
+)
 
 
 @pytest.fixture(scope="module")
@@ -250,8 +297,12 @@ def plan_cache(tmp_path_factory):
 def test_grpo_workload_compiles_for_v5e_8_and_counts_the_base_twice(plan_cache):
     point = plan.plan_point(REQUEST)
     assert point["fits"] and not point["skipped"] and not point["refused"]
-    assert list(point["executables"]) == ["rollout_prefill", "rollout_decode",
-                                          "reference_logps", "policy_update"]
+    assert list(point["executables"]) == [
+        "rollout_prefill",
+        "rollout_decode",
+        "reference_logps",
+        "policy_update",
+    ]
     assert set(point["resident"]) == {"weights", "reference weights", "optimizer state"}
     mesh = plan.target_mesh(parse_target("v5e-8"))
     exes = grpo_plan.abstract_phases("gemma3-tiny", grpo_plan.settings(REQUEST), mesh=mesh)
@@ -266,19 +317,40 @@ def test_grpo_workload_compiles_for_v5e_8_and_counts_the_base_twice(plan_cache):
 
 
 def test_settings_from_a_request_count_sequences():
-    recipe = grpo_plan.settings(dataclasses.replace(REQUEST, num_generations=4, batch=16,
-                                                    train_micro=8))
-    assert (recipe.prompts_per_step, recipe.train_micro_batch, recipe.logps_micro_batch) \
-        == (4, 2, 4)
+    recipe = grpo_plan.settings(
+        dataclasses.replace(REQUEST, num_generations=4, batch=16, train_micro=8)
+    )
+    assert (recipe.prompts_per_step, recipe.train_micro_batch, recipe.logps_micro_batch) == (
+        4,
+        2,
+        4,
+    )
     assert recipe.calls_per_step() == {"rollout": 1, "logps": 1, "update": 2}
     with pytest.raises(BadInput, match="num_generations"):
         grpo_plan.settings(dataclasses.replace(REQUEST, num_generations=3))
 
 
 def test_cli_prints_the_grpo_verdict(plan_cache, capsys):
-    plan_cli(["grpo", "--model", "gemma3-tiny", "--target", "v5e-8", "--batch", "8",
-              "--prompt-len", "8", "--completion-len", "4", "--num-generations", "2",
-              "--lora-rank", "4", "--fast"])
+    plan_cli(
+        [
+            "grpo",
+            "--model",
+            "gemma3-tiny",
+            "--target",
+            "v5e-8",
+            "--batch",
+            "8",
+            "--prompt-len",
+            "8",
+            "--completion-len",
+            "4",
+            "--num-generations",
+            "2",
+            "--lora-rank",
+            "4",
+            "--fast",
+        ]
+    )
     out = capsys.readouterr().out
     assert "grpo gemma3-tiny" in out and "FITS" in out and "[cached]" in out
     assert "reference weights" in out and "policy_update" in out

@@ -7,26 +7,31 @@ import pytest
 from shared.errors import BadInput
 from shared.hardware import CHIPS, GiB, chip_for_device_kind, parse_target
 
-needs_libtpu = pytest.mark.skipif(importlib.util.find_spec("libtpu") is None,
-                                  reason="needs libtpu (pip install -r requirements.txt)")
+needs_libtpu = pytest.mark.skipif(
+    importlib.util.find_spec("libtpu") is None,
+    reason="needs libtpu (pip install -r requirements.txt)",
+)
 
 
-@pytest.mark.parametrize("name, chip, chips, topology", [
-    ("v5e-1", "v5e", 1, "v5e:1x1"),
-    ("v5e-8", "v5e", 8, "v5e:2x4"),
-    ("v6e-1", "v6e", 1, "v6e:1x1"),
-    ("v6e-16", "v6e", 16, "v6e:4x4"),
-    ("v5p-8", "v5p", 4, "v5p:2x2x1"),  # v5p names count TensorCores: 8 cores = 4 chips
-    ("v5p-16", "v5p", 8, "v5p:2x2x2"),
-    ("v4-8", "v4", 4, "v4:2x2x1"),
-    ("tpu7x-8", "tpu7x", 4, "tpu7x:2x2x1"),  # Ironwood: 8 TensorCores = 4 chips, one host
-    ("tpu7x-16", "tpu7x", 8, "tpu7x:2x2x2"),
-    ("ironwood-8", "tpu7x", 4, "tpu7x:2x2x1"),
-    ("v5litepod-8", "v5e", 8, "v5e:2x4"),
-    ("h100", "h100", 1, None),
-    ("H200", "h200", 1, None),
-    ("cpu", "cpu", 1, None),
-])
+@pytest.mark.parametrize(
+    "name, chip, chips, topology",
+    [
+        ("v5e-1", "v5e", 1, "v5e:1x1"),
+        ("v5e-8", "v5e", 8, "v5e:2x4"),
+        ("v6e-1", "v6e", 1, "v6e:1x1"),
+        ("v6e-16", "v6e", 16, "v6e:4x4"),
+        ("v5p-8", "v5p", 4, "v5p:2x2x1"),  # v5p names count TensorCores: 8 cores = 4 chips
+        ("v5p-16", "v5p", 8, "v5p:2x2x2"),
+        ("v4-8", "v4", 4, "v4:2x2x1"),
+        ("tpu7x-8", "tpu7x", 4, "tpu7x:2x2x1"),  # Ironwood: 8 TensorCores = 4 chips, one host
+        ("tpu7x-16", "tpu7x", 8, "tpu7x:2x2x2"),
+        ("ironwood-8", "tpu7x", 4, "tpu7x:2x2x1"),
+        ("v5litepod-8", "v5e", 8, "v5e:2x4"),
+        ("h100", "h100", 1, None),
+        ("H200", "h200", 1, None),
+        ("cpu", "cpu", 1, None),
+    ],
+)
 def test_parse_target(name, chip, chips, topology):
     target = parse_target(name)
     assert (target.chip.name, target.chips, target.topology) == (chip, chips, topology)
@@ -73,11 +78,19 @@ def test_table_matches_design_facts():
     assert parse_target("v5e-8").hbm_bytes_total == 8 * 16 * GiB
 
 
-@pytest.mark.parametrize("kind, name", [
-    ("TPU v5 lite", "v5e"), ("TPU v5", "v5p"), ("TPU v6 lite", "v6e"), ("TPU v4", "v4"),
-    ("TPU7x", "tpu7x"),
-    ("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA H200", "h200"), ("cpu", "cpu"),
-])
+@pytest.mark.parametrize(
+    "kind, name",
+    [
+        ("TPU v5 lite", "v5e"),
+        ("TPU v5", "v5p"),
+        ("TPU v6 lite", "v6e"),
+        ("TPU v4", "v4"),
+        ("TPU7x", "tpu7x"),
+        ("NVIDIA H100 80GB HBM3", "h100"),
+        ("NVIDIA H200", "h200"),
+        ("cpu", "cpu"),
+    ],
+)
 def test_device_kind(kind, name):
     assert chip_for_device_kind(kind).name == name
 
@@ -121,8 +134,9 @@ def test_tiny_program_compiles_for_ironwood():
     mesh = _mesh("tpu7x-8")
     assert mesh.size == 8 and {d.device_kind for d in mesh.devices.flat} == {"TPU7x"}
     assert chip_for_device_kind(mesh.devices.flat[0].device_kind).name == "tpu7x"
-    x = jax.ShapeDtypeStruct((8 * 128, 256), jnp.bfloat16,
-                             sharding=NamedSharding(mesh, PartitionSpec("x")))
+    x = jax.ShapeDtypeStruct(
+        (8 * 128, 256), jnp.bfloat16, sharding=NamedSharding(mesh, PartitionSpec("x"))
+    )
     memory = jax.jit(lambda a: a @ a.T).lower(x).compile().memory_analysis()
     assert memory.argument_size_in_bytes == 128 * 256 * 2  # one device's rows
 
@@ -139,8 +153,9 @@ def test_compiler_hbm_in_the_table_is_what_libtpu_allows(target):
 
     mesh = _mesh(target)
     rows = 200 * GiB // (2 * 4096)
-    x = jax.ShapeDtypeStruct((mesh.size * rows, 4096), jnp.bfloat16,
-                             sharding=NamedSharding(mesh, PartitionSpec("x")))
+    x = jax.ShapeDtypeStruct(
+        (mesh.size * rows, 4096), jnp.bfloat16, sharding=NamedSharding(mesh, PartitionSpec("x"))
+    )
     with pytest.raises(Exception) as err:
         jax.jit(lambda a: a * 2).lower(x).compile()
     available = refusal(err.value)["compiler_hbm_bytes"]

@@ -9,18 +9,38 @@ from shared import ledger  # noqa: E402
 
 
 def _prediction(bytes_per_device):
-    return {"target": "v5e-1", "bytes_per_device": bytes_per_device, "fits": True,
-            "versions": {"jax": "0.10.2", "libtpu": "0.0.42.1"}}
+    return {
+        "target": "v5e-1",
+        "bytes_per_device": bytes_per_device,
+        "fits": True,
+        "versions": {"jax": "0.10.2", "libtpu": "0.0.42.1"},
+    }
 
 
 def test_rows_append_and_compare(tmp_path):
     path = tmp_path / "ledger.csv"
-    first = ledger.row("notebook 01", workload="rollout", model="gemma3-1b", batch=64,
-                       shape="prompt 256, 1024 steps", status="ok", peak_bytes=5 * 2**30,
-                       seconds=12.5, prediction=_prediction(4.7 * 2**30))
+    first = ledger.row(
+        "notebook 01",
+        workload="rollout",
+        model="gemma3-1b",
+        batch=64,
+        shape="prompt 256, 1024 steps",
+        status="ok",
+        peak_bytes=5 * 2**30,
+        seconds=12.5,
+        prediction=_prediction(4.7 * 2**30),
+    )
     ledger.append([first], path)
-    no_prediction = ledger.row("bench_train", workload="train", model="130m", batch=8,
-                               shape="seq 2048", status="oom", peak_bytes=None, seconds=None)
+    no_prediction = ledger.row(
+        "bench_train",
+        workload="train",
+        model="130m",
+        batch=8,
+        shape="seq 2048",
+        status="oom",
+        peak_bytes=None,
+        seconds=None,
+    )
     ledger.append([no_prediction], path)
     rows = ledger.read(path)
     assert [r["source"] for r in rows] == ["notebook 01", "bench_train"]

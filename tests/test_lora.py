@@ -42,7 +42,8 @@ def test_train_merge_export_reload_for_every_family(family, mesh1, tmp_path):
     if family != "gemma4":  # one attention layout: the closed form holds
         fused = family in ("gemma2", "gemma3")
         assert lora.lora_param_count(adapted) == lora.expected_lora_param_count(
-            dims, RANK, fused_kv=fused)
+            dims, RANK, fused_kv=fused
+        )
     # a few optimizer steps on the adapters: the loss falls, the base does not move
     graph, lora_params, base_params = lora.split_lora(adapted)
     optimizer = optax.adam(1e-2)
@@ -52,30 +53,36 @@ def test_train_merge_export_reload_for_every_family(family, mesh1, tmp_path):
     losses = []
     for _ in range(4):
         lora_params, opt_state, loss = lora.lora_train_step(
-            graph, optimizer, lora_params, base_params, opt_state, tokens)
+            graph, optimizer, lora_params, base_params, opt_state, tokens
+        )
         losses.append(float(loss))
     assert losses[-1] < losses[0] - 0.01, losses
-    assert all(np.array_equal(b, _f32(a)) for b, a in zip(before, jax.tree.leaves(base_params),
-                                                          strict=True))
+    assert all(
+        np.array_equal(b, _f32(a))
+        for b, a in zip(before, jax.tree.leaves(base_params), strict=True)
+    )
     nnx.update(adapted, lora_params)
     _with_nonzero_b(adapted)
     # merged weights compute what the adapters compute; the export reloads exactly
     merged = lora.merge_lora(adapted, RANK, ALPHA)
     x = rollout.random_prompts(2, 12, V, seed=3)
     with_adapters = _f32(models.full_logits(adapted, x))
-    effect = np.abs(with_adapters - _f32(models.full_logits(lora.merge_lora(adapted, RANK, 0.0),
-                                                           x))).max()
+    effect = np.abs(
+        with_adapters - _f32(models.full_logits(lora.merge_lora(adapted, RANK, 0.0), x))
+    ).max()
     assert effect > 0.05  # the adapters matter, so the agreement below is not trivial
     assert np.abs(_f32(models.full_logits(merged, x)) - with_adapters).max() <= 0.15 * effect
     path = lora.export_safetensors(merged, tmp_path / "merged")
     config = json.loads((path.parent / "config.json").read_text())
     assert config["vocab_size"] == V and config["torch_dtype"] == "bfloat16"
     reloaded = lora.load_safetensors(path.parent, name, mesh=mesh1, vocab_size=V)
-    for got, want in zip(jax.tree.leaves(nnx.state(reloaded)), jax.tree.leaves(nnx.state(merged)),
-                         strict=True):
+    for got, want in zip(
+        jax.tree.leaves(nnx.state(reloaded)), jax.tree.leaves(nnx.state(merged)), strict=True
+    ):
         assert got.dtype == want.dtype and np.array_equal(_f32(got), _f32(want))
-    assert np.array_equal(_f32(models.full_logits(reloaded, x)), _f32(models.full_logits(merged,
-                                                                                        x)))
+    assert np.array_equal(
+        _f32(models.full_logits(reloaded, x)), _f32(models.full_logits(merged, x))
+    )
 
 
 @pytest.fixture(scope="module")
@@ -107,36 +114,50 @@ def test_merged_einsums_compute_what_the_adapters_compute(lora42):
         lhs, rhs = module.einsum_str.split("->")[0].split(",")
         x = rng.standard_normal([module.w.shape[rhs.index(c)] if c in rhs else 2 for c in lhs])
         a, b, w = (_f32(v.get_value()) for v in (module.w_lora_a, module.w_lora_b, module.w))
-        want = np.einsum(module.einsum_str, x, w) + np.einsum(
-            module.w_lora_einsum_str, x, a, b) * (ALPHA / RANK)
-        np.testing.assert_allclose(np.einsum(module.einsum_str, x, _f32(target.w.get_value())),
-                                   want, rtol=0.02, atol=0.02)
+        want = np.einsum(module.einsum_str, x, w) + np.einsum(module.w_lora_einsum_str, x, a, b) * (
+            ALPHA / RANK
+        )
+        np.testing.assert_allclose(
+            np.einsum(module.einsum_str, x, _f32(target.w.get_value())), want, rtol=0.02, atol=0.02
+        )
 
 
 def test_lora_rollout_abstract_lowering_equals_device_lowering(lora42, tok, mesh42):
     _, adapted = lora42
     sampler = rollout.make_sampler(adapted, tok, 40)
-    state = rollout.init_rollout_state(sampler, rollout.random_prompts(8, 12, V), 20,
-                                       mesh=mesh42)
-    real = sampler._compiled_prefill_fn.lower(sampler._flattened_transformer_state, state, None,
-                                              echo=False)
-    ar = rollout.abstract_rollout("gemma3-tiny", 8, 12, 20, 40, mesh=mesh42, vocab_size=V,
-                                  is_sampling=False, lora_rank=RANK, lora_alpha=ALPHA)
+    state = rollout.init_rollout_state(sampler, rollout.random_prompts(8, 12, V), 20, mesh=mesh42)
+    real = sampler._compiled_prefill_fn.lower(
+        sampler._flattened_transformer_state, state, None, echo=False
+    )
+    ar = rollout.abstract_rollout(
+        "gemma3-tiny",
+        8,
+        12,
+        20,
+        40,
+        mesh=mesh42,
+        vocab_size=V,
+        is_sampling=False,
+        lora_rank=RANK,
+        lora_alpha=ALPHA,
+    )
     prefill = ar.executables(12, 20)[0]
     assert prefill.fn.lower(*prefill.args, **prefill.kwargs).as_text() == real.as_text()
 
 
 def test_train_step_device_lowering_equals_the_plan_executable(lora42, mesh42):
     _, adapted = lora42
-    exe = lora.lora_train_executable("gemma3-tiny", 8, 16, RANK, mesh=mesh42, vocab_size=V,
-                                     microbatches=2)
+    exe = lora.lora_train_executable(
+        "gemma3-tiny", 8, 16, RANK, mesh=mesh42, vocab_size=V, microbatches=2
+    )
     assert exe.resident_args == {2: "adapters", 3: "weights", 4: "optimizer state"}
     graph, lora_params, base_params = lora.split_lora(adapted)
     optimizer = exe.args[1]
     opt_state = lora.init_opt_state(optimizer, lora_params, mesh=mesh42)
     tokens = lora.shard_batch(rollout.random_prompts(8, 17, V, seed=5), mesh42)
-    real = lora.lora_train_step.lower(graph, optimizer, lora_params, base_params, opt_state,
-                                      tokens, microbatches=2)
+    real = lora.lora_train_step.lower(
+        graph, optimizer, lora_params, base_params, opt_state, tokens, microbatches=2
+    )
     assert real.as_text() == exe.fn.lower(*exe.args, **exe.kwargs).as_text()
 
 
@@ -144,9 +165,11 @@ def test_train_step_device_lowering_equals_the_plan_executable(lora42, mesh42):
 def test_lora_train_compiles_for_a_tpu_topology(family):
     """Every family's LoRA train step, compiled deviceless by libtpu for a v5e-8."""
     mesh = target_mesh(parse_target("v5e-8"), "4x2")
-    exe = lora.lora_train_executable(f"{family}-tiny", 8, 32, RANK, mesh=mesh, vocab_size=V,
-                                     remat="block", loss="full")
-    compiled = exe.fn.lower(*exe.args, **exe.kwargs).compile({
-        "exec_time_optimization_effort": -1.0})
+    exe = lora.lora_train_executable(
+        f"{family}-tiny", 8, 32, RANK, mesh=mesh, vocab_size=V, remat="block", loss="full"
+    )
+    compiled = exe.fn.lower(*exe.args, **exe.kwargs).compile(
+        {"exec_time_optimization_effort": -1.0}
+    )
     stats = compiled.memory_analysis()
     assert stats.argument_size_in_bytes > 0 and stats.temp_size_in_bytes > 0

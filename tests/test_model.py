@@ -28,7 +28,16 @@ def tokens(B, T, V, seed=1):
 def test_configs_and_overrides():
     c = M.config("130m")
     assert (c.L, c.D, c.N, c.K, c.H, c.F, c.V, c.T, c.tied) == (
-        8, 1024, 4, 1, 256, 3072, 32768, 2048, False)
+        8,
+        1024,
+        4,
+        1,
+        256,
+        3072,
+        32768,
+        2048,
+        False,
+    )
     assert c.sizes is sizing.PRESETS["pretrain-130m"]
     t = M.config("tiny", V=M.padded_vocab(8000), mlp="relu2", tied=True)
     assert (t.V, t.mlp, t.tied) == (8192, "relu2", True)
@@ -46,10 +55,17 @@ def test_configs_and_overrides():
         M.config("tiny", attention="flash")
 
 
-@pytest.mark.parametrize("overrides", [
-    {}, {"tied": True}, {"mlp": "relu2"}, {"qk_norm": True},
-    {"embed_norm": True, "logit_softcap": 30.0}, {"K": 4, "tied": True, "qk_norm": True},
-])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"tied": True},
+        {"mlp": "relu2"},
+        {"qk_norm": True},
+        {"embed_norm": True, "logit_softcap": 30.0},
+        {"K": 4, "tied": True, "qk_norm": True},
+    ],
+)
 def test_param_count_equals_sizing(overrides):
     for name in ("tiny", "130m"):
         cfg = M.config(name, **overrides)
@@ -68,9 +84,17 @@ def test_weights_in_head_shape():
     c = M.config("130m", qk_norm=True)
     _, s = M.abstract_model(c)
     L, D, N, K, H, F, V = c.L, c.D, c.N, c.K, c.H, c.F, c.V
-    shapes = {"wq": (L, D, N, H), "wk": (L, D, K, H), "wv": (L, D, K, H), "wo": (L, N, H, D),
-              "w_gate": (L, D, F), "w_up": (L, D, F), "w_down": (L, F, D),
-              "attn_norm": (L, D), "q_norm": (L, H)}
+    shapes = {
+        "wq": (L, D, N, H),
+        "wk": (L, D, K, H),
+        "wv": (L, D, K, H),
+        "wo": (L, N, H, D),
+        "w_gate": (L, D, F),
+        "w_up": (L, D, F),
+        "w_down": (L, F, D),
+        "attn_norm": (L, D),
+        "q_norm": (L, H),
+    }
     for name, shape in shapes.items():
         assert s["layers"][name].shape == shape, name
     assert s["embed"].shape == s["lm_head"].shape == (V, D)
@@ -94,8 +118,17 @@ def test_tiny_forward(tiny):
 
 def test_all_knobs_run_and_are_causal():
     """Tied, ReLU², QK-norm, embedding norm, softcap, remat, unrolled layers: forward + grad."""
-    c = M.config("tiny", L=1, tied=True, mlp="relu2", qk_norm=True, embed_norm=True,
-                 logit_softcap=5.0, remat="dots", scan_layers=False)
+    c = M.config(
+        "tiny",
+        L=1,
+        tied=True,
+        mlp="relu2",
+        qk_norm=True,
+        embed_norm=True,
+        logit_softcap=5.0,
+        remat="dots",
+        scan_layers=False,
+    )
     m = M.init(c, seed=3)
     assert m.lm_head is None
     np.testing.assert_array_equal(m.lm_head_weight(), m.embed[...].astype(jnp.bfloat16))
@@ -119,8 +152,7 @@ def test_all_knobs_run_and_are_causal():
 
 def test_generate(tiny):
     prompt = tokens(2, 5, tiny.config.V)
-    out = M.generate(tiny, prompt, steps=4, temperature=0.8, key=jax.random.key(0),
-                     valid_vocab=100)
+    out = M.generate(tiny, prompt, steps=4, temperature=0.8, key=jax.random.key(0), valid_vocab=100)
     assert out.shape == (2, 9)
     np.testing.assert_array_equal(out[:, :5], prompt)
     assert bool(jnp.all(out[:, 5:] < 100))

@@ -29,13 +29,30 @@ def _equal(got, want):
 def test_every_family_has_presets_and_a_tiny_config():
     for family in FAMILIES:
         assert f"{family}-tiny" in models.MODEL_NAMES
-    for name in ("gemma2-2b", "gemma3-1b", "gemma4-31b", "gemma4-26b-a4b", "llama3.1-8b",
-                 "qwen3-8b", "qwen3-30b-a3b"):
+    for name in (
+        "gemma2-2b",
+        "gemma3-1b",
+        "gemma4-31b",
+        "gemma4-26b-a4b",
+        "llama3.1-8b",
+        "qwen3-8b",
+        "qwen3-30b-a3b",
+    ):
         assert models.family_of(name).presets[name] is not None
 
 
-@pytest.mark.parametrize("name", ["gemma2-2b", "gemma3-1b", "gemma3-27b", "llama3.2-1b",
-                                  "llama3.1-8b", "qwen3-0.6b", "qwen3-8b"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "gemma2-2b",
+        "gemma3-1b",
+        "gemma3-27b",
+        "llama3.2-1b",
+        "llama3.1-8b",
+        "qwen3-0.6b",
+        "qwen3-8b",
+    ],
+)
 def test_closed_form_parameters_equal_tunix_eval_shape(name):
     """The sizing view of each dense family counts exactly what tunix builds."""
     counted = models.param_count(models.abstract_model(name))
@@ -75,8 +92,9 @@ def test_bad_inputs_fail_with_one_line(mesh42):
         lambda: models.load("qwen3-8b", "kaggle"),
         lambda: models.load("gemma3-tiny", "real"),
         lambda: models.load("gemma3-1b", "hf"),
-        lambda: models.check_divisible(models.abstract_model("gemma3-tiny", vocab_size=255),
-                                       mesh42, "gemma3-tiny"),
+        lambda: models.check_divisible(
+            models.abstract_model("gemma3-tiny", vocab_size=255), mesh42, "gemma3-tiny"
+        ),
         lambda: models.lora_provider(models.family_of("llama3-tiny"), 0, 1.0),
         lambda: sharding.make_mesh((3, 1)),
     ]
@@ -110,8 +128,10 @@ def test_dummy_model_shards_on_8_devices_and_replicas_agree(mesh42):
     emb = np.asarray(model.embedder.input_embedding.get_value(), np.float32)
     assert 0.015 < emb.std() < 0.025 and abs(emb.mean()) < 1e-3
     again = models.dummy_model("gemma3-tiny", mesh=mesh42, vocab_size=V, seed=3)
-    assert _equal(again.layers[2].mlp.up_proj.kernel.get_value(),
-                  model.layers[2].mlp.up_proj.kernel.get_value())
+    assert _equal(
+        again.layers[2].mlp.up_proj.kernel.get_value(),
+        model.layers[2].mlp.up_proj.kernel.get_value(),
+    )
 
 
 def test_dummy_load_uses_the_local_tokenizer(monkeypatch, tok, mesh1):
@@ -137,8 +157,9 @@ def test_hidden_states_feed_the_chunked_top_k_for_every_family(family, mesh1):
     graph = models.StaticGraph(graphdef)
     full = models.teacher_forced_top_k(graph, state, tokens, mode="full", k=8)
     chunked = models.teacher_forced_top_k(graph, state, tokens, mode="topk", k=8)
-    np.testing.assert_allclose(np.asarray(full[0], np.float32), np.asarray(chunked[0], np.float32),
-                               atol=2e-2, rtol=2e-2)  # bf16 logits, other summation order
+    np.testing.assert_allclose(
+        np.asarray(full[0], np.float32), np.asarray(chunked[0], np.float32), atol=2e-2, rtol=2e-2
+    )  # bf16 logits, other summation order
     assert (np.asarray(full[1]) == np.asarray(chunked[1])).mean() > 0.95  # near-ties may swap
 
 
@@ -157,11 +178,14 @@ def _upstream(model):
     'transformer/layer_i/...' names, gate and up stacked in one gating_einsum ([2, F, D] for
     Gemma 3, [2, D, F] for Gemma 2). Gemma 3 adds q/k norms; tunix's Gemma 2 calls its
     post-attention norm post_attn_norm, upstream does not."""
+
     def a(var):
         return np.asarray(var.get_value(), np.float32)
 
-    out = {"transformer/embedder": {"input_embedding": a(model.embedder.input_embedding)},
-           "transformer/final_norm": {"scale": a(model.final_norm.scale)}}
+    out = {
+        "transformer/embedder": {"input_embedding": a(model.embedder.input_embedding)},
+        "transformer/final_norm": {"scale": a(model.final_norm.scale)},
+    }
     for i, layer in enumerate(model.layers):
         p, attn = f"transformer/layer_{i}/", layer.attn
         out[p + "attn/q_einsum"] = {"w": a(attn.q_einsum.w)}
@@ -194,12 +218,14 @@ def test_kaggle_path_loads_a_local_checkpoint(family, tmp_path, mesh42, tokenize
     checkpointer.wait_until_finished()
     (download / "tokenizer.model").write_bytes(tokenizer_file.read_bytes())
     calls = []
-    model, tok = models.load(name, "kaggle", mesh=mesh42, vocab_size=V,
-                             download=lambda n: calls.append(n) or download)
+    model, tok = models.load(
+        name, "kaggle", mesh=mesh42, vocab_size=V, download=lambda n: calls.append(n) or download
+    )
     assert calls == [name] and tok.pad_id() == 0
     want, got = nnx.state(source), nnx.state(model)
-    for (path, w), g in zip(jax.tree_util.tree_flatten_with_path(want)[0], jax.tree.leaves(got),
-                            strict=True):
+    for (path, w), g in zip(
+        jax.tree_util.tree_flatten_with_path(want)[0], jax.tree.leaves(got), strict=True
+    ):
         assert g.dtype == jnp.bfloat16 and g.sharding.is_equivalent_to(w.sharding, g.ndim), path
         assert _equal(g, w), path
 
@@ -211,12 +237,22 @@ def _hf_tokenizer(folder):
     from tokenizers.pre_tokenizers import Whitespace
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {"<unk>": 0, "<eos>": 1, "<bos>": 2, **{w: i + 3 for i, w in enumerate(
-        sorted({w for line in ("to be or not to be",) for w in line.split()}))}}
+    vocab = {
+        "<unk>": 0,
+        "<eos>": 1,
+        "<bos>": 2,
+        **{
+            w: i + 3
+            for i, w in enumerate(
+                sorted({w for line in ("to be or not to be",) for w in line.split()})
+            )
+        },
+    }
     core = Tokenizer(WordLevel(vocab, unk_token="<unk>"))
     core.pre_tokenizer = Whitespace()
-    PreTrainedTokenizerFast(tokenizer_object=core, bos_token="<bos>", eos_token="<eos>",
-                            unk_token="<unk>").save_pretrained(folder)
+    PreTrainedTokenizerFast(
+        tokenizer_object=core, bos_token="<bos>", eos_token="<eos>", unk_token="<unk>"
+    ).save_pretrained(folder)
 
 
 def test_huggingface_path_loads_a_local_checkpoint(tmp_path, mesh42):
@@ -224,25 +260,34 @@ def test_huggingface_path_loads_a_local_checkpoint(tmp_path, mesh42):
     folder = tmp_path / "hf"
     lora.export_safetensors(source, folder)
     _hf_tokenizer(folder)
-    model, tok = models.load("qwen3-tiny", "huggingface", mesh=mesh42, vocab_size=V,
-                             download=lambda name: folder)
+    model, tok = models.load(
+        "qwen3-tiny", "huggingface", mesh=mesh42, vocab_size=V, download=lambda name: folder
+    )
     assert tok.pad_token_id == tok.eos_token_id  # tunix needs a pad id
-    for g, w in zip(jax.tree.leaves(nnx.state(model)), jax.tree.leaves(nnx.state(source)),
-                    strict=True):
+    for g, w in zip(
+        jax.tree.leaves(nnx.state(model)), jax.tree.leaves(nnx.state(source)), strict=True
+    ):
         assert g.dtype == w.dtype and _equal(g, w)
 
 
 def _no_kaggle_credentials(monkeypatch, tmp_path):
     from kagglehub import config as kaggle_config
 
-    for var in ("KAGGLE_API_TOKEN", "KAGGLE_USERNAME", "KAGGLE_KEY", "KAGGLE_KERNEL_RUN_TYPE",
-                "KAGGLE_API_V1_TOKEN_PATH", "KAGGLE_DATA_PROXY_URL"):
+    for var in (
+        "KAGGLE_API_TOKEN",
+        "KAGGLE_USERNAME",
+        "KAGGLE_KEY",
+        "KAGGLE_KERNEL_RUN_TYPE",
+        "KAGGLE_API_V1_TOKEN_PATH",
+        "KAGGLE_DATA_PROXY_URL",
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))  # ~/.kaggle/access_token
     monkeypatch.setenv("KAGGLE_CONFIG_DIR", str(tmp_path / "kaggle"))  # kaggle.json
     monkeypatch.setattr(kaggle_config, "_kaggle_credentials", None)
-    monkeypatch.setattr("kagglehub.model_download",
-                        lambda *a, **k: pytest.fail("network call without credentials"))
+    monkeypatch.setattr(
+        "kagglehub.model_download", lambda *a, **k: pytest.fail("network call without credentials")
+    )
 
 
 def test_missing_kaggle_credentials_one_actionable_line(monkeypatch, tmp_path):
@@ -252,8 +297,13 @@ def test_missing_kaggle_credentials_one_actionable_line(monkeypatch, tmp_path):
             models.load(name, "real")
         msg = str(err.value)
         assert "\n" not in msg
-        for needed in ("KAGGLE_API_TOKEN", "KAGGLE_USERNAME", "kaggle.json", "licence",
-                       f"kaggle.com/models/{page}"):
+        for needed in (
+            "KAGGLE_API_TOKEN",
+            "KAGGLE_USERNAME",
+            "kaggle.json",
+            "licence",
+            f"kaggle.com/models/{page}",
+        ):
             assert needed in msg
 
 

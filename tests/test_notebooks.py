@@ -16,36 +16,115 @@ from tools.notebooks import execute, main, notebook_sources, pairing_problems, p
 
 # Tiny parameters per notebook: enough to exercise every cell on 2 CPU cores in CI.
 SMOKE = {
-    "01_rollout_sizing": [{"BATCH_SIZES": [1, 4], "STEPS": [4, 8], "PROMPT_LEN": 8, "TRIALS": 1},
-                          {"MODE": "plan", "MODEL": "gemma3-tiny", "PLAN_BATCHES": [8],
-                           "STEPS": [8], "PROMPT_LEN": 8, "CACHE_SIZE": 64}],
-    "02_lora_overhead": [{"RANK": 4, "BATCH_SIZES": [1, 2], "STEPS": 4, "PROMPT_LEN": 8,
-                          "TRIALS": 1, "TRAIN_STEPS": 4, "TRAIN_BATCH": 2, "TRAIN_SEQ": 32},
-                         {"MODE": "plan", "MODEL": "gemma3-tiny", "RANK": 4, "STEPS": 8,
-                          "PROMPT_LEN": 8, "BATCH_SIZES": [8], "TRAIN_BATCH": 2,
-                          "TRAIN_SEQ": 64}],
-    "03_sparse_logits_exactness": [{"EXACT_SHAPE": [2, 40, 32, 3000], "EXACT_CHUNKS": [12, 1000],
-                                    "MODEL_SHAPE": [2, 16], "TIME_SHAPE": [2, 32, 64, 8192],
-                                    "ROUNDS": 1}],
-    "03_sparse_logits_fit": [{"MODE": "plan", "MODEL": "gemma3-tiny", "SEQ": 64,
-                              "MEM_BATCHES": [2], "MAX_BATCH": False, "PLAN_BATCHES": [8]}],
-    "04_pretrain_ablations": [{"STEPS": 3, "BATCH": 16, "SEQ": 64, "VOCAB_SIZE": 512,
-                               "ARMS": ["baseline", "microbatches"]},
-                              {"MODE": "plan", "MODEL": "tiny", "SEQ": 128, "PLAN_BATCHES": [8],
-                               "PLAN_SEARCH": False, "COST_TARGETS": ["v5e-8"],
-                               "REAL_ARM": {"model": "tiny", "batch": 8, "seq": 128}}],
-    "05_hparam_sweep": [{"COUNT": 2, "STEPS": 3, "SEQ": 64, "VOCAB_SIZE": 512},
-                        {"MODE": "plan", "TARGET": "v5e-8",
-                         "REAL_TRIAL": {"model": "tiny", "steps": 30, "batch": 8, "seq": 128}}],
-    "06_scaling_plan": [{"EMBED_V": 16384, "EMBED_D": 256, "PROBE_SEQ": 64,
-                         "PROBE_BATCHES": [4, 8], "PROBE_REMATS": ["none"]},
-                        {"MODE": "plan", "TARGET": "v5p-8", "EMBED_V": 16384, "EMBED_D": 256,
-                         "PROBE_MODEL": "llama3-tiny", "PROBE_SEQ": 64, "PROBE_BATCHES": [4, 8],
-                         "PROBE_REMATS": ["decoder"]}],
-    "07_grpo_budget": [{"TRAIN_STEPS": 2},
-                       {"MODE": "plan", "MODEL": "gemma3-tiny", "PROMPT_LEN": 8,
-                        "COMPLETION_LEN": 4, "NUM_GENERATIONS": 2, "LORA_RANK": 4,
-                        "SEARCH": False}],
+    "01_rollout_sizing": [
+        {"BATCH_SIZES": [1, 4], "STEPS": [4, 8], "PROMPT_LEN": 8, "TRIALS": 1},
+        {
+            "MODE": "plan",
+            "MODEL": "gemma3-tiny",
+            "PLAN_BATCHES": [8],
+            "STEPS": [8],
+            "PROMPT_LEN": 8,
+            "CACHE_SIZE": 64,
+        },
+    ],
+    "02_lora_overhead": [
+        {
+            "RANK": 4,
+            "BATCH_SIZES": [1, 2],
+            "STEPS": 4,
+            "PROMPT_LEN": 8,
+            "TRIALS": 1,
+            "TRAIN_STEPS": 4,
+            "TRAIN_BATCH": 2,
+            "TRAIN_SEQ": 32,
+        },
+        {
+            "MODE": "plan",
+            "MODEL": "gemma3-tiny",
+            "RANK": 4,
+            "STEPS": 8,
+            "PROMPT_LEN": 8,
+            "BATCH_SIZES": [8],
+            "TRAIN_BATCH": 2,
+            "TRAIN_SEQ": 64,
+        },
+    ],
+    "03_sparse_logits_exactness": [
+        {
+            "EXACT_SHAPE": [2, 40, 32, 3000],
+            "EXACT_CHUNKS": [12, 1000],
+            "MODEL_SHAPE": [2, 16],
+            "TIME_SHAPE": [2, 32, 64, 8192],
+            "ROUNDS": 1,
+        }
+    ],
+    "03_sparse_logits_fit": [
+        {
+            "MODE": "plan",
+            "MODEL": "gemma3-tiny",
+            "SEQ": 64,
+            "MEM_BATCHES": [2],
+            "MAX_BATCH": False,
+            "PLAN_BATCHES": [8],
+        }
+    ],
+    "04_pretrain_ablations": [
+        {
+            "STEPS": 3,
+            "BATCH": 16,
+            "SEQ": 64,
+            "VOCAB_SIZE": 512,
+            "ARMS": ["baseline", "microbatches"],
+        },
+        {
+            "MODE": "plan",
+            "MODEL": "tiny",
+            "SEQ": 128,
+            "PLAN_BATCHES": [8],
+            "PLAN_SEARCH": False,
+            "COST_TARGETS": ["v5e-8"],
+            "REAL_ARM": {"model": "tiny", "batch": 8, "seq": 128},
+        },
+    ],
+    "05_hparam_sweep": [
+        {"COUNT": 2, "STEPS": 3, "SEQ": 64, "VOCAB_SIZE": 512},
+        {
+            "MODE": "plan",
+            "TARGET": "v5e-8",
+            "REAL_TRIAL": {"model": "tiny", "steps": 30, "batch": 8, "seq": 128},
+        },
+    ],
+    "06_scaling_plan": [
+        {
+            "EMBED_V": 16384,
+            "EMBED_D": 256,
+            "PROBE_SEQ": 64,
+            "PROBE_BATCHES": [4, 8],
+            "PROBE_REMATS": ["none"],
+        },
+        {
+            "MODE": "plan",
+            "TARGET": "v5p-8",
+            "EMBED_V": 16384,
+            "EMBED_D": 256,
+            "PROBE_MODEL": "llama3-tiny",
+            "PROBE_SEQ": 64,
+            "PROBE_BATCHES": [4, 8],
+            "PROBE_REMATS": ["decoder"],
+        },
+    ],
+    "07_grpo_budget": [
+        {"TRAIN_STEPS": 2},
+        {
+            "MODE": "plan",
+            "MODEL": "gemma3-tiny",
+            "PROMPT_LEN": 8,
+            "COMPLETION_LEN": 4,
+            "NUM_GENERATIONS": 2,
+            "LORA_RANK": 4,
+            "SEARCH": False,
+        },
+    ],
 }
 
 
@@ -54,8 +133,11 @@ def test_every_notebook_has_smoke_parameters():
     assert not missing, f"add tiny smoke parameters for {missing} to SMOKE in this file"
 
 
-@pytest.mark.parametrize("stem, params", [(stem, p) for stem, runs in SMOKE.items() for p in runs],
-                         ids=lambda v: v if isinstance(v, str) else v.get("MODE", "local"))
+@pytest.mark.parametrize(
+    "stem, params",
+    [(stem, p) for stem, runs in SMOKE.items() for p in runs],
+    ids=lambda v: v if isinstance(v, str) else v.get("MODE", "local"),
+)
 def test_notebook_runs_headless(stem, params, tmp_path):
     (source,) = [s for s in notebook_sources() if s.stem == stem]
     results = tmp_path / "results"
@@ -65,8 +147,9 @@ def test_notebook_runs_headless(stem, params, tmp_path):
     assert not errors
     assert any(results.glob("*.csv")), "a notebook writes its tables under RESULTS_DIR"
     if any(results.glob("*.png")):  # a saved figure is also shown in the executed notebook
-        assert any("image/png" in o.get("data", {}) for c in executed.cells
-                   for o in c.get("outputs", [])), "figures missing: is MPLBACKEND=Agg set?"
+        assert any(
+            "image/png" in o.get("data", {}) for c in executed.cells for o in c.get("outputs", [])
+        ), "figures missing: is MPLBACKEND=Agg set?"
 
 
 def test_committed_notebooks_are_paired_and_clean():
@@ -99,8 +182,25 @@ def test_pairing_check_finds_drift_and_outputs(tmp_path):
 
 
 def test_parameters_are_typed_like_papermill():
-    params = parse_parameters(["-p", "MODE", "plan", "-p", "BATCH", "8", "-p", "LR", "3e-4",
-                               "-p", "SIZES", "[1, 2]", "-p", "FLAG", "False"])
+    params = parse_parameters(
+        [
+            "-p",
+            "MODE",
+            "plan",
+            "-p",
+            "BATCH",
+            "8",
+            "-p",
+            "LR",
+            "3e-4",
+            "-p",
+            "SIZES",
+            "[1, 2]",
+            "-p",
+            "FLAG",
+            "False",
+        ]
+    )
     assert params == {"MODE": "plan", "BATCH": 8, "LR": 3e-4, "SIZES": [1, 2], "FLAG": False}
     with pytest.raises(BadInput):
         parse_parameters(["MODE", "plan"])

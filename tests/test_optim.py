@@ -18,15 +18,17 @@ def test_schedule_boundaries():
     s = np.asarray(fn(jnp.arange(total + 1)))
     np.testing.assert_allclose(s[[0, 4, 9]], [lr / 10, lr / 2, lr], rtol=1e-6)  # warm-up
     np.testing.assert_allclose(s[10:81], lr, rtol=1e-6)  # constant through warm-down start
-    np.testing.assert_allclose(s[[81, 90, 99, 100]], [lr * 19 / 20, lr / 2, lr / 20, 0.0],
-                               rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(
+        s[[81, 90, 99, 100]], [lr * 19 / 20, lr / 2, lr / 20, 0.0], rtol=1e-6, atol=1e-12
+    )
     assert np.all(np.diff(s[80:]) < 0)
     # An int warm-down is steps; a final fraction stops above zero.
     same = jax.vmap(optim.schedule(lr, total, 10, 20))(jnp.arange(total + 1))
     np.testing.assert_allclose(same, s, rtol=1e-6)
     floor = optim.schedule(lr, total, 0, 50, final_fraction=0.1)
-    np.testing.assert_allclose([floor(0), floor(50), floor(75), floor(100)],
-                               [lr, lr, lr * 0.55, lr * 0.1], rtol=1e-6)
+    np.testing.assert_allclose(
+        [floor(0), floor(50), floor(75), floor(100)], [lr, lr, lr * 0.55, lr * 0.1], rtol=1e-6
+    )
 
 
 def test_schedule_bad_inputs():
@@ -41,18 +43,31 @@ def test_schedule_bad_inputs():
 def test_decay_mask_skips_norms_even_when_stacked():
     _, state = M.abstract_model(M.config("tiny", qk_norm=True))
     for tree in (state, nnx.to_pure_dict(state)):
-        mask = {optim._path_text(p).removesuffix("/value"): v
-                for p, v in jax.tree_util.tree_leaves_with_path(optim.decay_mask(tree))}
+        mask = {
+            optim._path_text(p).removesuffix("/value"): v
+            for p, v in jax.tree_util.tree_leaves_with_path(optim.decay_mask(tree))
+        }
         decayed = {k for k, v in mask.items() if v}
-        assert decayed == {"embed", "lm_head", "layers/wq", "layers/wk", "layers/wv",
-                           "layers/wo", "layers/w_gate", "layers/w_up", "layers/w_down"}
+        assert decayed == {
+            "embed",
+            "lm_head",
+            "layers/wq",
+            "layers/wk",
+            "layers/wv",
+            "layers/wo",
+            "layers/w_gate",
+            "layers/w_up",
+            "layers/w_down",
+        }
         # [L, D] stacked norm scales are rank 2, yet not decayed.
         assert not mask["layers/attn_norm"] and not mask["final_norm"]
 
 
 def test_weight_decay_leaves_norms_and_vectors_alone():
-    params = {"layers": {"attn_norm": jnp.ones((2, 4)), "wq": jnp.ones((2, 4, 3))},
-              "bias": jnp.ones(3)}
+    params = {
+        "layers": {"attn_norm": jnp.ones((2, 4)), "wq": jnp.ones((2, 4, 3))},
+        "bias": jnp.ones(3),
+    }
     tx = optim.make_optimizer(0.1, 0.5, total_steps=10, warmdown=0, clip=1.0)
 
     @jax.jit
@@ -71,6 +86,7 @@ def ce_loss(graphdef):
     def loss(params, batch):
         logits = nnx.merge(graphdef, params)(batch[:, :-1])
         return optax.softmax_cross_entropy_with_integer_labels(logits, batch[:, 1:]).mean()
+
     return loss
 
 
@@ -81,7 +97,8 @@ def test_accumulated_grads_equal_full_batch():
     batch = jnp.asarray(np.random.default_rng(2).integers(0, cfg.V, (8, 17)), jnp.int32)
     full_loss, full_grads = jax.jit(jax.value_and_grad(loss))(params, batch)
     acc_loss, acc_grads = jax.jit(lambda p, b: optim.accumulate_gradients(loss, p, b))(
-        params, optim.split_microbatches(batch, 4))
+        params, optim.split_microbatches(batch, 4)
+    )
     np.testing.assert_allclose(acc_loss, full_loss, rtol=1e-6)
     for a, f in zip(jax.tree.leaves(acc_grads), jax.tree.leaves(full_grads), strict=True):
         assert a.dtype == jnp.float32
@@ -109,7 +126,8 @@ def test_optimizer_steps_reduce_loss():
     loss = ce_loss(graphdef)
     tx = optim.make_optimizer(3e-3, 0.1, total_steps=8, warmup_steps=2, warmdown=0.25, clip=1.0)
     batch = optim.split_microbatches(
-        jnp.asarray(np.random.default_rng(5).integers(0, cfg.V, (4, 33)), jnp.int32), 2)
+        jnp.asarray(np.random.default_rng(5).integers(0, cfg.V, (4, 33)), jnp.int32), 2
+    )
 
     @jax.jit
     def step(params, opt_state):

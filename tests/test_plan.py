@@ -26,8 +26,9 @@ ROW = (4096, 131072)  # one batch row: 1 GiB of bf16
 
 
 def _spec(mesh, rows, row=ROW):
-    return jax.ShapeDtypeStruct((rows, *row), jnp.bfloat16,
-                                sharding=NamedSharding(mesh, PartitionSpec("fsdp")))
+    return jax.ShapeDtypeStruct(
+        (rows, *row), jnp.bfloat16, sharding=NamedSharding(mesh, PartitionSpec("fsdp"))
+    )
 
 
 def _scale(request, mesh):
@@ -35,26 +36,41 @@ def _scale(request, mesh):
 
 
 def _small_rows(request, mesh):  # 64 KiB a row: even the search's ceiling fits
-    return Workload([Executable("scale", jax.jit(lambda a: a * 2),
-                                (_spec(mesh, request.batch, (64, 512)),))])
+    return Workload(
+        [Executable("scale", jax.jit(lambda a: a * 2), (_spec(mesh, request.batch, (64, 512)),))]
+    )
 
 
 def _shared_weights(request, mesh):
     """Two executables reading the same 2 GiB of weights, plus a 4 GiB copy nobody passes."""
     weights = _spec(mesh, 2)
     return Workload(
-        [Executable("small", jax.jit(lambda w, x: x * 2 + w[:1]), (weights, _spec(mesh, 1)),
-                    resident_args={0: "weights"}),
-         Executable("large", jax.jit(lambda w, y: y + w[:1]),
-                    (weights, _spec(mesh, request.batch)), resident_args={0: "weights"})],
-        resident={"reference copy": _spec(mesh, 4)})
+        [
+            Executable(
+                "small",
+                jax.jit(lambda w, x: x * 2 + w[:1]),
+                (weights, _spec(mesh, 1)),
+                resident_args={0: "weights"},
+            ),
+            Executable(
+                "large",
+                jax.jit(lambda w, y: y + w[:1]),
+                (weights, _spec(mesh, request.batch)),
+                resident_args={0: "weights"},
+            ),
+        ],
+        resident={"reference copy": _spec(mesh, 4)},
+    )
 
 
 @pytest.fixture(autouse=True)
 def isolated(monkeypatch, tmp_path):
     monkeypatch.setattr(verdict, "CACHE_DIR", tmp_path / "plan-cache")
-    for name, builder in (("scale", _scale), ("small-rows", _small_rows),
-                          ("shared", _shared_weights)):
+    for name, builder in (
+        ("scale", _scale),
+        ("small-rows", _small_rows),
+        ("shared", _shared_weights),
+    ):
         monkeypatch.setitem(plan.WORKLOADS, name, builder)
 
 
@@ -82,10 +98,22 @@ def test_resident_buffers_count_once_and_the_worst_transient_adds():
 
 def test_combine_arithmetic_with_aliasing_and_a_refusal():
     exes = {
-        "step": {"argument_bytes": 10, "output_bytes": 6, "temp_bytes": 3, "alias_bytes": 6,
-                 "total_bytes": 13, "refused": None},  # donated state written in place
-        "refused": {"argument_bytes": 0, "output_bytes": 0, "temp_bytes": 30, "alias_bytes": 0,
-                    "total_bytes": 30, "refused": "RESOURCE_EXHAUSTED"},
+        "step": {
+            "argument_bytes": 10,
+            "output_bytes": 6,
+            "temp_bytes": 3,
+            "alias_bytes": 6,
+            "total_bytes": 13,
+            "refused": None,
+        },  # donated state written in place
+        "refused": {
+            "argument_bytes": 0,
+            "output_bytes": 0,
+            "temp_bytes": 30,
+            "alias_bytes": 0,
+            "total_bytes": 30,
+            "refused": "RESOURCE_EXHAUSTED",
+        },
     }
     got = plan.combine(exes, {"weights": 8}, {"step": ["weights"], "refused": ["weights"]})
     assert got["transient_bytes"] == {"step": 10 - 8 + 6 + 3 - 6, "refused": 30 - 8}
@@ -109,8 +137,7 @@ def test_search_finds_the_boundary_in_few_compiles():
 
 
 def test_search_steps_in_the_multiple_asked_for():
-    result = plan.max_batch(plan.Request("scale", "none", "v6e-8"), multiple_of=16,
-                            progress=False)
+    result = plan.max_batch(plan.Request("scale", "none", "v6e-8"), multiple_of=16, progress=False)
     assert all(p["batch"] % 16 == 0 for p in result["probes"])
     assert result["max_batch"] == 112 and result["first_not_fitting"] == 128  # 2 x 14 GiB < 31.25
     with pytest.raises(BadInput, match="multiple of the mesh's data-parallel size 8"):
@@ -135,13 +162,16 @@ def test_results_are_cached_atomically_and_a_broken_entry_recompiles(capsys):
     assert plan.plan_point(request)["cached"]
 
 
-@pytest.mark.parametrize("request_kw, message", [
-    ({"target": "v7z-8"}, "unknown target"),
-    ({"target": "h100"}, "this machine has"),
-    ({"target": "v5e-8", "batch": 6}, "does not divide"),
-    ({"target": "v5e-8", "mesh": "3x3"}, "must be FSDPxTP"),
-    ({"target": "v5e-1", "workload": "decode"}, "unknown workload"),
-])
+@pytest.mark.parametrize(
+    "request_kw, message",
+    [
+        ({"target": "v7z-8"}, "unknown target"),
+        ({"target": "h100"}, "this machine has"),
+        ({"target": "v5e-8", "batch": 6}, "does not divide"),
+        ({"target": "v5e-8", "mesh": "3x3"}, "must be FSDPxTP"),
+        ({"target": "v5e-1", "workload": "decode"}, "unknown workload"),
+    ],
+)
 def test_bad_input_fails_with_one_line(request_kw, message):
     kw = {"workload": "scale", "model": "none", "target": "v5e-1", "batch": 8, **request_kw}
     with pytest.raises(BadInput, match=message):
@@ -174,24 +204,47 @@ def test_field_measurement_on_one_v5e_chip_is_bracketed_with_tunix_016():
     """The field, tunix of Dec 2025 (0.1.6 semantics: no donation), gemma3-1b on one v5e chip,
     prompts padded to 128, 1024 steps, cache 1312: batch 200 ran, 256 ran out of HBM. The real
     compiler with those semantics must say the same (notebook 01 shows 0.1.7 beside it)."""
+
     def point(batch, semantics):
-        return plan.plan_point(plan.Request(
-            "rollout", "gemma3-1b", "v5e-1", batch=batch, prompt_len=128, steps=1024,
-            cache_size=1312, tunix=semantics))
+        return plan.plan_point(
+            plan.Request(
+                "rollout",
+                "gemma3-1b",
+                "v5e-1",
+                batch=batch,
+                prompt_len=128,
+                steps=1024,
+                cache_size=1312,
+                tunix=semantics,
+            )
+        )
 
     assert point(200, "0.1.6")["fits"]
     assert not point(256, "0.1.6")["fits"]
 
 
 def _cli(*args, cache):
-    return subprocess.run([sys.executable, "-m", "shared.plan", *args], capture_output=True,
-                          text=True, timeout=600,
-                          env={**os.environ, "TPU_BUDGET_LAB_PLAN_CACHE": cache})
+    return subprocess.run(
+        [sys.executable, "-m", "shared.plan", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "TPU_BUDGET_LAB_PLAN_CACHE": cache},
+    )
 
 
 def test_cli_rollout_json_and_table(tmp_path):
-    args = ["rollout", "--model", "qwen3-tiny", "--target", "v5e-1", "--prompt-len", "16",
-            "--steps", "16"]
+    args = [
+        "rollout",
+        "--model",
+        "qwen3-tiny",
+        "--target",
+        "v5e-1",
+        "--prompt-len",
+        "16",
+        "--steps",
+        "16",
+    ]
     run = _cli(*args, "--batch", "4", "--json", cache=str(tmp_path))
     assert run.returncode == 0, run.stderr
     point = json.loads(run.stdout)
@@ -202,14 +255,21 @@ def test_cli_rollout_json_and_table(tmp_path):
         assert shown in table.stdout
 
 
-@pytest.mark.parametrize("args, message", [
-    (["rollout", "--model", "gemma3-tiny", "--target", "v5e-9"], "no TPU topology"),
-    (["rollout", "--model", "gemma3-tiny", "--target", "v5e-8", "--batch", "6"],
-     "does not divide"),
-    (["rollout", "--model", "gemma3-2b", "--target", "v5e-1"], "unknown model"),
-    (["rollout", "--model", "gemma3-tiny", "--target", "v5e-1", "--tunix-semantics", "0.2"],
-     "unknown tunix semantics"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["rollout", "--model", "gemma3-tiny", "--target", "v5e-9"], "no TPU topology"),
+        (
+            ["rollout", "--model", "gemma3-tiny", "--target", "v5e-8", "--batch", "6"],
+            "does not divide",
+        ),
+        (["rollout", "--model", "gemma3-2b", "--target", "v5e-1"], "unknown model"),
+        (
+            ["rollout", "--model", "gemma3-tiny", "--target", "v5e-1", "--tunix-semantics", "0.2"],
+            "unknown tunix semantics",
+        ),
+    ],
+)
 def test_cli_bad_input_exit_2(args, message, tmp_path):
     run = _cli(*args, cache=str(tmp_path))
     assert run.returncode == 2 and message in run.stderr

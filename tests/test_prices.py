@@ -26,8 +26,11 @@ def test_slice_arithmetic():
     assert prices.price_per_hour("v5p-8", "spot") == pytest.approx(4 * v5p)  # v5p-8: 4 chips
     assert prices.price_per_hour("h100") == prices.lookup("h100", "on-demand").value  # 1 GPU
     assert prices.cost("v6e-8", 10, "spot") == pytest.approx(10 * 8 * 0.54421)
-    assert prices.price_per_hour("v6e-4", "3y") < prices.price_per_hour("v6e-4", "1y") < \
-        prices.price_per_hour("v6e-4")
+    assert (
+        prices.price_per_hour("v6e-4", "3y")
+        < prices.price_per_hour("v6e-4", "1y")
+        < prices.price_per_hour("v6e-4")
+    )
 
 
 def test_us_central1_list_prices():
@@ -52,19 +55,22 @@ def test_colab_hours_from_the_rate_the_ui_shows():
     assert pro["dollars_per_hour"] == pytest.approx(9.99 / 100 * 2)
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda: prices.price_per_hour("v9z-8"), "unknown target"),
-    (lambda: prices.price_per_hour("v5e-8", "reserved"), "on-demand, spot, 1y, 3y"),
-    (lambda: prices.price_per_hour("v4-8"), "priced chip"),
-    (lambda: prices.price_per_hour("h100", "1y"), "on-demand, spot"),
-    (lambda: prices.price_per_hour("tpu7x-8"), "contact your account team"),  # unpublished
-    (lambda: prices.price_per_hour("v5e-8", "3y"), "no 3y price for v5e"),
-    (lambda: prices.price_per_hour("h200"), "no on-demand price for h200"),
-    (lambda: prices.cost("v5e-8", 0), "hours must be positive"),
-    (lambda: prices.budget(-1), "hours must be positive"),
-    (lambda: prices.colab_hours("colab-max", 2), "colab-pro, colab-pro+"),
-    (lambda: prices.colab_hours("colab-pro", 0), "units-per-hour must be positive"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: prices.price_per_hour("v9z-8"), "unknown target"),
+        (lambda: prices.price_per_hour("v5e-8", "reserved"), "on-demand, spot, 1y, 3y"),
+        (lambda: prices.price_per_hour("v4-8"), "priced chip"),
+        (lambda: prices.price_per_hour("h100", "1y"), "on-demand, spot"),
+        (lambda: prices.price_per_hour("tpu7x-8"), "contact your account team"),  # unpublished
+        (lambda: prices.price_per_hour("v5e-8", "3y"), "no 3y price for v5e"),
+        (lambda: prices.price_per_hour("h200"), "no on-demand price for h200"),
+        (lambda: prices.cost("v5e-8", 0), "hours must be positive"),
+        (lambda: prices.budget(-1), "hours must be positive"),
+        (lambda: prices.colab_hours("colab-max", 2), "colab-pro, colab-pro+"),
+        (lambda: prices.colab_hours("colab-pro", 0), "units-per-hour must be positive"),
+    ],
+)
 def test_bad_input_is_one_line(call, message):
     with pytest.raises(BadInput) as err:
         call()

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-NASTY = "it's a \"b c\"; d & e"  # quotes, a separator and an ampersand, in PARAMS as a user
+NASTY = 'it\'s a "b c"; d & e'  # quotes, a separator and an ampersand, in PARAMS as a user
 # writes them for `make execute`: shell words, here single-quoted
 
 GCLOUD = """
@@ -161,12 +161,24 @@ class Lab:
         path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
 
     def make(self, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run(["make", "--no-print-directory", *args], cwd=self.root,
-                              env=env or self.env, capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            ["make", "--no-print-directory", *args],
+            cwd=self.root,
+            env=env or self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     def cli(self, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "tools.remote", *args], cwd=self.root,
-                              env=env or self.env, capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "tools.remote", *args],
+            cwd=self.root,
+            env=env or self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     def calls(self, tool: str) -> list:
         path = self.fake / f"{tool}.jsonl"
@@ -184,8 +196,11 @@ def lab(tmp_path):
         shutil.copy2(REPO / name, root / name)
         os.utime(root / name, (0, 0))  # older than .venv's stamp: `make setup` is a no-op
     for folder in ("shared", "tools", "notebooks"):
-        shutil.copytree(REPO / folder, root / folder,
-                        ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
+        shutil.copytree(
+            REPO / folder,
+            root / folder,
+            ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"),
+        )
     (root / ".venv").symlink_to(REPO / ".venv")
     subprocess.run(["git", "init", "-q"], cwd=root, check=True)
     (root / "notes.txt").write_text("untracked, not ignored: shipped\n")
@@ -197,8 +212,11 @@ def lab(tmp_path):
     bins, remote_bin = tmp_path / "bin", fake / "remote-bin"
     for folder in (bins, remote_bin, *(fake / f"w{w}" / "home" for w in range(2))):
         folder.mkdir(parents=True)
-    (fake / "scenario.json").write_text(json.dumps(
-        {"name": "t1", "zone": "us-west4-a", "tmux": [str(short / "0"), str(short / "1")]}))
+    (fake / "scenario.json").write_text(
+        json.dumps(
+            {"name": "t1", "zone": "us-west4-a", "tmux": [str(short / "0"), str(short / "1")]}
+        )
+    )
     _program(bins / "gcloud", GCLOUD.format(fake=str(fake)))
     _program(bins / "colab", COLAB.format(fake=str(fake)))
     _program(bins / "kaggle", KAGGLE.format(fake=str(fake)))
@@ -207,8 +225,11 @@ def lab(tmp_path):
     _program(remote_bin / "sudo", '#!/bin/bash\n[ "$1" = -n ] && shift\nexec "$@"\n')
     _program(remote_bin / "lsof", f"#!/bin/bash\ncat {fake}/holders 2>/dev/null\n")
 
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("KAGGLE_", "MAKE", "MFLAGS", "TMUX"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("KAGGLE_", "MAKE", "MFLAGS", "TMUX"))
+    }
     env.pop("PYTHONPATH", None)  # the Makefile finds tools/ and shared/ itself, as for a user
     env.update(PATH=f"{bins}:{env['PATH']}", HOME=str(tmp_path / "home"), POLL_SECONDS="0")
     yield Lab(root, fake, env)
@@ -220,21 +241,28 @@ def lab(tmp_path):
                 os.killpg(int((job / "pgid").read_text()), signal.SIGTERM)
             except (ProcessLookupError, ValueError):
                 pass
-        subprocess.run(["tmux", "kill-server"], env={**env, "TMUX_TMPDIR": str(short / str(w))},
-                       capture_output=True)
+        subprocess.run(
+            ["tmux", "kill-server"],
+            env={**env, "TMUX_TMPDIR": str(short / str(w))},
+            capture_output=True,
+        )
     shutil.rmtree(short, ignore_errors=True)
 
 
 def _verbs(lab):
-    return [(call[3], next((a for a in call if a.startswith("--worker=")), None))
-            for call in lab.calls("gcloud")]
+    return [
+        (call[3], next((a for a in call if a.startswith("--worker=")), None))
+        for call in lab.calls("gcloud")
+    ]
 
 
 def _alive(pgid: int) -> bool:
     """Whether any process of the group still runs (zombies awaiting their reaper do not)."""
     table = subprocess.run(["ps", "-eo", "pgid=,stat="], capture_output=True, text=True).stdout
-    return any(int(g) == pgid and not stat.startswith("Z")
-               for g, stat in (line.split() for line in table.splitlines()))
+    return any(
+        int(g) == pgid and not stat.startswith("Z")
+        for g, stat in (line.split() for line in table.splitlines())
+    )
 
 
 def _injected(notebook: Path) -> dict:
@@ -253,8 +281,13 @@ def _one_line(stderr: str) -> str:
 
 
 def test_tpu_execute_through_make_ships_tree_runs_detached_and_copies_results(lab):
-    result = lab.make("tpu-execute", "TPU=t1", "ZONE=us-west4-a", "NB=06",
-                      f"PARAMS=-p MODE plan -p TARGET v5e-8 -p NOTE {shlex.quote(NASTY)}")
+    result = lab.make(
+        "tpu-execute",
+        "TPU=t1",
+        "ZONE=us-west4-a",
+        "NB=06",
+        f"PARAMS=-p MODE plan -p TARGET v5e-8 -p NOTE {shlex.quote(NASTY)}",
+    )
     assert result.returncode == 0, result.stderr
     verbs = [verb for verb, _ in _verbs(lab)]
     assert verbs[:4] == ["describe", "scp", "ssh", "ssh"] and verbs[-2:] == ["ssh", "scp"]
@@ -267,10 +300,27 @@ def test_tpu_execute_through_make_ships_tree_runs_detached_and_copies_results(la
 
     # PARAMS survived shell -> make -> python -> gcloud --command -> bash -> make -> recipe.
     (run,) = lab.calls("executions")
-    assert run["argv"][run["argv"].index("--"):] == [
-        "--", "-p", "MODE", "plan", "-p", "TARGET", "v5e-8", "-p", "NOTE", NASTY]
-    assert run["argv"][:7] == ["-m", "tools.notebooks", "execute", "--kernel", "tpu-budget-lab",
-                               "--select", "06"]
+    assert run["argv"][run["argv"].index("--") :] == [
+        "--",
+        "-p",
+        "MODE",
+        "plan",
+        "-p",
+        "TARGET",
+        "v5e-8",
+        "-p",
+        "NOTE",
+        NASTY,
+    ]
+    assert run["argv"][:7] == [
+        "-m",
+        "tools.notebooks",
+        "execute",
+        "--kernel",
+        "tpu-budget-lab",
+        "--select",
+        "06",
+    ]
 
     shipped = lab.remote()
     assert (shipped / "notes.txt").exists() and (shipped / "tools" / "remote.py").exists()
@@ -297,7 +347,7 @@ def test_python_cli_returns_the_remote_status_and_keeps_dollars_literal(lab):
     result = lab.cli("tpu-execute", "--tpu", "t1", "--zone", "us-west4-a", "--", *tokens)
     assert result.returncode == 2 == int((lab.remote() / ".tpu-job" / "status").read_text())
     (run,) = lab.calls("executions")
-    assert run["argv"][run["argv"].index("--") + 1:] == tokens
+    assert run["argv"][run["argv"].index("--") + 1 :] == tokens
 
 
 def test_multi_host_slice_runs_on_every_worker_and_collects_from_worker_0(lab):
@@ -306,8 +356,7 @@ def test_multi_host_slice_runs_on_every_worker_and_collects_from_worker_0(lab):
     assert result.returncode == 0, result.stderr
     assert "2 workers" in result.stderr
     verbs = _verbs(lab)
-    assert verbs[1:4] == [("scp", "--worker=all"), ("ssh", "--worker=all"),
-                          ("ssh", "--worker=all")]
+    assert verbs[1:4] == [("scp", "--worker=all"), ("ssh", "--worker=all"), ("ssh", "--worker=all")]
     assert verbs[-1] == ("scp", "--worker=0") and verbs[-2] == ("ssh", "--worker=0")
     assert sorted(run["worker"] for run in lab.calls("executions")) == ["w0", "w1"]
     assert (lab.root / "results" / "06_scaling_plan" / "worker.txt").read_text() == "w0"
@@ -356,9 +405,22 @@ def test_no_wait_then_stop_then_fetch_reports_the_stopped_job(lab):
 
 def test_ctrl_c_stops_waiting_not_the_job_and_a_vanished_job_is_reported(lab):
     lab.scenario(seconds=60)
-    waiting = subprocess.Popen([sys.executable, "-m", "tools.remote", "tpu-execute", "--tpu",
-                                "t1", "--zone", "us-west4-a"], cwd=lab.root, env=lab.env,
-                               stderr=subprocess.PIPE, text=True)
+    waiting = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tools.remote",
+            "tpu-execute",
+            "--tpu",
+            "t1",
+            "--zone",
+            "us-west4-a",
+        ],
+        cwd=lab.root,
+        env=lab.env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     while "job running" not in waiting.stderr.readline():
         assert waiting.poll() is None, "tpu-execute ended before the job ran"
     waiting.send_signal(signal.SIGINT)
@@ -372,16 +434,26 @@ def test_ctrl_c_stops_waiting_not_the_job_and_a_vanished_job_is_reported(lab):
     assert "error: t1: the job ended without an exit status" in fetched.stderr.splitlines()[-1]
 
 
-@pytest.mark.parametrize("args, scenario, expected", [
-    (["--zone", "us-west4-a"], {}, "TPU= is missing"),
-    (["--tpu", "t1"], {}, "ZONE= is missing"),
-    (["--tpu", "t1", "--zone", "us-nowhere1-z"], {},
-     "Location us-nowhere1-z is not found or access is unauthorized. -- check TPU=t1 "
-     "ZONE=us-nowhere1-z: `gcloud compute tpus tpu-vm list --zone=us-nowhere1-z`"),
-    (["--tpu", "t9", "--zone", "us-west4-a"], {},
-     "nodes/t9' was not found -- check TPU=t9 ZONE=us-west4-a"),
-    (["--tpu", "t1", "--zone", "us-west4-a"], {"state": "STOPPED"}, "t1 is STOPPED"),
-], ids=["no-tpu", "no-zone", "unknown-zone", "tpu-not-found", "stopped"])
+@pytest.mark.parametrize(
+    "args, scenario, expected",
+    [
+        (["--zone", "us-west4-a"], {}, "TPU= is missing"),
+        (["--tpu", "t1"], {}, "ZONE= is missing"),
+        (
+            ["--tpu", "t1", "--zone", "us-nowhere1-z"],
+            {},
+            "Location us-nowhere1-z is not found or access is unauthorized. -- check TPU=t1 "
+            "ZONE=us-nowhere1-z: `gcloud compute tpus tpu-vm list --zone=us-nowhere1-z`",
+        ),
+        (
+            ["--tpu", "t9", "--zone", "us-west4-a"],
+            {},
+            "nodes/t9' was not found -- check TPU=t9 ZONE=us-west4-a",
+        ),
+        (["--tpu", "t1", "--zone", "us-west4-a"], {"state": "STOPPED"}, "t1 is STOPPED"),
+    ],
+    ids=["no-tpu", "no-zone", "unknown-zone", "tpu-not-found", "stopped"],
+)
 def test_tpu_errors_are_one_actionable_line(lab, args, scenario, expected):
     lab.scenario(**scenario)
     result = lab.cli("tpu-execute", *args)
@@ -394,8 +466,9 @@ def test_missing_tpu_name_through_make_and_missing_gcloud(lab, tmp_path):
     result = lab.make("tpu-execute", "ZONE=us-west4-a")
     assert result.returncode == 2 and "TPU= is missing" in _one_line(result.stderr)
     (tmp_path / "empty").mkdir()
-    result = lab.cli("tpu-logs", "--tpu", "t1", "--zone", "z", env={**lab.env,
-                                                                   "PATH": str(tmp_path / "empty")})
+    result = lab.cli(
+        "tpu-logs", "--tpu", "t1", "--zone", "z", env={**lab.env, "PATH": str(tmp_path / "empty")}
+    )
     assert result.returncode == 2 and "Google Cloud SDK" in _one_line(result.stderr)
 
 
@@ -421,10 +494,16 @@ def test_colab_execute_runs_the_prepared_notebook_and_keeps_the_executed_copy(la
     assert (staged.with_name("06_scaling_plan_output.ipynb")).exists()
 
 
-@pytest.mark.parametrize("make_args, accelerator", [
-    (["TPU=v5e1"], ["--tpu", "v5e1"]), (["GPU=T4"], ["--gpu", "T4"]),
-    (["GPU=h100"], ["--gpu", "H100"]), (["GPU=G4"], ["--gpu", "G4"]),
-], ids=["tpu-v5e1", "gpu-t4", "gpu-lowercase", "gpu-g4"])
+@pytest.mark.parametrize(
+    "make_args, accelerator",
+    [
+        (["TPU=v5e1"], ["--tpu", "v5e1"]),
+        (["GPU=T4"], ["--gpu", "T4"]),
+        (["GPU=h100"], ["--gpu", "H100"]),
+        (["GPU=G4"], ["--gpu", "G4"]),
+    ],
+    ids=["tpu-v5e1", "gpu-t4", "gpu-lowercase", "gpu-g4"],
+)
 def test_colab_runtime_is_the_tpu_or_gpu_asked_for(lab, make_args, accelerator):
     result = lab.make("colab-execute", "NB=06", *make_args)
     assert result.returncode == 0, result.stderr
@@ -440,9 +519,11 @@ def test_colab_errors(lab, tmp_path):
     refused = lab.make("colab-execute", "NB=06", "GPU=H100")
     assert refused.returncode != 0 and "Backend rejected" in refused.stderr
     assert [call[0] for call in lab.calls("colab")[3:]] == ["new"]  # no exec, nothing to stop
-    for args, expected in ((["--tpu", "v4"], "valid: v5e1, v6e1"),
-                           (["--gpu", "V100"], "valid: T4, L4, G4, H100, A100"),
-                           (["--gpu", "T4", "--tpu", "v6e1"], "GPU=T4 and TPU=v6e1")):
+    for args, expected in (
+        (["--tpu", "v4"], "valid: v5e1, v6e1"),
+        (["--gpu", "V100"], "valid: T4, L4, G4, H100, A100"),
+        (["--gpu", "T4", "--tpu", "v6e1"], "GPU=T4 and TPU=v6e1"),
+    ):
         wrong = lab.cli("colab-execute", "--nb", "06", *args)
         assert wrong.returncode == 2 and expected in _one_line(wrong.stderr)
     both = lab.make("colab-execute", "NB=06", "GPU=T4", "TPU=v6e1")
@@ -465,39 +546,59 @@ def test_missing_colab_says_how_to_install_it_in_one_line(lab, tmp_path):
 
 
 def test_kaggle_push_writes_tpu_kernel_metadata_and_pushes(lab):
-    result = lab.make("kaggle-push", "NB=06", "KAGGLE_USER=alice", "PARAMS=-p MODE device",
-                      env={**lab.env, "KAGGLE_API_TOKEN": "stand-in"})
+    result = lab.make(
+        "kaggle-push",
+        "NB=06",
+        "KAGGLE_USER=alice",
+        "PARAMS=-p MODE device",
+        env={**lab.env, "KAGGLE_API_TOKEN": "stand-in"},
+    )
     assert result.returncode == 0, result.stderr
     folder = lab.root / "runs" / "kaggle" / "tpu-budget-lab-06-scaling-plan" / "push"
-    assert lab.calls("kaggle") == [["kernels", "push", "-p", str(folder),
-                                    "--accelerator", "TpuV5E8"]]
+    assert lab.calls("kaggle") == [
+        ["kernels", "push", "-p", str(folder), "--accelerator", "TpuV5E8"]
+    ]
     meta = json.loads((folder / "kernel-metadata.json").read_text())
     assert meta["id"] == "alice/tpu-budget-lab-06-scaling-plan"
     assert meta["title"] == "tpu-budget-lab-06-scaling-plan"
     assert (meta["code_file"], meta["kernel_type"], meta["language"]) == (
-        "06_scaling_plan.ipynb", "notebook", "python")
+        "06_scaling_plan.ipynb",
+        "notebook",
+        "python",
+    )
     assert meta["enable_tpu"] and meta["machine_shape"] == "TpuV5E8" and not meta["enable_gpu"]
     assert meta["is_private"] and meta["enable_internet"]
     assert _injected(folder / "06_scaling_plan.ipynb") == {"MODE": "device"}
 
 
-@pytest.mark.parametrize("status, code", [("KernelWorkerStatus.COMPLETE", 0),
-                                          ("KernelWorkerStatus.ERROR", 1),
-                                          ("KernelWorkerStatus.RUNNING", 2)])
+@pytest.mark.parametrize(
+    "status, code",
+    [
+        ("KernelWorkerStatus.COMPLETE", 0),
+        ("KernelWorkerStatus.ERROR", 1),
+        ("KernelWorkerStatus.RUNNING", 2),
+    ],
+)
 def test_kaggle_pull_fetches_output_and_reports_the_run(lab, status, code):
     lab.scenario(kaggle=status)
     (Path(lab.env["HOME"]) / ".kaggle").mkdir(parents=True)
     (Path(lab.env["HOME"]) / ".kaggle" / "kaggle.json").write_text(
-        json.dumps({"username": "bob", "key": "stand-in"}))
+        json.dumps({"username": "bob", "key": "stand-in"})
+    )
     result = lab.cli("kaggle-pull", "--nb", "06")
     assert result.returncode == code, result.stderr
     out = lab.root / "runs" / "kaggle" / "tpu-budget-lab-06-scaling-plan" / "output"
     if code == 2:
         assert "not finished" in _one_line(result.stderr) and not out.exists()
     else:
-        assert lab.calls("kaggle")[-1] == ["kernels", "output",
-                                           "bob/tpu-budget-lab-06-scaling-plan", "-p", str(out),
-                                           "-o"]
+        assert lab.calls("kaggle")[-1] == [
+            "kernels",
+            "output",
+            "bob/tpu-budget-lab-06-scaling-plan",
+            "-p",
+            str(out),
+            "-o",
+        ]
         assert (out / "tpu-budget-lab-06-scaling-plan.log").exists()
 
 

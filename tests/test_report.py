@@ -32,8 +32,10 @@ def test_by_mode_picks_the_local_or_the_real_value():
 
 
 def test_byte_table_saves_raw_numbers_and_shows_units(tmp_path):
-    rows = [{"batch": 1, "peak_bytes": 3 * 2**30, "note": "ok"},
-            {"batch": 2, "peak_bytes": None, "note": "out of memory"}]
+    rows = [
+        {"batch": 1, "peak_bytes": 3 * 2**30, "note": "ok"},
+        {"batch": 2, "peak_bytes": None, "note": "out of memory"},
+    ]
     frame = report.byte_table(rows, tmp_path, "points", ["batch", "peak_bytes", "missing"])
     assert list(frame.columns) == ["batch", "peak_bytes"]
     assert list(frame["peak_bytes"]) == ["3.00 GiB", "n/a"]

@@ -35,7 +35,8 @@ def test_rollout_reports_generated_tokens_and_kv_cache(result):
         eos = np.flatnonzero(row == models.EOS_ID)
         assert n == (eos[0] + 1 if len(eos) else STEPS) - np.sum(row[:n] == models.PAD_ID)
     assert rollout.cache_bytes(result.state) == rollout.kv_cache_bytes(
-        "gemma3-tiny", B, CACHE, vocab_size=V)
+        "gemma3-tiny", B, CACHE, vocab_size=V
+    )
 
 
 @pytest.mark.parametrize("family", ["gemma2", "gemma4", "llama3", "qwen3"])
@@ -58,11 +59,16 @@ def test_every_family_rolls_out_and_its_kv_cache_is_what_tunix_allocates(family,
 
 
 def test_generated_tokens_counts_up_to_eos_without_pads():
-    fake = types.SimpleNamespace(eos_ids=jnp.array([1]),
-                                 tokenizer=types.SimpleNamespace(pad_id=lambda: 0))
-    buf = np.array([[9, 9, 5, 6, 1, 7, 7],  # EOS at 3rd generated: 3 tokens incl. EOS
-                    [9, 9, 5, 6, 7, 8, 9],  # no EOS: all 5
-                    [9, 9, 5, 0, 6, 1, 0]])  # a generated pad is not a token: 3
+    fake = types.SimpleNamespace(
+        eos_ids=jnp.array([1]), tokenizer=types.SimpleNamespace(pad_id=lambda: 0)
+    )
+    buf = np.array(
+        [
+            [9, 9, 5, 6, 1, 7, 7],  # EOS at 3rd generated: 3 tokens incl. EOS
+            [9, 9, 5, 6, 7, 8, 9],  # no EOS: all 5
+            [9, 9, 5, 0, 6, 1, 0],
+        ]
+    )  # a generated pad is not a token: 3
     state = types.SimpleNamespace(token_buffer=buf)
     assert rollout.generated_tokens(fake, state, prompt_len=2).tolist() == [3, 5, 3]
 
@@ -77,8 +83,9 @@ def test_bad_rollouts_fail_with_one_line(sampler, mesh8):
     for case in (
         lambda: rollout.init_rollout_state(sampler, np.ones((6, 4), np.int32), 4, mesh=mesh8),
         lambda: rollout.init_rollout_state(sampler, np.ones((8, 30), np.int32), 20, mesh=mesh8),
-        lambda: rollout.abstract_rollout("gemma3-tiny", 8, 4, 4, 16, mesh=mesh8, vocab_size=V,
-                                         semantics="0.1.4"),
+        lambda: rollout.abstract_rollout(
+            "gemma3-tiny", 8, 4, 4, 16, mesh=mesh8, vocab_size=V, semantics="0.1.4"
+        ),
     ):
         with pytest.raises(BadInput) as err:
             case()
@@ -86,17 +93,19 @@ def test_bad_rollouts_fail_with_one_line(sampler, mesh8):
 
 
 def test_abstract_rollout_compiles_and_runs_the_real_arrays(sampler, mesh8, result):
-    ar = rollout.abstract_rollout("gemma3-tiny", B, PROMPT, STEPS, CACHE, mesh=mesh8,
-                                  vocab_size=V)
-    assert all(isinstance(x, jax.ShapeDtypeStruct)
-               for x in jax.tree.leaves((ar.params, ar.state, ar.decode_state)))
+    ar = rollout.abstract_rollout("gemma3-tiny", B, PROMPT, STEPS, CACHE, mesh=mesh8, vocab_size=V)
+    assert all(
+        isinstance(x, jax.ShapeDtypeStruct)
+        for x in jax.tree.leaves((ar.params, ar.state, ar.decode_state))
+    )
     prefill, decode = ar.executables(PROMPT, STEPS)
     assert prefill.resident_args == decode.resident_args == {0: "weights"}
     compiled = [exe.fn.lower(*exe.args, **exe.kwargs).compile() for exe in (prefill, decode)]
     # The executables compiled from abstract arguments accept the device-mode arguments as
     # they are: same functions, same shapes, same shardings.
-    state = rollout.init_rollout_state(sampler, rollout.random_prompts(B, PROMPT, V), STEPS,
-                                       mesh=mesh8)
+    state = rollout.init_rollout_state(
+        sampler, rollout.random_prompts(B, PROMPT, V), STEPS, mesh=mesh8
+    )
     state = compiled[0](sampler._flattened_transformer_state, state, None)
     state = compiled[1](sampler._flattened_transformer_state, state)
     assert np.array_equal(np.asarray(state.token_buffer), np.asarray(result.state.token_buffer))
@@ -107,16 +116,19 @@ def test_tunix_016_semantics_hold_the_cache_twice_in_decode(mesh8):
     to its inputs; prefill reads one zeros layer for all layers."""
     memory = {}
     for semantics in rollout.SEMANTICS:
-        ar = rollout.abstract_rollout("gemma3-tiny", B, PROMPT, STEPS, CACHE, mesh=mesh8,
-                                      vocab_size=V, semantics=semantics)
+        ar = rollout.abstract_rollout(
+            "gemma3-tiny", B, PROMPT, STEPS, CACHE, mesh=mesh8, vocab_size=V, semantics=semantics
+        )
         for exe in ar.executables(PROMPT, STEPS):
             stats = exe.fn.lower(*exe.args, **exe.kwargs).compile().memory_analysis()
             memory[semantics, exe.label] = stats
     kv_per_device = rollout.kv_cache_bytes("gemma3-tiny", B, CACHE, vocab_size=V) // 8
     assert memory["0.1.7", "decode"].alias_size_in_bytes >= kv_per_device
     assert memory["0.1.6", "decode"].alias_size_in_bytes == 0
-    assert (memory["0.1.6", "prefill"].argument_size_in_bytes
-            < memory["0.1.7", "prefill"].argument_size_in_bytes - kv_per_device // 2)
+    assert (
+        memory["0.1.6", "prefill"].argument_size_in_bytes
+        < memory["0.1.7", "prefill"].argument_size_in_bytes - kv_per_device // 2
+    )
 
 
 def test_text_prompts_left_pad_to_exact_length(sampler):
@@ -129,8 +141,13 @@ def test_text_prompts_left_pad_to_exact_length(sampler):
 
 def test_sweep_records_out_of_memory_and_skips_larger_batches():
     def measure_one(batch, steps):
-        return {"batch": batch, "steps": steps, "status": "oom" if batch >= 16 else "ok",
-                "tokens_per_s": float(batch), "decode_ms_per_token": 1.0 / batch}
+        return {
+            "batch": batch,
+            "steps": steps,
+            "status": "oom" if batch >= 16 else "ok",
+            "tokens_per_s": float(batch),
+            "decode_ms_per_token": 1.0 / batch,
+        }
 
     rows = rollout_sweep.sweep(measure_one, [(8, 4), (16, 4), (32, 4)], progress=False)
     assert [r["status"] for r in rows] == ["ok", "oom", "skipped"]
@@ -144,11 +161,14 @@ def test_closed_form_max_batch_is_the_last_batch_whose_weights_and_kv_copies_fit
     dims, usable = models.model_dims("gemma3-1b"), 15 * 2**30
     largest = {}
     for semantics, copies in rollout_sweep.KV_COPIES.items():
-        b = largest[semantics] = rollout_sweep.closed_form_max_batch(dims, usable, 1312, fsdp,
-                                                                     semantics=semantics)
+        b = largest[semantics] = rollout_sweep.closed_form_max_batch(
+            dims, usable, 1312, fsdp, semantics=semantics
+        )
         assert b % fsdp == 0
-        at = [rollout_sweep.closed_form_bytes_per_device(dims, n, 1312, fsdp, semantics=semantics)
-              for n in (b, b + fsdp)]
+        at = [
+            rollout_sweep.closed_form_bytes_per_device(dims, n, 1312, fsdp, semantics=semantics)
+            for n in (b, b + fsdp)
+        ]
         assert at[0] <= usable < at[1]
         assert at[0] == 2 * 999885952 + copies * b // fsdp * 1312 * 2 * 26 * 256 * 2
     # tunix 0.1.6 holds the cache twice: about half the batch of 0.1.7

@@ -13,8 +13,10 @@ V, D = 4096, 64
 
 class Table(nnx.Module):
     def __init__(self, rngs: nnx.Rngs):
-        self.table = nnx.Param(nnx.initializers.normal()(rngs.params(), (V, D), jnp.float32),
-                               out_sharding=("fsdp", None))
+        self.table = nnx.Param(
+            nnx.initializers.normal()(rngs.params(), (V, D), jnp.float32),
+            out_sharding=("fsdp", None),
+        )
 
 
 def test_mesh_shapes():

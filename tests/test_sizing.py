@@ -63,8 +63,9 @@ def test_tpuchat_mfu_reproduces_under_palm_convention():
     # tpuchat: 130M model, 434k tok/s on one v6e at T=2048, "46.5% MFU" counting non-causal
     # attention: our PaLM convention gives the same number from the same inputs.
     per_token = sizing.flops_per_token(sizing.preset("pretrain-130m"), 2048, "palm")
-    assert sizing.mfu(434e3, per_token, CHIPS["v6e"].peak_bf16_flops) == pytest.approx(0.465,
-                                                                                        abs=0.002)
+    assert sizing.mfu(434e3, per_token, CHIPS["v6e"].peak_bf16_flops) == pytest.approx(
+        0.465, abs=0.002
+    )
 
 
 def test_training_memory_book_example():
@@ -95,8 +96,9 @@ def test_fwide_policy_reproduces_the_writeups_110_tb():
 
 
 def test_remat_policies_are_ordered_and_have_formulas():
-    kept = {r: sizing.activation_elements_per_token_layer(LLAMA70, r)
-            for r in sizing.REMAT_POLICIES}
+    kept = {
+        r: sizing.activation_elements_per_token_layer(LLAMA70, r) for r in sizing.REMAT_POLICIES
+    }
     assert kept["fwide"] > kept["none"] > kept["book3"] > kept["block"] == 8192
     assert set(sizing.REMAT_FORMULAS) == set(sizing.REMAT_POLICIES)
     none = sizing.training_memory(LLAMA70, 4194304, remat="none")
@@ -105,8 +107,9 @@ def test_remat_policies_are_ordered_and_have_formulas():
 
 
 def test_training_memory_parts():
-    mem = sizing.training_memory(LLAMA70, 1000, remat="block", master_fp32=True, grad_bytes=4,
-                                 logits="full")
+    mem = sizing.training_memory(
+        LLAMA70, 1000, remat="block", master_fp32=True, grad_bytes=4, logits="full"
+    )
     total_params = 70_553_706_496
     assert mem["master_weights"] == 4 * total_params and mem["gradients"] == 4 * total_params
     assert mem["activations"] == 1000 * 80 * 2 * 8192
@@ -149,34 +152,91 @@ def test_unknown_preset_names_the_valid_ones():
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "shared.sizing", *args], capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "shared.sizing", *args], capture_output=True, text=True, timeout=60
+    )
 
 
 def test_cli_train_table_answers_the_70b_example():
-    run = _cli("train", "--model", "llama3-70b", "--tokens", "15e12", "--batch-tokens",
-               "4194304", "--chips", "8960", "--hardware", "v5p", "--mfu", "0.4")
+    run = _cli(
+        "train",
+        "--model",
+        "llama3-70b",
+        "--tokens",
+        "15e12",
+        "--batch-tokens",
+        "4194304",
+        "--chips",
+        "8960",
+        "--hardware",
+        "v5p",
+        "--mfu",
+        "0.4",
+    )
     assert run.returncode == 0, run.stderr
     assert "mesh.x_opt" in run.stdout and "training_days" in run.stdout
 
 
 def test_cli_json_and_custom_dims():
-    run = _cli("params", "--layers", "8", "--d-model", "1024", "--d-ff", "3072", "--heads", "4",
-               "--kv-heads", "1", "--head-dim", "256", "--vocab", "32768", "--untied", "--json")
+    run = _cli(
+        "params",
+        "--layers",
+        "8",
+        "--d-model",
+        "1024",
+        "--d-ff",
+        "3072",
+        "--heads",
+        "4",
+        "--kv-heads",
+        "1",
+        "--head-dim",
+        "256",
+        "--vocab",
+        "32768",
+        "--untied",
+        "--json",
+    )
     assert run.returncode == 0, run.stderr
-    assert json.loads(run.stdout)["total"] == sizing.param_counts(
-        sizing.preset("pretrain-130m"))["total"]
-    kv = json.loads(_cli("kv", "--model", "gemma3-1b", "--batch", "64", "--cache-len", "1312",
-                         "--hardware", "v5e-1", "--json").stdout)
+    assert (
+        json.loads(run.stdout)["total"]
+        == sizing.param_counts(sizing.preset("pretrain-130m"))["total"]
+    )
+    kv = json.loads(
+        _cli(
+            "kv",
+            "--model",
+            "gemma3-1b",
+            "--batch",
+            "64",
+            "--cache-len",
+            "1312",
+            "--hardware",
+            "v5e-1",
+            "--json",
+        ).stdout
+    )
     assert kv["kv_cache_bytes"] == 64 * 1312 * 26_624 and kv["fits_weights_plus_cache"]
 
 
-@pytest.mark.parametrize("args", [
-    ("params", "--model", "lama3-70b"),
-    ("train", "--model", "llama3-70b", "--tokens", "1e9", "--batch-tokens", "1e6",
-     "--hardware", "v9z"),
-    ("params", "--layers", "2"),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("params", "--model", "lama3-70b"),
+        (
+            "train",
+            "--model",
+            "llama3-70b",
+            "--tokens",
+            "1e9",
+            "--batch-tokens",
+            "1e6",
+            "--hardware",
+            "v9z",
+        ),
+        ("params", "--layers", "2"),
+    ],
+)
 def test_cli_bad_input_is_one_line_and_exit_2(args):
     run = _cli(*args)
     assert run.returncode == 2
@@ -191,26 +251,80 @@ def test_days_scale_inversely_with_mfu():
     assert math.isclose(a, 2 * b)
 
 
-_TRAIN = ("train", "--model", "llama3-70b", "--tokens", "1e12", "--batch-tokens", "4e6",
-          "--hardware", "v5p")
+_TRAIN = (
+    "train",
+    "--model",
+    "llama3-70b",
+    "--tokens",
+    "1e12",
+    "--batch-tokens",
+    "4e6",
+    "--hardware",
+    "v5p",
+)
 
 
-@pytest.mark.parametrize("args, message", [
-    (("kv", "--model", "gemma3-1b", "--batch", "0"), "batch must be positive, got 0"),
-    (("kv", "--model", "gemma3-1b", "--cache-len", "-1"), "cache-len must be positive"),
-    (("kv", "--model", "gemma3-1b", "--bytes-per-element", "0"), "bytes-per-element"),
-    (("kv", "--model", "gemma3-1b", "--hardware", "v5e-0"), "at least one chip"),
-    ((*_TRAIN, "--chips", "0"), "chips must be positive"),  # 0 is not "the target's count"
-    (("train", "--model", "llama3-70b", "--tokens", "0", "--batch-tokens", "4e6",
-      "--hardware", "v5p"), "tokens must be positive"),
-    (("train", "--model", "llama3-70b", "--tokens", "1e12", "--batch-tokens", "-4",
-      "--hardware", "v5p"), "batch-tokens must be positive"),
-    ((*_TRAIN, "--mfu", "0"), "mfu is a fraction of peak in (0, 1]"),
-    ((*_TRAIN, "--mfu", "1.5"), "mfu is a fraction of peak in (0, 1]"),
-    ((*_TRAIN, "--seq", "0"), "seq must be positive"),
-    (("params", "--layers", "0", "--d-model", "1024", "--d-ff", "3072", "--heads", "4",
-      "--kv-heads", "1", "--head-dim", "256", "--vocab", "32768"), "layers must be positive"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("kv", "--model", "gemma3-1b", "--batch", "0"), "batch must be positive, got 0"),
+        (("kv", "--model", "gemma3-1b", "--cache-len", "-1"), "cache-len must be positive"),
+        (("kv", "--model", "gemma3-1b", "--bytes-per-element", "0"), "bytes-per-element"),
+        (("kv", "--model", "gemma3-1b", "--hardware", "v5e-0"), "at least one chip"),
+        ((*_TRAIN, "--chips", "0"), "chips must be positive"),  # 0 is not "the target's count"
+        (
+            (
+                "train",
+                "--model",
+                "llama3-70b",
+                "--tokens",
+                "0",
+                "--batch-tokens",
+                "4e6",
+                "--hardware",
+                "v5p",
+            ),
+            "tokens must be positive",
+        ),
+        (
+            (
+                "train",
+                "--model",
+                "llama3-70b",
+                "--tokens",
+                "1e12",
+                "--batch-tokens",
+                "-4",
+                "--hardware",
+                "v5p",
+            ),
+            "batch-tokens must be positive",
+        ),
+        ((*_TRAIN, "--mfu", "0"), "mfu is a fraction of peak in (0, 1]"),
+        ((*_TRAIN, "--mfu", "1.5"), "mfu is a fraction of peak in (0, 1]"),
+        ((*_TRAIN, "--seq", "0"), "seq must be positive"),
+        (
+            (
+                "params",
+                "--layers",
+                "0",
+                "--d-model",
+                "1024",
+                "--d-ff",
+                "3072",
+                "--heads",
+                "4",
+                "--kv-heads",
+                "1",
+                "--head-dim",
+                "256",
+                "--vocab",
+                "32768",
+            ),
+            "layers must be positive",
+        ),
+    ],
+)
 def test_zero_or_negative_sizes_are_one_line_and_exit_2(args, message, capsys):
     with pytest.raises(BadInput, match=re.escape(message)):
         sizing.main(list(args))

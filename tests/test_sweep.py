@@ -50,11 +50,20 @@ with open(a.summary, "w") as f:
 
 def _config(method="grid", program="train.py", **parameters) -> dict:
     """A checked config; the default command is wandb's: ${env} ${interpreter} ${program} ..."""
-    return sweep_config.validate({
-        "name": "test-sweep", "program": program, "method": method,
-        "metric": {"name": "val_loss", "goal": "minimize"},
-        "parameters": parameters or {"lr": {"values": [1e-3, 1e-2]},
-                                     "wd": {"values": [0.0, 0.1]}, "steps": {"value": 3}}})
+    return sweep_config.validate(
+        {
+            "name": "test-sweep",
+            "program": program,
+            "method": method,
+            "metric": {"name": "val_loss", "goal": "minimize"},
+            "parameters": parameters
+            or {
+                "lr": {"values": [1e-3, 1e-2]},
+                "wd": {"values": [0.0, 0.1]},
+                "steps": {"value": 3},
+            },
+        }
+    )
 
 
 @pytest.fixture
@@ -64,8 +73,13 @@ def stand_in(tmp_path, monkeypatch):
     program.write_text(STAND_IN)
     launches = tmp_path / "launches.jsonl"
     monkeypatch.setenv("LAUNCHES", str(launches))
-    config = _config(program=str(program), lr={"values": [1e-3, 1e-2, 1e-1]},
-                     wd={"value": 0.0}, mlp={"value": "swiglu"}, steps={"value": 3})
+    config = _config(
+        program=str(program),
+        lr={"values": [1e-3, 1e-2, 1e-1]},
+        wd={"value": 0.0},
+        mlp={"value": "swiglu"},
+        steps={"value": 3},
+    )
 
     def read():
         if not launches.exists():
@@ -91,17 +105,24 @@ def test_grid_is_the_cartesian_product():
     trials = sweep_config.expand(_config())
     assert trials == [{"lr": lr, "wd": wd, "steps": 3} for lr in (1e-3, 1e-2) for wd in (0.0, 0.1)]
     assert sweep_config.expand(_config(), count=3) == trials[:3]
-    grid = sweep_config.expand(_config(layers={"distribution": "int_uniform", "min": 2, "max": 4},
-                                warmdown={"distribution": "q_uniform", "min": 0.1, "max": 0.3,
-                                          "q": 0.1}))
+    grid = sweep_config.expand(
+        _config(
+            layers={"distribution": "int_uniform", "min": 2, "max": 4},
+            warmdown={"distribution": "q_uniform", "min": 0.1, "max": 0.3, "q": 0.1},
+        )
+    )
     assert [t["layers"] for t in grid[::3]] == [2, 3, 4]
     assert [t["warmdown"] for t in grid[:3]] == [0.1, 0.2, 0.3]
 
 
 def test_random_is_seeded_log_uniform_and_within_bounds():
-    config = _config("random", lr={"distribution": "log_uniform_values", "min": 1e-4, "max": 1e-1},
-                     wd={"values": [0.0, 0.1]}, warmup={"min": 1, "max": 5},
-                     clip={"distribution": "q_uniform", "min": 0.5, "max": 2.0, "q": 0.5})
+    config = _config(
+        "random",
+        lr={"distribution": "log_uniform_values", "min": 1e-4, "max": 1e-1},
+        wd={"values": [0.0, 0.1]},
+        warmup={"min": 1, "max": 5},
+        clip={"distribution": "q_uniform", "min": 0.5, "max": 2.0, "q": 0.5},
+    )
     trials = sweep_config.expand(config, 200, seed=1)
     assert trials == sweep_config.expand(config, 200, seed=1)
     assert trials != sweep_config.expand(config, 200, seed=2)
@@ -133,23 +154,41 @@ def test_bayes_falls_back_to_random_with_a_one_line_note(capsys):
     assert trials == sweep_config.expand({**config, "method": "random"}, 4, seed=3)
 
 
-@pytest.mark.parametrize("text, message", [
-    ("method: grid\nparameters: {lr: {values: [1, 2]}\n", "not valid YAML"),
-    ("method: evolution\nmetric: {name: val_loss}\nparameters: {lr: {value: 1}}\n",
-     "unknown sweep method 'evolution'"),
-    ("method: grid\nparameters: {lr: {value: 1}}\n", "`metric:` is missing"),
-    ("method: grid\nmetric: {name: val_loss}\n", "`parameters:`"),
-    ("method: grid\nmetric: {name: val_loss}\nparameters:\n  lr: {distribution: "
-     "log_uniform_values, min: 1.0e-4, max: 1.0e-2}\n", "grid search needs `values`"),
-    ("method: random\nmetric: {name: val_loss}\nparameters:\n  lr: {distribution: cauchy, "
-     "min: 0, max: 1}\n", "unknown distribution 'cauchy'"),
-    ("method: random\nmetric: {name: val_loss}\nparameters:\n  lr: {min: 3e-4, max: 1.0}\n",
-     "write 3.0e-4"),
-    ("method: random\nmetric: {name: val_loss}\nparameters:\n  lr: {min: 2.0, max: 1.0}\n",
-     "above max"),
-    ("method: grid\nmetric: {name: val_loss}\ncommand: [python, train.py]\n"
-     "parameters: {lr: {value: 1}}\n", "${args}"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("method: grid\nparameters: {lr: {values: [1, 2]}\n", "not valid YAML"),
+        (
+            "method: evolution\nmetric: {name: val_loss}\nparameters: {lr: {value: 1}}\n",
+            "unknown sweep method 'evolution'",
+        ),
+        ("method: grid\nparameters: {lr: {value: 1}}\n", "`metric:` is missing"),
+        ("method: grid\nmetric: {name: val_loss}\n", "`parameters:`"),
+        (
+            "method: grid\nmetric: {name: val_loss}\nparameters:\n  lr: {distribution: "
+            "log_uniform_values, min: 1.0e-4, max: 1.0e-2}\n",
+            "grid search needs `values`",
+        ),
+        (
+            "method: random\nmetric: {name: val_loss}\nparameters:\n  lr: {distribution: cauchy, "
+            "min: 0, max: 1}\n",
+            "unknown distribution 'cauchy'",
+        ),
+        (
+            "method: random\nmetric: {name: val_loss}\nparameters:\n  lr: {min: 3e-4, max: 1.0}\n",
+            "write 3.0e-4",
+        ),
+        (
+            "method: random\nmetric: {name: val_loss}\nparameters:\n  lr: {min: 2.0, max: 1.0}\n",
+            "above max",
+        ),
+        (
+            "method: grid\nmetric: {name: val_loss}\ncommand: [python, train.py]\n"
+            "parameters: {lr: {value: 1}}\n",
+            "${args}",
+        ),
+    ],
+)
 def test_bad_configs_fail_in_one_line(tmp_path, text, message):
     path = tmp_path / "sweep.yaml"
     path.write_text(text)
@@ -166,8 +205,10 @@ def test_command_line_reports_bad_input_in_one_line(tmp_path, capsys):
 
 
 def test_trial_arguments_are_the_wandb_agents_and_typos_fail_early():
-    config = sweep_config.load_config(NOTEBOOK_CONFIG, sweep_config.parse_overrides(
-        ["steps=3", "qk-norm=true", "lr=3e-4", "mlp=relu2"]))
+    config = sweep_config.load_config(
+        NOTEBOOK_CONFIG,
+        sweep_config.parse_overrides(["steps=3", "qk-norm=true", "lr=3e-4", "mlp=relu2"]),
+    )
     params = sweep_config.expand(config, 1)[0]
     assert params["lr"] == 3e-4 and params["qk-norm"] is True and params["mlp"] == "relu2"
     command = sweep_config.trial_command(config, params)
@@ -197,15 +238,19 @@ def test_restart_runs_only_the_missing_trials(stand_in, tmp_path):
     assert [_argv_lr(x) for x in launches()[3:]] == [0.01, 0.1]  # lost summary; failed trial
 
 
-def test_trials_csv_records_every_trial_and_failures_do_not_stop_the_sweep(stand_in, tmp_path,
-                                                                           monkeypatch):
+def test_trials_csv_records_every_trial_and_failures_do_not_stop_the_sweep(
+    stand_in, tmp_path, monkeypatch
+):
     config, launches = stand_in
     monkeypatch.setenv("WANDB_MODE", "disabled")
     out = tmp_path / "out"
     sweep.run_local(config, out, progress=False)
     rows = _csv(out / "trials.csv")
-    assert [(r["lr"], r["status"]) for r in rows] == [("0.001", "done"), ("0.01", "done"),
-                                                      ("0.1", "failed")]
+    assert [(r["lr"], r["status"]) for r in rows] == [
+        ("0.001", "done"),
+        ("0.01", "done"),
+        ("0.1", "failed"),
+    ]
     assert float(rows[0]["val_loss"]) == pytest.approx(6.0)
     assert float(rows[1]["val_loss"]) == pytest.approx(5.0)
     assert float(rows[1]["val_bpb"]) == pytest.approx(2.5)
@@ -234,8 +279,21 @@ def test_trials_run_offline_unless_wandb_is_disabled(tmp_path, monkeypatch):
 
 def test_notebook_config_runs_through_shared_train(tmp_path):
     out = tmp_path / "out"
-    argv = ["--config", str(NOTEBOOK_CONFIG), "--local", "--count", "1", "--out", str(out),
-            "--no-progress", "--set", "steps=3", "seq=64", "vocab-size=512", "warmup=1"]
+    argv = [
+        "--config",
+        str(NOTEBOOK_CONFIG),
+        "--local",
+        "--count",
+        "1",
+        "--out",
+        str(out),
+        "--no-progress",
+        "--set",
+        "steps=3",
+        "seq=64",
+        "vocab-size=512",
+        "warmup=1",
+    ]
     assert sweep.main(argv) == 0
     (row,) = _csv(out / "trials.csv")
     assert row["status"] == "done", row
@@ -261,8 +319,10 @@ def test_recommendation_finds_the_best_edge_and_basin():
     inside = sweep.recommend(_rows({1e-3: 5.0, 3e-3: 4.5, 1e-2: 4.55, 3e-2: 6.0}))
     assert inside["best"]["lr"] == 3e-3 and inside["edge"] is None
     assert inside["basin"] == (3e-3, 1e-2) and "factor 3.3" in inside["text"]
-    edge = sweep.recommend(_rows({1e-3: 6.0, 3e-3: 5.5, 1e-2: 5.0})
-                           + [{"status": "done", "lr": 3e-2, "wd": 0.1, "val_loss": 5.2}])
+    edge = sweep.recommend(
+        _rows({1e-3: 6.0, 3e-3: 5.5, 1e-2: 5.0})
+        + [{"status": "done", "lr": 3e-2, "wd": 0.1, "val_loss": 5.2}]
+    )
     assert edge["edge"] is None  # 3e-2 was tried: the basin's high side is found
     high = sweep.recommend(_rows({1e-3: 6.0, 3e-3: 5.5, 1e-2: 5.0}))
     assert high["edge"] == "high" and "widen the range above 0.01" in high["text"]
@@ -296,8 +356,12 @@ def test_the_wandb_path_is_taken_only_with_an_account(monkeypatch, tmp_path):
     monkeypatch.setattr(sweep, "run_wandb", lambda *a, **k: calls.append("wandb") or [])
     monkeypatch.setattr(sweep, "run_local", lambda *a, **k: calls.append("local") or [])
     monkeypatch.setenv("WANDB_MODE", "online")
-    for account, use_wandb, expected in [(False, None, "local"), (True, None, "wandb"),
-                                         (True, False, "local"), (True, True, "wandb")]:
+    for account, use_wandb, expected in [
+        (False, None, "local"),
+        (True, None, "wandb"),
+        (True, False, "local"),
+        (True, True, "wandb"),
+    ]:
         monkeypatch.setattr(sweep, "has_wandb_account", lambda account=account: account)
         sweep.run(_config(), tmp_path, use_wandb=use_wandb)
         assert calls[-1] == expected
@@ -323,23 +387,41 @@ def test_wandb_sweep_creates_runs_an_agent_and_reads_back_the_runs(monkeypatch, 
     import wandb
 
     created, launched = [], []
-    monkeypatch.setattr(wandb, "sweep", lambda config, project: created.append(
-        (config, project)) or "abc123")
-    monkeypatch.setattr(sweep, "subprocess", SimpleNamespace(
-        run=lambda cmd, cwd, env: launched.append((cmd, env)) or SimpleNamespace(returncode=0)))
+    monkeypatch.setattr(
+        wandb, "sweep", lambda config, project: created.append((config, project)) or "abc123"
+    )
+    monkeypatch.setattr(
+        sweep,
+        "subprocess",
+        SimpleNamespace(
+            run=lambda cmd, cwd, env: launched.append((cmd, env)) or SimpleNamespace(returncode=0)
+        ),
+    )
     runs = [_Run("r1", "finished", 1e-3, 5.5), _Run("r2", "crashed", 1e-2, None)]
-    api = SimpleNamespace(sweep=lambda path: SimpleNamespace(url=f"https://wandb/{path}",
-                                                             runs=runs))
+    api = SimpleNamespace(
+        sweep=lambda path: SimpleNamespace(url=f"https://wandb/{path}", runs=runs)
+    )
     monkeypatch.setattr(wandb, "Api", lambda: api)
 
     rows = sweep.run_wandb(_config(), tmp_path, project="proj")
     assert created == [(_config(), "proj")]
-    (cmd, env), = launched
-    assert cmd == [sys.executable, "-m", "wandb", "agent", "--project", "proj", "--count", "4",
-                   "abc123"]
+    ((cmd, env),) = launched
+    assert cmd == [
+        sys.executable,
+        "-m",
+        "wandb",
+        "agent",
+        "--project",
+        "proj",
+        "--count",
+        "4",
+        "abc123",
+    ]
     assert env["WANDB_MODE"] == "online"  # the agent's trials must report to the sweep
     assert env["PATH"].split(os.pathsep)[0] == os.path.dirname(sys.executable)
     assert [(r["trial_id"], r["status"], r["lr"], r["val_loss"]) for r in rows] == [
-        ("r1", "done", 1e-3, 5.5), ("r2", "failed", 1e-2, None)]
+        ("r1", "done", 1e-3, 5.5),
+        ("r2", "failed", 1e-2, None),
+    ]
     assert [c["loss"] for c in sweep.read_curve(tmp_path, "r1")] == [6.0, 5.0, 4.0]
     assert len(_csv(tmp_path / "trials.csv")) == 2

@@ -22,13 +22,39 @@ from shared.checkpoints import Checkpoints
 from shared.errors import BadInput
 
 # --eval-batches keeps each process short; the in-process test below covers the whole split.
-ARGS = ["--config", "tiny", "--steps", "12", "--batch", "8", "--seq", "64", "--warmup", "2",
-        "--ckpt-every", "3", "--no-progress", "--vocab-size", "512", "--eval-batches", "4"]
+ARGS = [
+    "--config",
+    "tiny",
+    "--steps",
+    "12",
+    "--batch",
+    "8",
+    "--seq",
+    "64",
+    "--warmup",
+    "2",
+    "--ckpt-every",
+    "3",
+    "--no-progress",
+    "--vocab-size",
+    "512",
+    "--eval-batches",
+    "4",
+]
 
 
 def _command(tmp: Path, name: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "shared.train", *ARGS, "--ckpt-dir", str(tmp / f"ckpt-{name}"),
-            "--metrics", str(tmp / f"{name}.jsonl"), *extra]
+    return [
+        sys.executable,
+        "-m",
+        "shared.train",
+        *ARGS,
+        "--ckpt-dir",
+        str(tmp / f"ckpt-{name}"),
+        "--metrics",
+        str(tmp / f"{name}.jsonl"),
+        *extra,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +66,11 @@ def jax_cache(tmp_path_factory):
 def _env(cache: str | None = None):
     env = {**os.environ, "WANDB_MODE": "disabled"}
     if cache:
-        env.update(JAX_COMPILATION_CACHE_DIR=cache, JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
-                   JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
+        env.update(
+            JAX_COMPILATION_CACHE_DIR=cache,
+            JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+            JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0",
+        )
     return env
 
 
@@ -55,8 +84,9 @@ def _run(cache: str, *command: str) -> subprocess.CompletedProcess:
 
 
 def _start(cache: str, *command: str) -> subprocess.Popen:
-    return subprocess.Popen(command, env=_env(cache), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        command, env=_env(cache), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def _wait_for_step(path: Path, step: int, process: subprocess.Popen, timeout: float = 300):
@@ -98,8 +128,11 @@ def _files(folder: Path) -> dict[str, bytes]:
 def test_corrupt_newest_checkpoint_resumes_from_the_previous_one(tmp_path, jax_cache, whole):
     shutil.copytree(whole / "ckpt-whole", tmp_path / "ckpt-whole")
     shutil.copy(whole / "whole.jsonl", tmp_path / "whole.jsonl")
-    arrays = [p for p in (tmp_path / "ckpt-whole" / "12" / "state").rglob("*")
-              if p.is_file() and p.parent.name == "d"]  # the OCDBT data files
+    arrays = [
+        p
+        for p in (tmp_path / "ckpt-whole" / "12" / "state").rglob("*")
+        if p.is_file() and p.parent.name == "d"
+    ]  # the OCDBT data files
     assert arrays
     for path in arrays:
         path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
@@ -141,8 +174,12 @@ def test_every_unreadable_step_is_set_aside_and_reported_in_one_line(tmp_path, c
     (line,) = capsys.readouterr().err.splitlines()
     assert "steps 6, 3" in line and "(array files missing)" in line
     assert "kept as 6.corrupt-2, 3.corrupt; no earlier step is valid: starting fresh" in line
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["3.corrupt", "6", "6.corrupt",
-                                                          "6.corrupt-2"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "3.corrupt",
+        "6",
+        "6.corrupt",
+        "6.corrupt-2",
+    ]
 
 
 def test_foreign_checkpoint_fails_and_an_only_corrupt_one_starts_fresh(tmp_path, jax_cache):
@@ -171,7 +208,8 @@ def test_in_process_training_evaluates_the_whole_heldout_split():
     expected = data.EvalBatches(val, 8, 64).n_targets
     assert run.summary["val_tokens"] == expected
     assert run.summary["val_bpb"] == pytest.approx(
-        data.bits_per_byte(run.summary["val_loss"], expected, val.n_bytes), rel=1e-6)
+        data.bits_per_byte(run.summary["val_loss"], expected, val.n_bytes), rel=1e-6
+    )
     assert run.summary["mfu_peak"] == "cpu-measured"
 
 

@@ -51,8 +51,13 @@ def pairing_problems(source: Path) -> list[str]:
         if cell.get("outputs") or cell.get("execution_count") is not None:
             problems.append(f"{paired.name} cell {i} holds outputs: clear them (pre-commit does)")
     try:
-        compare_notebooks(jupytext.read(source), twin, fmt="ipynb", allow_expected_differences=True,
-                          compare_outputs=False)
+        compare_notebooks(
+            jupytext.read(source),
+            twin,
+            fmt="ipynb",
+            allow_expected_differences=True,
+            compare_outputs=False,
+        )
     except Exception as err:  # jupytext raises NotebookDifference with the first difference
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         problems.append(f"{source.name} and {paired.name} differ ({first_line}): run `make sync`")
@@ -114,9 +119,15 @@ def execute(source: Path, parameters: dict, out_dir: Path, kernel: str = DEFAULT
     # would make plt.show() a no-op and leave the executed notebook without its figures.
     try:
         with mock.patch.dict(os.environ, {"MPLBACKEND": INLINE_BACKEND}):
-            papermill.execute_notebook(str(staged), str(running), parameters=parameters,
-                                       kernel_name=kernel, cwd=str(ROOT), progress_bar=False,
-                                       log_output=True)
+            papermill.execute_notebook(
+                str(staged),
+                str(running),
+                parameters=parameters,
+                kernel_name=kernel,
+                cwd=str(ROOT),
+                progress_bar=False,
+                log_output=True,
+            )
     except BaseException:
         if running.exists():
             running.replace(failed)
@@ -136,8 +147,11 @@ def _shown(path: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.notebooks", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.notebooks",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     check = sub.add_parser("check", help="fail when a .py and its .ipynb disagree")
     check.add_argument("sources", nargs="*", type=Path)
@@ -149,8 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "check":
-        problems = [p for source in (args.sources or notebook_sources()) for p in
-                    pairing_problems(source)]
+        problems = [
+            p for source in (args.sources or notebook_sources()) for p in pairing_problems(source)
+        ]
         for problem in problems:
             print(problem, file=sys.stderr)
         return 1 if problems else 0
@@ -167,10 +182,14 @@ def main(argv: list[str] | None = None) -> int:
             failed.append(source.stem)
             last_line = str(err).strip().splitlines()[-1] if str(err).strip() else ""
             partial = run_paths(source, args.out)[1]
-            kept = (f"; partial notebook, traceback included: {_shown(partial)}"
-                    if partial.exists() else "")
-            print(f"   FAILED {source.stem}: {type(err).__name__}: {last_line}{kept}",
-                  file=sys.stderr)
+            kept = (
+                f"; partial notebook, traceback included: {_shown(partial)}"
+                if partial.exists()
+                else ""
+            )
+            print(
+                f"   FAILED {source.stem}: {type(err).__name__}: {last_line}{kept}", file=sys.stderr
+            )
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0

@@ -37,12 +37,16 @@ COLAB_TPUS = ("v5e1", "v6e1")  # `colab new --tpu` choices; the CLI maps any oth
 COLAB_GPUS = ("T4", "L4", "G4", "H100", "A100")  # `colab new --gpu`; any other becomes an A100
 COLAB_DEFAULT = ("--tpu", "v6e1")  # the runtime when neither TPU= nor GPU= is given
 COLAB_TIMEOUT = 24 * 3600  # seconds `colab exec` waits on a quiet cell (its own default is 30)
-COLAB_MISSING = ("the `colab` command is missing: Google's Colab CLI needs Python >= 3.12, so "
-                 "install it beside .venv, not in it: `uv tool install --python 3.12 "
-                 "google-colab-cli` (or `pipx install --python python3.12 google-colab-cli`); "
-                 "its first command asks you to sign in with Google")
-COLAB_OFF_PATH = ("`colab` is installed in {folder} but that folder is not on PATH: run "
-                  "`uv tool update-shell` (or `pipx ensurepath`) and open a new shell")
+COLAB_MISSING = (
+    "the `colab` command is missing: Google's Colab CLI needs Python >= 3.12, so "
+    "install it beside .venv, not in it: `uv tool install --python 3.12 "
+    "google-colab-cli` (or `pipx install --python python3.12 google-colab-cli`); "
+    "its first command asks you to sign in with Google"
+)
+COLAB_OFF_PATH = (
+    "`colab` is installed in {folder} but that folder is not on PATH: run "
+    "`uv tool update-shell` (or `pipx ensurepath`) and open a new shell"
+)
 KAGGLE_TPU = "TpuV5E8"  # Kaggle's machine_shape / --accelerator name of the TPU v5e-8
 KAGGLE_MISSING = "the `kaggle` command is missing: pip install kaggle"
 
@@ -65,20 +69,33 @@ def prepare_notebook(source: Path, params: list[str], folder: Path) -> Path:
     import papermill
 
     notebook = jupytext.read(source)
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                       "language": "python"}
+    notebook.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     folder.mkdir(parents=True, exist_ok=True)
     staged = folder / f"{source.stem}.ipynb"
-    papermill.execute_notebook(notebook, str(staged), parameters=parse_parameters(params),
-                               prepare_only=True, kernel_name="python3", progress_bar=False)
+    papermill.execute_notebook(
+        notebook,
+        str(staged),
+        parameters=parse_parameters(params),
+        prepare_only=True,
+        kernel_name="python3",
+        progress_bar=False,
+    )
     return staged
 
 
 def notebook_errors(path: Path) -> list[str]:
     """'cell N: Name: value' for every error output of an executed notebook."""
     cells = json.loads(path.read_text())["cells"]
-    return [f"cell {i}: {out.get('ename')}: {out.get('evalue')}" for i, cell in enumerate(cells)
-            for out in cell.get("outputs", []) if out.get("output_type") == "error"]
+    return [
+        f"cell {i}: {out.get('ename')}: {out.get('evalue')}"
+        for i, cell in enumerate(cells)
+        for out in cell.get("outputs", [])
+        if out.get("output_type") == "error"
+    ]
 
 
 def colab_command() -> str:
@@ -87,16 +104,18 @@ def colab_command() -> str:
     if found:
         return found
     folder = Path.home() / ".local" / "bin"  # where `uv tool` and pipx install it
-    raise BadInput(COLAB_OFF_PATH.format(folder=folder) if (folder / "colab").is_file()
-                   else COLAB_MISSING)
+    raise BadInput(
+        COLAB_OFF_PATH.format(folder=folder) if (folder / "colab").is_file() else COLAB_MISSING
+    )
 
 
 def colab_runtime(gpu: str | None, tpu: str | None) -> list[str]:
     """`colab new`'s accelerator flags: GPU= or TPU= (TPU v6e1 when neither), checked here
     because the CLI quietly swaps a name it does not know for an A100 or a v6e1."""
     if gpu and tpu:
-        raise BadInput(f"GPU={gpu} and TPU={tpu}: a Colab runtime has one accelerator, "
-                       f"give only one of them")
+        raise BadInput(
+            f"GPU={gpu} and TPU={tpu}: a Colab runtime has one accelerator, give only one of them"
+        )
     if gpu:
         return ["--gpu", choose("Colab GPU", gpu.upper(), COLAB_GPUS)]
     if tpu:
@@ -104,8 +123,9 @@ def colab_runtime(gpu: str | None, tpu: str | None) -> list[str]:
     return list(COLAB_DEFAULT)
 
 
-def colab_execute(select: str | None, params: list[str], gpu: str | None = None,
-                  tpu: str | None = None) -> int:
+def colab_execute(
+    select: str | None, params: list[str], gpu: str | None = None, tpu: str | None = None
+) -> int:
     """Run one prepared notebook on a fresh Colab runtime, then release it.
 
     `colab new` provisions the runtime; `colab exec -f` runs the notebook's code cells and
@@ -124,15 +144,18 @@ def colab_execute(select: str | None, params: list[str], gpu: str | None = None,
     if code:  # `colab new` said why: not signed in, no quota for that accelerator, ...
         return code
     try:
-        code = subprocess.run([colab, "exec", "-s", session, "-f", str(staged),
-                               "--timeout", str(COLAB_TIMEOUT)]).returncode
+        code = subprocess.run(
+            [colab, "exec", "-s", session, "-f", str(staged), "--timeout", str(COLAB_TIMEOUT)]
+        ).returncode
     finally:
         subprocess.run([colab, "stop", "-s", session])
     if not executed.exists() or executed.stat().st_mtime_ns == before:
         if code:
             return code
-        raise BadInput(f"`colab exec` wrote no {executed.relative_to(ROOT)}: upgrade it "
-                       f"(uv tool upgrade google-colab-cli, or pipx upgrade google-colab-cli)")
+        raise BadInput(
+            f"`colab exec` wrote no {executed.relative_to(ROOT)}: upgrade it "
+            f"(uv tool upgrade google-colab-cli, or pipx upgrade google-colab-cli)"
+        )
     print(f"wrote {executed.relative_to(ROOT)}", file=sys.stderr)
     errors = notebook_errors(executed)
     if errors:
@@ -141,21 +164,29 @@ def colab_execute(select: str | None, params: list[str], gpu: str | None = None,
 
 
 def _kaggle_dirs() -> list[Path]:
-    return [Path(os.environ.get("KAGGLE_CONFIG_DIR", Path.home() / ".kaggle")),
-            Path.home() / ".kaggle"]
+    return [
+        Path(os.environ.get("KAGGLE_CONFIG_DIR", Path.home() / ".kaggle")),
+        Path.home() / ".kaggle",
+    ]
 
 
 def kaggle_user(user: str | None) -> str:
     """Check that the kaggle CLI has credentials, and return the user name kernels live under."""
     env = os.environ
-    files = [d / f for d in _kaggle_dirs() for f in ("kaggle.json", "access_token",
-                                                      "credentials.json")]
-    if not (env.get("KAGGLE_API_TOKEN") or (env.get("KAGGLE_USERNAME") and env.get("KAGGLE_KEY"))
-            or any(f.exists() for f in files)):
-        raise BadInput("no Kaggle credentials: create an API token at "
-                       "https://www.kaggle.com/settings and save it as ~/.kaggle/access_token "
-                       "(or export KAGGLE_API_TOKEN; legacy: ~/.kaggle/kaggle.json or "
-                       "KAGGLE_USERNAME and KAGGLE_KEY)")
+    files = [
+        d / f for d in _kaggle_dirs() for f in ("kaggle.json", "access_token", "credentials.json")
+    ]
+    if not (
+        env.get("KAGGLE_API_TOKEN")
+        or (env.get("KAGGLE_USERNAME") and env.get("KAGGLE_KEY"))
+        or any(f.exists() for f in files)
+    ):
+        raise BadInput(
+            "no Kaggle credentials: create an API token at "
+            "https://www.kaggle.com/settings and save it as ~/.kaggle/access_token "
+            "(or export KAGGLE_API_TOKEN; legacy: ~/.kaggle/kaggle.json or "
+            "KAGGLE_USERNAME and KAGGLE_KEY)"
+        )
     user = user or env.get("KAGGLE_USERNAME")
     for legacy in (d / "kaggle.json" for d in _kaggle_dirs()):
         if not user and legacy.exists():
@@ -170,8 +201,7 @@ def kernel_ref(source: Path, user: str) -> str:
     return f"{user}/tpu-budget-lab-{source.stem.replace('_', '-')}"
 
 
-def kaggle_push(select: str | None, params: list[str], user: str | None,
-                accelerator: str) -> int:
+def kaggle_push(select: str | None, params: list[str], user: str | None, accelerator: str) -> int:
     """Stage the prepared notebook with its kernel-metadata.json and push it (Kaggle runs it)."""
     need_command("kaggle", KAGGLE_MISSING)
     source = one_notebook(select)
@@ -179,24 +209,37 @@ def kaggle_push(select: str | None, params: list[str], user: str | None,
     folder = ROOT / "runs" / "kaggle" / ref.split("/")[1] / "push"
     staged = prepare_notebook(source, params, folder)
     metadata = {
-        "id": ref, "title": ref.split("/")[1], "code_file": staged.name, "language": "python",
-        "kernel_type": "notebook", "is_private": True, "enable_gpu": False,
-        "enable_tpu": True, "machine_shape": accelerator,
+        "id": ref,
+        "title": ref.split("/")[1],
+        "code_file": staged.name,
+        "language": "python",
+        "kernel_type": "notebook",
+        "is_private": True,
+        "enable_gpu": False,
+        "enable_tpu": True,
+        "machine_shape": accelerator,
         "enable_internet": True,  # the first cell clones and installs the repository
-        "dataset_sources": [], "competition_sources": [], "kernel_sources": [],
+        "dataset_sources": [],
+        "competition_sources": [],
+        "kernel_sources": [],
         "model_sources": [],
     }
     (folder / "kernel-metadata.json").write_text(json.dumps(metadata, indent=2) + "\n")
     # --accelerator repeats machine_shape: a kaggle CLI too old to know either fails loudly
     # here instead of silently running on a CPU.
-    result = subprocess.run(["kaggle", "kernels", "push", "-p", str(folder),
-                             "--accelerator", accelerator], capture_output=True, text=True)
+    result = subprocess.run(
+        ["kaggle", "kernels", "push", "-p", str(folder), "--accelerator", accelerator],
+        capture_output=True,
+        text=True,
+    )
     print(result.stdout.strip())
     if result.returncode or "push error" in result.stdout.lower():
         lines = (result.stderr + result.stdout).strip().splitlines() or ["no output"]
         raise BadInput(f"kaggle kernels push {ref} failed: {lines[-1]}")
-    print(f"pushed {ref}: `make kaggle-pull NB={select}` fetches its output once it has run",
-          file=sys.stderr)
+    print(
+        f"pushed {ref}: `make kaggle-pull NB={select}` fetches its output once it has run",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -224,8 +267,10 @@ def kaggle_pull(select: str | None, user: str | None) -> int:
 def _vm(args) -> TpuVm:
     for flag, value in (("TPU", args.tpu), ("ZONE", args.zone)):
         if not value:
-            raise BadInput(f"{flag}= is missing: name the TPU VM and its zone, e.g. "
-                           f"make {args.command} TPU=my-v5e ZONE=us-west4-a")
+            raise BadInput(
+                f"{flag}= is missing: name the TPU VM and its zone, e.g. "
+                f"make {args.command} TPU=my-v5e ZONE=us-west4-a"
+            )
     return TpuVm(args.tpu, args.zone, args.project or None, args.worker or None)
 
 
@@ -237,14 +282,21 @@ def _params(args) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.remote", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.remote",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True)
-    tpu = {name: sub.add_parser(name, help=help) for name, help in (
-        ("tpu-execute", "run make execute on a TPU VM and copy runs/ results/ back"),
-        ("tpu-fetch", "wait for the TPU VM's job and copy runs/ results/ back"),
-        ("tpu-logs", "show (follow) the TPU VM job's log"),
-        ("tpu-stop", "stop the TPU VM's job"))}
+    tpu = {
+        name: sub.add_parser(name, help=help)
+        for name, help in (
+            ("tpu-execute", "run make execute on a TPU VM and copy runs/ results/ back"),
+            ("tpu-fetch", "wait for the TPU VM's job and copy runs/ results/ back"),
+            ("tpu-logs", "show (follow) the TPU VM job's log"),
+            ("tpu-stop", "stop the TPU VM's job"),
+        )
+    }
     for command in tpu.values():
         command.add_argument("--tpu", default="", help="TPU VM name")
         command.add_argument("--zone", default="")
@@ -271,8 +323,11 @@ def main(argv: list[str] | None = None) -> int:
         if not args.command.startswith("tpu-"):
             return 130
         vm = _vm(args)
-        print(f"\nthe job on {vm.name} runs on: `make tpu-fetch {vm.make_args}` collects it, "
-              f"`make tpu-stop {vm.make_args}` stops it", file=sys.stderr)
+        print(
+            f"\nthe job on {vm.name} runs on: `make tpu-fetch {vm.make_args}` collects it, "
+            f"`make tpu-stop {vm.make_args}` stops it",
+            file=sys.stderr,
+        )
         return 130
 
 

@@ -35,8 +35,10 @@ REFUSED = 3  # exit status of a remote step that refused
 POLL_FAILURES = 10  # consecutive failed polls before we give up waiting (the job runs on)
 LOCKFILE = "/tmp/libtpu_lockfile"  # libtpu's lock; a killed process can leave it behind
 
-GCLOUD_MISSING = ("gcloud is not installed: install the Google Cloud SDK "
-                  "(https://cloud.google.com/sdk/docs/install), then `gcloud auth login`")
+GCLOUD_MISSING = (
+    "gcloud is not installed: install the Google Cloud SDK "
+    "(https://cloud.google.com/sdk/docs/install), then `gcloud auth login`"
+)
 
 # Remote shell, run by the VM user's bash through `gcloud ... ssh --command`. Every step starts
 # in the copy of the tree and shares three helpers: `running` (our job is alive), `holders`
@@ -119,8 +121,16 @@ class TpuVm:
     def gcloud(self, verb: str, *args: str, worker: str | None = None) -> list[str]:
         """The `gcloud compute tpus tpu-vm VERB` command line for this VM."""
         flags = [f"--zone={self.zone}"] + ([f"--project={self.project}"] if self.project else [])
-        return ["gcloud", "compute", "tpus", "tpu-vm", verb, *args, *flags,
-                *([f"--worker={worker}"] if worker else [])]
+        return [
+            "gcloud",
+            "compute",
+            "tpus",
+            "tpu-vm",
+            verb,
+            *args,
+            *flags,
+            *([f"--worker={worker}"] if worker else []),
+        ]
 
     @property
     def lead(self) -> str | None:
@@ -139,16 +149,17 @@ def need_command(tool: str, missing: str) -> None:
         raise BadInput(missing)
 
 
-def _gcloud(vm: TpuVm, verb: str, *args: str, worker: str | None = None,
-            capture: bool = True) -> subprocess.CompletedProcess:
+def _gcloud(
+    vm: TpuVm, verb: str, *args: str, worker: str | None = None, capture: bool = True
+) -> subprocess.CompletedProcess:
     need_command("gcloud", GCLOUD_MISSING)
-    return subprocess.run(vm.gcloud(verb, *args, worker=worker), text=True,
-                          capture_output=capture)
+    return subprocess.run(vm.gcloud(verb, *args, worker=worker), text=True, capture_output=capture)
 
 
 def _ssh(vm: TpuVm, script: str, worker: str | None, capture: bool = True):
-    return _gcloud(vm, "ssh", vm.name, f"--command={PRELUDE}{script}", worker=worker,
-                   capture=capture)
+    return _gcloud(
+        vm, "ssh", vm.name, f"--command={PRELUDE}{script}", worker=worker, capture=capture
+    )
 
 
 def failure_line(vm: TpuVm, result: subprocess.CompletedProcess) -> str:
@@ -167,8 +178,10 @@ def failure_line(vm: TpuVm, result: subprocess.CompletedProcess) -> str:
     if "[project]" in text:
         return f"{text} -- pass PROJECT=<id> or `gcloud config set project <id>`"
     if any(word in text.lower() for word in ("not found", "zone", "location", "invalid")):
-        return (f"{text} -- check TPU={vm.name} ZONE={vm.zone}: "
-                f"`gcloud compute tpus tpu-vm list --zone={vm.zone}` lists the TPU VMs there")
+        return (
+            f"{text} -- check TPU={vm.name} ZONE={vm.zone}: "
+            f"`gcloud compute tpus tpu-vm list --zone={vm.zone}` lists the TPU VMs there"
+        )
     return text
 
 
@@ -183,8 +196,10 @@ def resolve(vm: TpuVm) -> TpuVm:
     (one process per host, or jax.distributed.initialize waits for the missing ones)."""
     info = json.loads(_checked(_gcloud(vm, "describe", vm.name, "--format=json"), vm).stdout)
     if info.get("state") != "READY":
-        raise BadInput(f"TPU {vm.name} is {info.get('state')}, not READY: if it is stopped, "
-                       f"`gcloud compute tpus tpu-vm start {vm.name} --zone={vm.zone}`")
+        raise BadInput(
+            f"TPU {vm.name} is {info.get('state')}, not READY: if it is stopped, "
+            f"`gcloud compute tpus tpu-vm start {vm.name} --zone={vm.zone}`"
+        )
     workers = len(info.get("networkEndpoints") or [])
     if workers > 1 and vm.worker is None:
         print(f"{vm.name} has {workers} workers: running on all of them", file=sys.stderr)
@@ -199,19 +214,29 @@ def job_script(select: str | None, params: list[str]) -> str:
     make expands `$` in command-line variables, so `$` is doubled; bash runs job.sh, so the
     whole make argument is shell-quoted once more.
     """
-    make = ["make", "execute", *([f"NB={select}"] if select else []),
-            "PARAMS=" + shlex.join(params).replace("$", "$$")]
+    make = [
+        "make",
+        "execute",
+        *([f"NB={select}"] if select else []),
+        "PARAMS=" + shlex.join(params).replace("$", "$$"),
+    ]
     return JOB_SH.format(job=JOB, command=shlex.join(make))
 
 
 def pack_tree(root: Path, bundle: Path, job: str) -> Path:
     """Tar the tree as git ships it (tracked + untracked-not-ignored files) plus job.sh."""
     try:
-        listed = subprocess.run(["git", "ls-files", "-z", "-co", "--exclude-standard"],
-                                cwd=root, capture_output=True, check=True).stdout.decode()
+        listed = subprocess.run(
+            ["git", "ls-files", "-z", "-co", "--exclude-standard"],
+            cwd=root,
+            capture_output=True,
+            check=True,
+        ).stdout.decode()
     except (OSError, subprocess.CalledProcessError) as err:
-        raise BadInput(f"tpu-execute ships the git working tree, but `git ls-files` failed in "
-                       f"{root}: run it inside a git clone ({err})") from err
+        raise BadInput(
+            f"tpu-execute ships the git working tree, but `git ls-files` failed in "
+            f"{root}: run it inside a git clone ({err})"
+        ) from err
     with tarfile.open(bundle, "w:gz") as tar:
         for name in sorted(set(listed.split("\0")) - {""}):
             if (root / name).is_file():  # a tracked file deleted in the tree is still listed
@@ -240,9 +265,11 @@ def tpu_execute(vm: TpuVm, select: str | None, params: list[str], wait: bool = T
     _checked(_ssh(vm, PREPARE, vm.worker), vm)
     print(_checked(_ssh(vm, START, vm.worker), vm).stdout.strip(), file=sys.stderr)
     if not wait:
-        print(f"{vm.name}: `make tpu-logs {vm.make_args}` to watch, "
-              f"`make tpu-fetch {vm.make_args}` to wait and copy the results back",
-              file=sys.stderr)
+        print(
+            f"{vm.name}: `make tpu-logs {vm.make_args}` to watch, "
+            f"`make tpu-fetch {vm.make_args}` to wait and copy the results back",
+            file=sys.stderr,
+        )
         return 0
     return collect(vm)
 
@@ -260,8 +287,10 @@ def wait_for_job(vm: TpuVm) -> int:
         if state.startswith("exit "):
             return int(state.split()[1])
         if state == "lost":
-            raise BadInput(f"{vm.name}: the job ended without an exit status (VM restarted or "
-                           f"preempted?): `make tpu-logs {vm.make_args}` shows how far it got")
+            raise BadInput(
+                f"{vm.name}: the job ended without an exit status (VM restarted or "
+                f"preempted?): `make tpu-logs {vm.make_args}` shows how far it got"
+            )
         if state == "running":
             failures = 0
             if not announced:
@@ -270,8 +299,10 @@ def wait_for_job(vm: TpuVm) -> int:
         else:
             failures += 1
             if failures >= POLL_FAILURES:
-                raise BadInput(f"lost contact ({failure_line(vm, result)}); the job runs on: "
-                               f"`make tpu-fetch {vm.make_args}` collects it later")
+                raise BadInput(
+                    f"lost contact ({failure_line(vm, result)}); the job runs on: "
+                    f"`make tpu-fetch {vm.make_args}` collects it later"
+                )
         time.sleep(interval)
 
 
@@ -282,8 +313,10 @@ def collect(vm: TpuVm) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         _checked(_gcloud(vm, "scp", f"{vm.name}:{RESULTS}", tmp, worker=vm.lead), vm)
         count = unpack_results(Path(tmp) / RESULTS, ROOT)
-    print(f"{vm.name}: job exited with status {status}; copied {count} files into runs/ and "
-          f"results/", file=sys.stderr)
+    print(
+        f"{vm.name}: job exited with status {status}; copied {count} files into runs/ and results/",
+        file=sys.stderr,
+    )
     return status
 
 

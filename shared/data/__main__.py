@@ -29,19 +29,29 @@ def _parse_range(spec: str) -> list[int]:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m shared.data", description=data.__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m shared.data",
+        description=data.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     prep = sub.add_parser("prepare", help="train the tokenizer and write train/val shards")
     prep.add_argument("--corpus", default="shakespeare", help=" | ".join(CORPORA))
     prep.add_argument("--parquet-dir", help="folder of *.parquet files with a 'text' column")
-    prep.add_argument("--download", metavar="SHARDS",
-                      help="first fetch these FineWeb-Edu shards into --parquet-dir, e.g. 0-3")
+    prep.add_argument(
+        "--download",
+        metavar="SHARDS",
+        help="first fetch these FineWeb-Edu shards into --parquet-dir, e.g. 0-3",
+    )
     prep.add_argument("--vocab-size", type=int, default=DEFAULT_VOCAB)
     prep.add_argument("--out", default=str(DATA_DIR), help="data folder (default: data/)")
     prep.add_argument("--val-fraction", type=float, default=0.05, help="parquet only")
-    prep.add_argument("--tokenizer-chars", type=int, default=20_000_000,
-                      help="parquet only: characters of train text the tokenizer learns from")
+    prep.add_argument(
+        "--tokenizer-chars",
+        type=int,
+        default=20_000_000,
+        help="parquet only: characters of train text the tokenizer learns from",
+    )
     prep.add_argument("--model-vocab", type=int, help="fail unless vocab-size <= this")
     prep.add_argument("--force", action="store_true", help="rewrite up-to-date shards")
     dl = sub.add_parser("download", help="fetch FineWeb-Edu parquet shards (nanochat's)")
@@ -62,15 +72,26 @@ def main(argv: list[str] | None = None) -> int:
             raise BadInput("--download needs --corpus parquet --parquet-dir DIR")
         download_parquet(_parse_range(args.download), args.parquet_dir)
     t0 = time.perf_counter()
-    splits = prepare(args.corpus, args.vocab_size, args.out, args.parquet_dir,
-                     args.val_fraction, args.tokenizer_chars, args.force)
+    splits = prepare(
+        args.corpus,
+        args.vocab_size,
+        args.out,
+        args.parquet_dir,
+        args.val_fraction,
+        args.tokenizer_chars,
+        args.force,
+    )
     name = corpus_name(args.corpus, args.parquet_dir)
-    print(f"tokenizer  {tokenizer_path(args.vocab_size, args.out, name)}  "
-          f"({splits['train'].vocab_size} tokens, hash {splits['train'].meta['tokenizer_hash']})")
+    print(
+        f"tokenizer  {tokenizer_path(args.vocab_size, args.out, name)}  "
+        f"({splits['train'].vocab_size} tokens, hash {splits['train'].meta['tokenizer_hash']})"
+    )
     for split in splits.values():
         m = split.meta
-        print(f"{m['split']:<5}      {split.path}  {m['count']:,} tokens, {m['documents']:,} "
-              f"documents, {m['bytes']:,} bytes ({m['bytes'] / m['count']:.2f} bytes/token)")
+        print(
+            f"{m['split']:<5}      {split.path}  {m['count']:,} tokens, {m['documents']:,} "
+            f"documents, {m['bytes']:,} bytes ({m['bytes'] / m['count']:.2f} bytes/token)"
+        )
     print(f"done in {time.perf_counter() - t0:.1f}s")
     return 0
 

@@ -46,8 +46,10 @@ def split_shakespeare(docs: list[tuple[str, str]]) -> dict[str, list[tuple[str, 
     missing = [p for p in VAL_PLAYS if p not in names]
     if missing:
         raise BadInput(f"held-out plays {missing} are not in the corpus; valid: {sorted(names)}")
-    return {"train": [d for d in docs if d[0] not in VAL_PLAYS],
-            "val": [d for d in docs if d[0] in VAL_PLAYS]}
+    return {
+        "train": [d for d in docs if d[0] not in VAL_PLAYS],
+        "val": [d for d in docs if d[0] in VAL_PLAYS],
+    }
 
 
 def is_val_text(text: str, val_fraction: float) -> bool:
@@ -76,8 +78,10 @@ def text_digest(texts: Iterable[str]) -> str:
 def parquet_files(parquet_dir: str | Path) -> list[Path]:
     """The sorted *.parquet files of a folder; BadInput when there are none."""
     folder = Path(parquet_dir)
-    hint = ("put *.parquet files with a 'text' column there, or fetch FineWeb-Edu shards with "
-            f"`python -m shared.data download --shards 0-1 --out {folder}`")
+    hint = (
+        "put *.parquet files with a 'text' column there, or fetch FineWeb-Edu shards with "
+        f"`python -m shared.data download --shards 0-1 --out {folder}`"
+    )
     if not folder.is_dir():
         raise BadInput(f"parquet folder {folder} does not exist; {hint}")
     files = sorted(folder.glob("*.parquet"))
@@ -105,8 +109,9 @@ def parquet_rows(files: list[Path]) -> int:
     return sum(pq.ParquetFile(f).metadata.num_rows for f in files)
 
 
-def download_parquet(indices: Iterable[int], out_dir: str | Path, base_url: str = FINEWEB_URL,
-                     timeout: float = 60.0) -> list[Path]:
+def download_parquet(
+    indices: Iterable[int], out_dir: str | Path, base_url: str = FINEWEB_URL, timeout: float = 60.0
+) -> list[Path]:
     """Fetch shard_{i:05d}.parquet for each index into out_dir (skipping ones already there).
 
     Written to a temporary name and renamed, so an interrupted download leaves no half file.
@@ -140,7 +145,9 @@ def download_parquet(indices: Iterable[int], out_dir: str | Path, base_url: str 
         except (urllib.error.URLError, OSError) as err:
             tmp.unlink(missing_ok=True)
             reason = getattr(err, "reason", err)
-            raise BadInput(f"cannot download {url} ({reason}); offline? copy *.parquet files "
-                           f"with a 'text' column into {out} instead") from None
+            raise BadInput(
+                f"cannot download {url} ({reason}); offline? copy *.parquet files "
+                f"with a 'text' column into {out} instead"
+            ) from None
         tmp.rename(path)
     return paths

@@ -56,13 +56,17 @@ class TrainBatches:
     def __init__(self, source: Split | np.ndarray, batch_size: int, seq_len: int, seed: int = 0):
         self.tokens = _tokens_of(source)
         if batch_size < 1 or seq_len < 1 or seed < 0:
-            raise BadInput(f"batch {batch_size}, seq {seq_len}, seed {seed}: "
-                           "batch and seq must be >= 1, seed >= 0")
+            raise BadInput(
+                f"batch {batch_size}, seq {seq_len}, seed {seed}: "
+                "batch and seq must be >= 1, seed >= 0"
+            )
         self.B, self.T, self.seed = batch_size, seq_len, seed
         self.windows_per_epoch = len(self.tokens) // seq_len - 1
         if self.windows_per_epoch < 1:
-            raise BadInput(f"the split has {len(self.tokens):,} tokens, fewer than "
-                           f"2 * seq ({2 * seq_len}); use a shorter --seq")
+            raise BadInput(
+                f"the split has {len(self.tokens):,} tokens, fewer than "
+                f"2 * seq ({2 * seq_len}); use a shorter --seq"
+            )
         self._perm_cache: dict[int, tuple[int, np.ndarray]] = {}
         self._lock = threading.Lock()  # the prefetch thread and the caller share the cache
 
@@ -99,8 +103,15 @@ class TrainBatches:
         idx = self.starts(i)[:, None] + np.arange(self.T + 1)
         return self.tokens[idx].astype(np.int32)
 
-    def iterate(self, start: int = 0, stop: int | None = None, *, sharding=None,
-                prefetch: int = 2, device: bool = True) -> Iterator:
+    def iterate(
+        self,
+        start: int = 0,
+        stop: int | None = None,
+        *,
+        sharding=None,
+        prefetch: int = 2,
+        device: bool = True,
+    ) -> Iterator:
         """Batches start, start+1, ... (< stop), prepared `prefetch` ahead in a thread.
 
         device=True puts each on device (`jax.device_put`, with `sharding` if given, e.g. a
@@ -124,13 +135,16 @@ class EvalBatches:
     `n_targets` is the mask total over all batches; for bits per byte use `bits_per_byte`.
     """
 
-    def __init__(self, source: Split | np.ndarray, batch_size: int, seq_len: int,
-                 pad_id: int = PAD_ID):
+    def __init__(
+        self, source: Split | np.ndarray, batch_size: int, seq_len: int, pad_id: int = PAD_ID
+    ):
         self.tokens = _tokens_of(source)
         self.n_bytes = source.n_bytes if isinstance(source, Split) else None
         if batch_size < 1 or seq_len < 1 or len(self.tokens) < 2:
-            raise BadInput(f"eval needs batch, seq >= 1 and >= 2 tokens (got batch "
-                           f"{batch_size}, seq {seq_len}, {len(self.tokens)} tokens)")
+            raise BadInput(
+                f"eval needs batch, seq >= 1 and >= 2 tokens (got batch "
+                f"{batch_size}, seq {seq_len}, {len(self.tokens)} tokens)"
+            )
         self.B, self.T, self.pad_id = batch_size, seq_len, pad_id
         self.n_targets = len(self.tokens) - 1
         self.n_windows = -(-self.n_targets // seq_len)
@@ -143,7 +157,7 @@ class EvalBatches:
         tokens = np.full((self.B, T + 1), self.pad_id, dtype=np.int32)
         mask = np.zeros((self.B, T), dtype=bool)
         for r, j in enumerate(range(i * self.B, min((i + 1) * self.B, self.n_windows))):
-            row = self.tokens[j * T: min(j * T + T + 1, n)]
+            row = self.tokens[j * T : min(j * T + T + 1, n)]
             tokens[r, : len(row)] = row
             mask[r, : len(row) - 1] = True
         return EvalBatch(tokens, mask)
@@ -155,8 +169,9 @@ class EvalBatches:
 
     def iterate(self, *, sharding=None, prefetch: int = 2, device: bool = True) -> Iterator:
         put = _device_put(sharding) if device else (lambda x: x)
-        return prefetch_ahead(lambda i: EvalBatch(*map(put, self.batch(i))), range(len(self)),
-                              prefetch)
+        return prefetch_ahead(
+            lambda i: EvalBatch(*map(put, self.batch(i))), range(len(self)), prefetch
+        )
 
     __iter__ = iterate
 

@@ -45,16 +45,20 @@ class Split:
         self.path = Path(path)
         sidecar = self.path.with_suffix(".json")
         if not (self.path.exists() and sidecar.exists()):
-            raise BadInput(f"no prepared split at {self.path}; run "
-                           "`python -m shared.data prepare` (see data/README.md)")
+            raise BadInput(
+                f"no prepared split at {self.path}; run "
+                "`python -m shared.data prepare` (see data/README.md)"
+            )
         self.meta = files.read_json(sidecar)
         missing = {"count", "dtype", "bytes", "documents", "vocab_size"} - set(self.meta)
         if missing:
             raise BadInput(f"{sidecar} lacks {sorted(missing)}; re-run prepare with --force")
         count = self.meta["count"]
         if self.path.stat().st_size != count * np.dtype(self.meta["dtype"]).itemsize:
-            raise BadInput(f"{self.path} does not hold the {count:,} tokens its sidecar says; "
-                           "re-run prepare with --force")
+            raise BadInput(
+                f"{self.path} does not hold the {count:,} tokens its sidecar says; "
+                "re-run prepare with --force"
+            )
         self.tokens = np.memmap(self.path, dtype=self.meta["dtype"], mode="r", shape=(count,))
 
     n_tokens = property(lambda self: self.meta["count"])
@@ -63,17 +67,24 @@ class Split:
     vocab_size = property(lambda self: self.meta["vocab_size"])
 
     def __repr__(self) -> str:
-        return (f"Split({self.path}, {self.n_tokens:,} tokens, {self.n_documents} documents, "
-                f"{self.n_bytes:,} bytes)")
+        return (
+            f"Split({self.path}, {self.n_tokens:,} tokens, {self.n_documents} documents, "
+            f"{self.n_bytes:,} bytes)"
+        )
 
 
-def shard_dir(corpus: str = "shakespeare", vocab_size: int = DEFAULT_VOCAB,
-              data_dir: str | Path | None = None) -> Path:
+def shard_dir(
+    corpus: str = "shakespeare", vocab_size: int = DEFAULT_VOCAB, data_dir: str | Path | None = None
+) -> Path:
     return files.data_dir(data_dir) / "shards" / f"{corpus}-sp{vocab_size}"
 
 
-def open_split(split: str = "train", corpus: str = "shakespeare",
-               vocab_size: int = DEFAULT_VOCAB, data_dir: str | Path | None = None) -> Split:
+def open_split(
+    split: str = "train",
+    corpus: str = "shakespeare",
+    vocab_size: int = DEFAULT_VOCAB,
+    data_dir: str | Path | None = None,
+) -> Split:
     choose("split", split, ("train", "val"))
     return Split(shard_dir(corpus, vocab_size, data_dir) / f"{split}.bin")
 
@@ -89,8 +100,9 @@ class _ShardWriter:
     def add(self, texts: list[str], ids: list[list[int]]) -> None:
         if not ids:
             return
-        flat = np.fromiter(itertools.chain.from_iterable([BOS_ID, *x] for x in ids),
-                           dtype=np.uint16)
+        flat = np.fromiter(
+            itertools.chain.from_iterable([BOS_ID, *x] for x in ids), dtype=np.uint16
+        )
         flat.tofile(self.file)
         self.meta["count"] += flat.size
         self.meta["documents"] += len(ids)
@@ -100,8 +112,10 @@ class _ShardWriter:
         """Close the temporary file; BadInput (nothing renamed yet) if the split is empty."""
         self.file.close()
         if self.meta["documents"] == 0:
-            raise BadInput(f"the {self.meta['split']} split is empty; for parquet use a "
-                           "larger --val-fraction or more documents")
+            raise BadInput(
+                f"the {self.meta['split']} split is empty; for parquet use a "
+                "larger --val-fraction or more documents"
+            )
 
     def commit(self) -> Split:
         self.tmp.rename(self.path)
@@ -113,10 +127,16 @@ class _ShardWriter:
         self.tmp.unlink(missing_ok=True)
 
 
-def prepare(corpus: str = "shakespeare", vocab_size: int = DEFAULT_VOCAB,
-            data_dir: str | Path | None = None, parquet_dir: str | Path | None = None,
-            val_fraction: float = 0.05, max_chars: int = 20_000_000, force: bool = False,
-            progress: bool = True) -> dict[str, Split]:
+def prepare(
+    corpus: str = "shakespeare",
+    vocab_size: int = DEFAULT_VOCAB,
+    data_dir: str | Path | None = None,
+    parquet_dir: str | Path | None = None,
+    val_fraction: float = 0.05,
+    max_chars: int = 20_000_000,
+    force: bool = False,
+    progress: bool = True,
+) -> dict[str, Split]:
     """Train (or reuse) the tokenizer and write train/val shards; returns {'train', 'val'}.
 
     Up-to-date shards (same tokenizer hash, same source, same split rule) are left alone unless
@@ -129,18 +149,27 @@ def prepare(corpus: str = "shakespeare", vocab_size: int = DEFAULT_VOCAB,
         raise BadInput(f"--val-fraction {val_fraction} must be in (0, 1)")
     name = corpus_name(corpus, parquet_dir)
     sources = parquet_files(parquet_dir) if corpus == "parquet" else []
-    sp, save_tokenizer = load_or_train(vocab_size, data_dir, corpus, parquet_dir, val_fraction,
-                                       max_chars, quiet=not progress)
+    sp, save_tokenizer = load_or_train(
+        vocab_size, data_dir, corpus, parquet_dir, val_fraction, max_chars, quiet=not progress
+    )
     if corpus == "shakespeare":
         docs = shakespeare_documents()
         source, split_rule = text_digest(t for _, t in docs), f"plays:{','.join(VAL_PLAYS)}"
     else:
         source = text_digest(f"{f.name}:{f.stat().st_size}" for f in sources)
         split_rule = f"blake2b<{val_fraction}"
-    meta = {"format": files.FORMAT_VERSION, "corpus": name, "vocab_size": sp.get_piece_size(),
-            "tokenizer": tokenizer_path(vocab_size, data_dir, name).name,
-            "tokenizer_hash": tokenizer_hash(sp), "bos_id": BOS_ID, "eos_id": EOS_ID,
-            "pad_id": PAD_ID, "source": source, "split_rule": split_rule}
+    meta = {
+        "format": files.FORMAT_VERSION,
+        "corpus": name,
+        "vocab_size": sp.get_piece_size(),
+        "tokenizer": tokenizer_path(vocab_size, data_dir, name).name,
+        "tokenizer_hash": tokenizer_hash(sp),
+        "bos_id": BOS_ID,
+        "eos_id": EOS_ID,
+        "pad_id": PAD_ID,
+        "source": source,
+        "split_rule": split_rule,
+    }
     out = shard_dir(name, vocab_size, data_dir)
     paths = {s: out / f"{s}.bin" for s in ("train", "val")}
     if not force and all(_is_current(p, meta) for p in paths.values()):
@@ -152,12 +181,17 @@ def prepare(corpus: str = "shakespeare", vocab_size: int = DEFAULT_VOCAB,
     try:
         if corpus == "shakespeare":
             for split, pairs in split_shakespeare(docs).items():
-                for _, text in tqdm(pairs, unit="play", desc=f"tokenizing {split}",
-                                    disable=not progress):
+                for _, text in tqdm(
+                    pairs, unit="play", desc=f"tokenizing {split}", disable=not progress
+                ):
                     writers[split].add([text], [sp.encode(text)])
         else:
-            bar = tqdm(total=parquet_rows(sources), unit="doc", desc=f"tokenizing {name}",
-                       disable=not progress)
+            bar = tqdm(
+                total=parquet_rows(sources),
+                unit="doc",
+                desc=f"tokenizing {name}",
+                disable=not progress,
+            )
             for batch in parquet_texts(sources):
                 ids = sp.encode(batch, num_threads=threads)
                 held_out = [is_val_text(t, val_fraction) for t in batch]

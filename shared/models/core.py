@@ -30,10 +30,12 @@ from shared.models.family import WEIGHT_DTYPE, Family
 from shared.sharding import make_mesh, on_mesh
 
 TINY_VOCAB = 4096  # the local SentencePiece tokenizer's size (shared.data)
-FAMILIES: dict[str, Family] = {f.name: f for f in (gemma2.FAMILY, gemma3.FAMILY, gemma4.FAMILY,
-                                                    llama3.FAMILY, qwen3.FAMILY)}
+FAMILIES: dict[str, Family] = {
+    f.name: f for f in (gemma2.FAMILY, gemma3.FAMILY, gemma4.FAMILY, llama3.FAMILY, qwen3.FAMILY)
+}
 _BY_NAME = {f"{f.name}-tiny": f for f in FAMILIES.values()} | {
-    name: f for f in FAMILIES.values() for name in f.presets}
+    name: f for f in FAMILIES.values() for name in f.presets
+}
 MODEL_NAMES = tuple(_BY_NAME)
 REMATS = ("none", "block", "decoder")
 
@@ -47,8 +49,14 @@ def is_tiny(name: str) -> bool:
     return name.endswith("-tiny")
 
 
-def model_config(name: str, *, vocab_size: int | None = None, is_sampling: bool = False,
-                 dtype=WEIGHT_DTYPE, remat: str = "none"):
+def model_config(
+    name: str,
+    *,
+    vocab_size: int | None = None,
+    is_sampling: bool = False,
+    dtype=WEIGHT_DTYPE,
+    remat: str = "none",
+):
     """tunix's config for `name`.
 
     `is_sampling=True` is tunix's sampling layout (weights not sharded over "fsdp", which
@@ -60,10 +68,12 @@ def model_config(name: str, *, vocab_size: int | None = None, is_sampling: bool 
     if not is_tiny(name) and vocab_size is not None:
         real = family.vocab_size(family.presets[name]())
         if vocab_size != real:
-            raise BadInput(f"{name} has a fixed vocabulary of {real}; vocab_size is for the "
-                           "*-tiny models")
-    return family.config(name, vocab_size or TINY_VOCAB, is_sampling=is_sampling, dtype=dtype,
-                         remat=remat)
+            raise BadInput(
+                f"{name} has a fixed vocabulary of {real}; vocab_size is for the *-tiny models"
+            )
+    return family.config(
+        name, vocab_size or TINY_VOCAB, is_sampling=is_sampling, dtype=dtype, remat=remat
+    )
 
 
 def dims(name: str, cfg) -> sizing.ModelDims:
@@ -73,9 +83,18 @@ def dims(name: str, cfg) -> sizing.ModelDims:
     cache tunix allocates (see shared.rollout), never from this."""
     family = family_of(name)
     return sizing.ModelDims(
-        name, L=cfg.num_layers, D=cfg.embed_dim, F=cfg.hidden_dim, N=cfg.num_heads,
-        K=cfg.num_kv_heads, H=cfg.head_dim, V=family.vocab_size(cfg), tied=family.tied(cfg),
-        norms_per_layer=family.norms_per_layer, qk_norm=family.qk_norm)
+        name,
+        L=cfg.num_layers,
+        D=cfg.embed_dim,
+        F=cfg.hidden_dim,
+        N=cfg.num_heads,
+        K=cfg.num_kv_heads,
+        H=cfg.head_dim,
+        V=family.vocab_size(cfg),
+        tied=family.tied(cfg),
+        norms_per_layer=family.norms_per_layer,
+        qk_norm=family.qk_norm,
+    )
 
 
 def model_dims(name: str, *, vocab_size: int | None = None) -> sizing.ModelDims:
@@ -85,8 +104,12 @@ def model_dims(name: str, *, vocab_size: int | None = None) -> sizing.ModelDims:
 def _cast(model, dtype) -> None:
     """Floating-point state of `model` to `dtype`, in place (traced inside eval_shape)."""
     state = nnx.state(model)
-    nnx.update(model, jax.tree.map(
-        lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x, state))
+    nnx.update(
+        model,
+        jax.tree.map(
+            lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x, state
+        ),
+    )
 
 
 def lora_provider(family: Family, rank: int, alpha: float):
@@ -96,8 +119,15 @@ def lora_provider(family: Family, rank: int, alpha: float):
     return qwix.LoraProvider(module_path=family.lora_module_path, rank=rank, alpha=alpha)
 
 
-def build(name: str, cfg, *, rngs: nnx.Rngs, dtype=WEIGHT_DTYPE, lora_rank: int | None = None,
-          lora_alpha: float | None = None):
+def build(
+    name: str,
+    cfg,
+    *,
+    rngs: nnx.Rngs,
+    dtype=WEIGHT_DTYPE,
+    lora_rank: int | None = None,
+    lora_alpha: float | None = None,
+):
     """The tunix model for `cfg` with weights in `dtype` (and qwix LoRA when a rank is given).
     Call it under nnx.eval_shape for shapes only.
 
@@ -106,13 +136,18 @@ def build(name: str, cfg, *, rngs: nnx.Rngs, dtype=WEIGHT_DTYPE, lora_rank: int 
     without remat and `cfg.remat_config` switched on afterwards (set_remat)."""
     family = family_of(name)
     remat = cfg.remat_config
-    model = family.model_class(dataclasses.replace(cfg, remat_config=family.remat["none"]),
-                               rngs=rngs)
+    model = family.model_class(
+        dataclasses.replace(cfg, remat_config=family.remat["none"]), rngs=rngs
+    )
     if family.casts_weights():
         _cast(model, dtype)
     if lora_rank is not None:
-        model = qwix.apply_lora_to_model(model, lora_provider(family, lora_rank, lora_alpha),
-                                         rngs=nnx.Rngs(0), **model.get_model_input())
+        model = qwix.apply_lora_to_model(
+            model,
+            lora_provider(family, lora_rank, lora_alpha),
+            rngs=nnx.Rngs(0),
+            **model.get_model_input(),
+        )
     set_remat(model, remat)
     return model
 
@@ -130,25 +165,43 @@ def set_remat(model, remat) -> None:
             object.__setattr__(config, "remat_config", remat)
 
 
-def abstract_model(name: str, *, vocab_size: int | None = None, is_sampling: bool = False,
-                   lora_rank: int | None = None, lora_alpha: float | None = None,
-                   dtype=WEIGHT_DTYPE, remat: str = "none"):
+def abstract_model(
+    name: str,
+    *,
+    vocab_size: int | None = None,
+    is_sampling: bool = False,
+    lora_rank: int | None = None,
+    lora_alpha: float | None = None,
+    dtype=WEIGHT_DTYPE,
+    remat: str = "none",
+):
     """The model from nnx.eval_shape: shapes and sharding annotations, no memory. The LoRA
     graph comes from the real `qwix.apply_lora_to_model`, traced abstractly."""
-    return nnx.merge(*_abstract_parts(name, vocab_size, is_sampling, lora_rank, lora_alpha,
-                                      dtype, remat))
+    return nnx.merge(
+        *_abstract_parts(name, vocab_size, is_sampling, lora_rank, lora_alpha, dtype, remat)
+    )
 
 
 @functools.lru_cache(maxsize=16)
 def _abstract_parts(name, vocab_size, is_sampling, lora_rank, lora_alpha, dtype, remat):
     """(graphdef, abstract state), kept: a plan search builds the same model at every batch,
     and tracing a 60-layer model with qwix's LoRA takes tens of seconds."""
-    cfg = model_config(name, vocab_size=vocab_size, is_sampling=is_sampling, dtype=dtype,
-                       remat=remat)
+    cfg = model_config(
+        name, vocab_size=vocab_size, is_sampling=is_sampling, dtype=dtype, remat=remat
+    )
     with _terse_tracer_errors():
-        return nnx.split(nnx.eval_shape(lambda: build(
-            name, cfg, rngs=nnx.Rngs(0), dtype=dtype, lora_rank=lora_rank,
-            lora_alpha=lora_alpha)))
+        return nnx.split(
+            nnx.eval_shape(
+                lambda: build(
+                    name,
+                    cfg,
+                    rngs=nnx.Rngs(0),
+                    dtype=dtype,
+                    lora_rank=lora_rank,
+                    lora_alpha=lora_alpha,
+                )
+            )
+        )
 
 
 @contextlib.contextmanager
@@ -179,19 +232,26 @@ def check_divisible(abstract, mesh, name: str = "this model") -> None:
     bad = []
     state = nnx.state(abstract)
     specs = nnx.get_partition_spec(state)
-    for (path, leaf), spec in zip(jax.tree_util.tree_flatten_with_path(state)[0],
-                                  jax.tree.leaves(specs, is_leaf=lambda s: isinstance(
-                                      s, jax.sharding.PartitionSpec)), strict=True):
+    for (path, leaf), spec in zip(
+        jax.tree_util.tree_flatten_with_path(state)[0],
+        jax.tree.leaves(specs, is_leaf=lambda s: isinstance(s, jax.sharding.PartitionSpec)),
+        strict=True,
+    ):
         for dim, axes in zip(leaf.shape, spec, strict=False):
             axes = (axes,) if isinstance(axes, str) else axes or ()
             ways = math.prod(sizes.get(a, 1) for a in axes)
             if dim % ways:
-                where = ".".join(str(getattr(k, "key", getattr(k, "name", k))) for k in path
-                                 if getattr(k, "name", None) != "value")
+                where = ".".join(
+                    str(getattr(k, "key", getattr(k, "name", k)))
+                    for k in path
+                    if getattr(k, "name", None) != "value"
+                )
                 bad.append(f"{where} has {dim} by {'x'.join(axes)}={ways}")
     if bad:
-        raise BadInput(f"mesh {sizes} cannot shard {name} ({'; '.join(sorted(set(bad))[:3])}); "
-                       "pick a mesh whose axes divide the dimensions")
+        raise BadInput(
+            f"mesh {sizes} cannot shard {name} ({'; '.join(sorted(set(bad))[:3])}); "
+            "pick a mesh whose axes divide the dimensions"
+        )
 
 
 def _hash_uniform(shape: tuple[int, ...], salt) -> jax.Array:
@@ -220,9 +280,17 @@ def _random_leaf_fn(shape, dtype, sharding, scale, center):
     return jax.jit(make, out_shardings=sharding)
 
 
-def dummy_model(name: str, *, mesh=None, seed: int = 0, vocab_size: int | None = None,
-                is_sampling: bool = False, scale: float = 0.02, dtype=WEIGHT_DTYPE,
-                remat: str = "none"):
+def dummy_model(
+    name: str,
+    *,
+    mesh=None,
+    seed: int = 0,
+    vocab_size: int | None = None,
+    is_sampling: bool = False,
+    scale: float = 0.02,
+    dtype=WEIGHT_DTYPE,
+    remat: str = "none",
+):
     """Random weights of the real architecture, created sharded on `mesh`.
 
     tunix ships `dummy_model_creator.create_dummy_model`, which we do not use: with a mesh it
@@ -234,16 +302,17 @@ def dummy_model(name: str, *, mesh=None, seed: int = 0, vocab_size: int | None =
     family's `norm_center` for 1-D weights (norm scales).
     """
     mesh = mesh if mesh is not None else make_mesh()
-    abstract = abstract_model(name, vocab_size=vocab_size, is_sampling=is_sampling, dtype=dtype,
-                              remat=remat)
+    abstract = abstract_model(
+        name, vocab_size=vocab_size, is_sampling=is_sampling, dtype=dtype, remat=remat
+    )
     check_divisible(abstract, mesh, name)
     graphdef, abs_state = nnx.split(abstract)
     leaves, treedef = jax.tree.flatten(on_mesh(abs_state, mesh))
     center = family_of(name).norm_center
     values = [
-        _random_leaf_fn(leaf.shape, leaf.dtype, leaf.sharding, scale,
-                        center if len(leaf.shape) == 1 else 0.0)(
-            np.uint32((seed * 0x9E3779B9 + (i + 1) * 0x85EBCA6B) % 2**32))
+        _random_leaf_fn(
+            leaf.shape, leaf.dtype, leaf.sharding, scale, center if len(leaf.shape) == 1 else 0.0
+        )(np.uint32((seed * 0x9E3779B9 + (i + 1) * 0x85EBCA6B) % 2**32))
         for i, leaf in enumerate(leaves)
     ]
     return nnx.merge(graphdef, jax.tree.unflatten(treedef, values))
@@ -254,13 +323,18 @@ def param_count(model) -> int:
 
 
 def param_bytes(model) -> int:
-    return sum(int(np.prod(x.shape)) * jnp.dtype(x.dtype).itemsize
-               for x in jax.tree.leaves(nnx.state(model)))
+    return sum(
+        int(np.prod(x.shape)) * jnp.dtype(x.dtype).itemsize
+        for x in jax.tree.leaves(nnx.state(model))
+    )
 
 
 def dtype_name(model_or_config) -> str:
     """The weight dtype a verdict states ('bfloat16'), read from the weights themselves."""
     state = nnx.state(model_or_config)
-    dtypes = {str(jnp.dtype(x.dtype)) for x in jax.tree.leaves(state)
-              if jnp.issubdtype(x.dtype, jnp.floating)}
+    dtypes = {
+        str(jnp.dtype(x.dtype))
+        for x in jax.tree.leaves(state)
+        if jnp.issubdtype(x.dtype, jnp.floating)
+    }
     return "/".join(sorted(dtypes))

@@ -60,14 +60,18 @@ class Family:
     # it); only Gemma 4 needs one, because its cache is made with numpy.
     traced_cache: Callable[[], AbstractContextManager] = nullcontext
 
-    def config(self, name: str, vocab_size: int, *, is_sampling: bool, dtype,
-               remat: str = "none") -> Any:
+    def config(
+        self, name: str, vocab_size: int, *, is_sampling: bool, dtype, remat: str = "none"
+    ) -> Any:
         """The tunix config for `name` (a preset, or the family's tiny one) with our sharding
         layout, weight dtype and remat policy."""
         cfg = self.tiny(vocab_size) if name.endswith("-tiny") else self.presets[name]()
-        return dataclasses.replace(cfg, shd_config=self.sharding(is_sampling),
-                                   remat_config=self.remat[remat],
-                                   **{field: dtype for field in self.dtype_fields})
+        return dataclasses.replace(
+            cfg,
+            shd_config=self.sharding(is_sampling),
+            remat_config=self.remat[remat],
+            **{field: dtype for field in self.dtype_fields},
+        )
 
     def vocab_size(self, cfg) -> int:
         return getattr(cfg, self.vocab_field)

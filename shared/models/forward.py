@@ -87,8 +87,11 @@ def final_softcap(model) -> float | None:
 
 def capped(values, cap: float | None):
     """cap·tanh(values/cap): soft-capping is monotonic, so top-k indices are unchanged."""
-    return values if cap is None else (cap * jnp.tanh(values.astype(jnp.float32) / cap)
-                                       ).astype(values.dtype)
+    return (
+        values
+        if cap is None
+        else (cap * jnp.tanh(values.astype(jnp.float32) / cap)).astype(values.dtype)
+    )
 
 
 @functools.partial(jax.jit, static_argnames=("graph", "mode", "k", "pad_id"))
@@ -106,8 +109,9 @@ def teacher_forced_top_k(graph, state, tokens, *, mode: str, k: int, pad_id: int
     return capped(values, final_softcap(model)), indices
 
 
-def abstract_forward_args(name: str, batch: int, seq_len: int, *, mesh,
-                          vocab_size: int | None = None) -> tuple[tuple, dict]:
+def abstract_forward_args(
+    name: str, batch: int, seq_len: int, *, mesh, vocab_size: int | None = None
+) -> tuple[tuple, dict]:
     """(args, kwargs) for `teacher_forced_top_k.lower` minus mode/k: graph, state, tokens."""
     abstract = abstract_model(name, vocab_size=vocab_size)
     check_divisible(abstract, mesh, name)
@@ -133,7 +137,8 @@ class StaticGraph:
 
     def __eq__(self, other):
         return isinstance(other, StaticGraph) and (
-            self.graphdef is other.graphdef or self.graphdef == other.graphdef)
+            self.graphdef is other.graphdef or self.graphdef == other.graphdef
+        )
 
 
 @functools.partial(jax.jit, static_argnames=("graph", "pad_id"))

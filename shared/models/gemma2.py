@@ -21,10 +21,14 @@ from shared.models.gemma3 import orbax_folder
 from shared.models.hf_layout import arr, linear, split_heads
 from shared.sharding import put_on_mesh
 
-PRESETS = {"gemma2-2b": gemma_lib.ModelConfig.gemma2_2b_it,
-           "gemma2-9b": gemma_lib.ModelConfig.gemma2_9b_it}
-CHECKPOINTS = {"gemma2-2b": "google/gemma-2/flax/gemma2-2b-it",
-               "gemma2-9b": "google/gemma-2/flax/gemma2-9b-it"}
+PRESETS = {
+    "gemma2-2b": gemma_lib.ModelConfig.gemma2_2b_it,
+    "gemma2-9b": gemma_lib.ModelConfig.gemma2_9b_it,
+}
+CHECKPOINTS = {
+    "gemma2-2b": "google/gemma-2/flax/gemma2-2b-it",
+    "gemma2-9b": "google/gemma-2/flax/gemma2-9b-it",
+}
 LOCAL, GLOBAL = gemma_lib.AttentionType.LOCAL_SLIDING, gemma_lib.AttentionType.GLOBAL
 
 
@@ -32,10 +36,20 @@ def tiny(vocab_size: int) -> gemma_lib.ModelConfig:
     """Alternating local/global layers, attention and final logit soft-capping, GQA, post
     norms: the 2b's architecture, small."""
     return gemma_lib.ModelConfig(
-        num_layers=2, num_embed=vocab_size, embed_dim=128, hidden_dim=512, num_heads=4,
-        head_dim=32, num_kv_heads=2, final_logit_softcap=30.0, use_post_attn_norm=True,
-        use_post_ffw_norm=True, attention_types=(LOCAL, GLOBAL), attn_logits_soft_cap=50.0,
-        sliding_window_size=32)
+        num_layers=2,
+        num_embed=vocab_size,
+        embed_dim=128,
+        hidden_dim=512,
+        num_heads=4,
+        head_dim=32,
+        num_kv_heads=2,
+        final_logit_softcap=30.0,
+        use_post_attn_norm=True,
+        use_post_ffw_norm=True,
+        attention_types=(LOCAL, GLOBAL),
+        attn_logits_soft_cap=50.0,
+        sliding_window_size=32,
+    )
 
 
 def load_checkpoint(download: Path, cfg, mesh):
@@ -45,20 +59,25 @@ def load_checkpoint(download: Path, cfg, mesh):
         params = gemma_params.load_and_format_params(str(orbax_folder(download)))
         model = gemma_lib.module_from_linen_variables(
             module_factory=lambda: gemma_lib.Gemma(cfg, rngs=nnx.Rngs(params=0)),
-            variables=params["transformer"], map_key_fn=gemma_lib._map_linen_var_names,
-            assign_val_fn=gemma_lib._assign_linen_params_to_nnx_state)
+            variables=params["transformer"],
+            map_key_fn=gemma_lib._map_linen_var_names,
+            assign_val_fn=gemma_lib._assign_linen_params_to_nnx_state,
+        )
     return put_on_mesh(model, mesh, WEIGHT_DTYPE)
 
 
 def load_safetensors(folder: Path, cfg, mesh):
-    return gemma_safetensors.create_model_from_safe_tensors(str(folder), cfg, mesh,
-                                                            dtype=WEIGHT_DTYPE)
+    return gemma_safetensors.create_model_from_safe_tensors(
+        str(folder), cfg, mesh, dtype=WEIGHT_DTYPE
+    )
 
 
 def hf_state_dict(model) -> dict[str, np.ndarray]:
     """Hugging Face Gemma 2 names and layouts (inverse of tunix's params_safetensors)."""
-    out = {"model.embed_tokens.weight": arr(model.embedder.input_embedding),
-           "model.norm.weight": arr(model.final_norm.scale)}
+    out = {
+        "model.embed_tokens.weight": arr(model.embedder.input_embedding),
+        "model.norm.weight": arr(model.final_norm.scale),
+    }
     for i, layer in enumerate(model.layers):
         p, attn = f"model.layers.{i}.", layer.attn
         if attn.use_qkv_einsum:
@@ -79,24 +98,39 @@ def hf_state_dict(model) -> dict[str, np.ndarray]:
 
 
 def hf_config(cfg) -> dict:
-    return {"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2",
-            "num_hidden_layers": cfg.num_layers, "hidden_size": cfg.embed_dim,
-            "intermediate_size": cfg.hidden_dim, "num_attention_heads": cfg.num_heads,
-            "num_key_value_heads": cfg.num_kv_heads, "head_dim": cfg.head_dim,
-            "vocab_size": cfg.num_embed, "sliding_window": cfg.sliding_window_size,
-            "final_logit_softcapping": cfg.final_logit_softcap,
-            "attn_logit_softcapping": cfg.attn_logits_soft_cap}
+    return {
+        "architectures": ["Gemma2ForCausalLM"],
+        "model_type": "gemma2",
+        "num_hidden_layers": cfg.num_layers,
+        "hidden_size": cfg.embed_dim,
+        "intermediate_size": cfg.hidden_dim,
+        "num_attention_heads": cfg.num_heads,
+        "num_key_value_heads": cfg.num_kv_heads,
+        "head_dim": cfg.head_dim,
+        "vocab_size": cfg.num_embed,
+        "sliding_window": cfg.sliding_window_size,
+        "final_logit_softcapping": cfg.final_logit_softcap,
+        "attn_logit_softcapping": cfg.attn_logits_soft_cap,
+    }
 
 
 FAMILY = Family(
-    name="gemma2", model_class=gemma_lib.Gemma,
+    name="gemma2",
+    model_class=gemma_lib.Gemma,
     sharding=lambda is_sampling: gemma_lib.ShardingConfig.get_default_sharding(
-        is_sampling=is_sampling),
-    presets=PRESETS, tiny=tiny,
-    lora_module_path=(".*q_einsum|.*kv_einsum|.*qkv_einsum|.*gate_proj|.*down_proj|.*up_proj"
-                      "|.*attn_vec_einsum"),
-    weights_source=KAGGLE, checkpoints=CHECKPOINTS, load_checkpoint=load_checkpoint,
-    load_safetensors=load_safetensors, hf_state_dict=hf_state_dict, hf_config=hf_config,
+        is_sampling=is_sampling
+    ),
+    presets=PRESETS,
+    tiny=tiny,
+    lora_module_path=(
+        ".*q_einsum|.*kv_einsum|.*qkv_einsum|.*gate_proj|.*down_proj|.*up_proj|.*attn_vec_einsum"
+    ),
+    weights_source=KAGGLE,
+    checkpoints=CHECKPOINTS,
+    load_checkpoint=load_checkpoint,
+    load_safetensors=load_safetensors,
+    hf_state_dict=hf_state_dict,
+    hf_config=hf_config,
     remat=remat_table(gemma_lib.RematConfig),
     final_softcap=lambda cfg: cfg.final_logit_softcap,
 )

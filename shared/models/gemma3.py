@@ -38,9 +38,17 @@ def tiny(vocab_size: int) -> gemma3_lib.ModelConfig:
     """6 layers so the 5-local-1-global pattern has its global layer, one KV head as in
     270m/1b, a window shorter than local prompts + rollouts so the sliding mask matters."""
     return gemma3_lib.ModelConfig(
-        num_layers=6, num_embed=vocab_size, embed_dim=128, hidden_dim=512, num_heads=4,
-        head_dim=32, num_kv_heads=1, sliding_window_size=32, local_base_frequency=10_000,
-        global_base_frequency=1_000_000)
+        num_layers=6,
+        num_embed=vocab_size,
+        embed_dim=128,
+        hidden_dim=512,
+        num_heads=4,
+        head_dim=32,
+        num_kv_heads=1,
+        sliding_window_size=32,
+        local_base_frequency=10_000,
+        global_base_frequency=1_000_000,
+    )
 
 
 def orbax_folder(download: Path) -> Path:
@@ -58,15 +66,18 @@ def load_checkpoint(download: Path, cfg, mesh):
 
 
 def load_safetensors(folder: Path, cfg, mesh):
-    return gemma3_safetensors.create_model_from_safe_tensors(str(folder), cfg, mesh,
-                                                             dtype=cfg.param_dtype)
+    return gemma3_safetensors.create_model_from_safe_tensors(
+        str(folder), cfg, mesh, dtype=cfg.param_dtype
+    )
 
 
 def hf_state_dict(model) -> dict[str, np.ndarray]:
     """Hugging Face Gemma 3 names and layouts (q/k/v/o_proj and MLP [out, in], tied table):
     the inverse of tunix's params_safetensors mapping."""
-    out = {"model.embed_tokens.weight": arr(model.embedder.input_embedding),
-           "model.norm.weight": arr(model.final_norm.scale)}
+    out = {
+        "model.embed_tokens.weight": arr(model.embedder.input_embedding),
+        "model.norm.weight": arr(model.final_norm.scale),
+    }
     for i, layer in enumerate(model.layers):
         p, attn = f"model.layers.{i}.", layer.attn
         if attn.use_qkv_einsum:
@@ -89,22 +100,38 @@ def hf_state_dict(model) -> dict[str, np.ndarray]:
 
 
 def hf_config(cfg) -> dict:
-    return {"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text",
-            "num_hidden_layers": cfg.num_layers, "hidden_size": cfg.embed_dim,
-            "intermediate_size": cfg.hidden_dim, "num_attention_heads": cfg.num_heads,
-            "num_key_value_heads": cfg.num_kv_heads, "head_dim": cfg.head_dim,
-            "vocab_size": cfg.num_embed, "sliding_window": cfg.sliding_window_size,
-            "rope_theta": cfg.global_base_frequency,
-            "rope_local_base_freq": cfg.local_base_frequency}
+    return {
+        "architectures": ["Gemma3ForCausalLM"],
+        "model_type": "gemma3_text",
+        "num_hidden_layers": cfg.num_layers,
+        "hidden_size": cfg.embed_dim,
+        "intermediate_size": cfg.hidden_dim,
+        "num_attention_heads": cfg.num_heads,
+        "num_key_value_heads": cfg.num_kv_heads,
+        "head_dim": cfg.head_dim,
+        "vocab_size": cfg.num_embed,
+        "sliding_window": cfg.sliding_window_size,
+        "rope_theta": cfg.global_base_frequency,
+        "rope_local_base_freq": cfg.local_base_frequency,
+    }
 
 
 FAMILY = Family(
-    name="gemma3", model_class=gemma3_lib.Gemma3,
+    name="gemma3",
+    model_class=gemma3_lib.Gemma3,
     sharding=lambda is_sampling: gemma3_lib.ShardingConfig.get_default_sharding(
-        is_sampling=is_sampling),
-    presets=PRESETS, tiny=tiny,
+        is_sampling=is_sampling
+    ),
+    presets=PRESETS,
+    tiny=tiny,
     lora_module_path=".*q_einsum|.*kv_einsum|.*gate_proj|.*down_proj|.*up_proj|.*attn_vec_einsum",
-    weights_source=KAGGLE, checkpoints=CHECKPOINTS, load_checkpoint=load_checkpoint,
-    load_safetensors=load_safetensors, hf_state_dict=hf_state_dict, hf_config=hf_config,
-    remat=remat_table(gemma3_lib.RematConfig), dtype_fields=("param_dtype",), qk_norm=True,
+    weights_source=KAGGLE,
+    checkpoints=CHECKPOINTS,
+    load_checkpoint=load_checkpoint,
+    load_safetensors=load_safetensors,
+    hf_state_dict=hf_state_dict,
+    hf_config=hf_config,
+    remat=remat_table(gemma3_lib.RematConfig),
+    dtype_fields=("param_dtype",),
+    qk_norm=True,
 )

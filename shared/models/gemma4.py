@@ -41,9 +41,19 @@ def tiny(vocab_size: int) -> gemma4_lib.ModelConfig:
     double as values (31b repeats five local, one global), with fewer, wider KV heads on the
     global layer (K=4 local, 2 global, as 31b's 16 and 4 scaled down; both divide tp=2)."""
     return gemma4_lib.ModelConfig(
-        num_layers=2, num_embed=vocab_size, embed_dim=128, hidden_dim=512, num_heads=4,
-        head_dim=32, num_kv_heads=4, num_global_kv_heads=2, global_key_size=64,
-        sliding_window_size=32, k_eq_v_global=True, attention_pattern=(LOCAL, GLOBAL))
+        num_layers=2,
+        num_embed=vocab_size,
+        embed_dim=128,
+        hidden_dim=512,
+        num_heads=4,
+        head_dim=32,
+        num_kv_heads=4,
+        num_global_kv_heads=2,
+        global_key_size=64,
+        sliding_window_size=32,
+        k_eq_v_global=True,
+        attention_pattern=(LOCAL, GLOBAL),
+    )
 
 
 class _TracedNumpy:
@@ -69,8 +79,9 @@ def traced_cache():
 
 
 def load_safetensors(folder, cfg, mesh):
-    return gemma4_safetensors.create_model_from_safe_tensors(str(folder), cfg, mesh,
-                                                             dtype=cfg.param_dtype)
+    return gemma4_safetensors.create_model_from_safe_tensors(
+        str(folder), cfg, mesh, dtype=cfg.param_dtype
+    )
 
 
 def hf_state_dict(model) -> dict[str, np.ndarray]:
@@ -79,10 +90,14 @@ def hf_state_dict(model) -> dict[str, np.ndarray]:
     v_proj."""
     cfg = model.config
     if cfg.per_layer_input_dim or cfg.enable_moe:
-        raise BadInput("safetensors export covers dense Gemma 4 without per-layer inputs "
-                       "(gemma4-31b, gemma4-tiny); e2b/e4b/26b-a4b are not supported yet")
-    out = {PREFIX + "embed_tokens.weight": arr(model.embedder.input_embedding),
-           PREFIX + "norm.weight": arr(model.final_norm.scale)}
+        raise BadInput(
+            "safetensors export covers dense Gemma 4 without per-layer inputs "
+            "(gemma4-31b, gemma4-tiny); e2b/e4b/26b-a4b are not supported yet"
+        )
+    out = {
+        PREFIX + "embed_tokens.weight": arr(model.embedder.input_embedding),
+        PREFIX + "norm.weight": arr(model.final_norm.scale),
+    }
     for i, layer in enumerate(model.layers):
         p, attn = f"{PREFIX}layers.{i}.", layer.attn
         out[p + "self_attn.q_proj.weight"] = split_heads(arr(attn.q_einsum.w))
@@ -106,27 +121,45 @@ def hf_state_dict(model) -> dict[str, np.ndarray]:
 
 
 def hf_config(cfg) -> dict:
-    return {"architectures": ["Gemma4ForCausalLM"], "model_type": "gemma4_text",
-            "num_hidden_layers": cfg.num_layers, "hidden_size": cfg.embed_dim,
-            "intermediate_size": cfg.hidden_dim, "num_attention_heads": cfg.num_heads,
-            "num_key_value_heads": cfg.num_kv_heads, "head_dim": cfg.head_dim,
-            "num_global_key_value_heads": cfg.num_global_kv_heads,
-            "global_head_dim": cfg.global_key_size, "vocab_size": cfg.num_embed,
-            "sliding_window": cfg.sliding_window_size,
-            "final_logit_softcapping": cfg.final_logit_softcap,
-            "attention_k_eq_v": cfg.k_eq_v_global}
+    return {
+        "architectures": ["Gemma4ForCausalLM"],
+        "model_type": "gemma4_text",
+        "num_hidden_layers": cfg.num_layers,
+        "hidden_size": cfg.embed_dim,
+        "intermediate_size": cfg.hidden_dim,
+        "num_attention_heads": cfg.num_heads,
+        "num_key_value_heads": cfg.num_kv_heads,
+        "head_dim": cfg.head_dim,
+        "num_global_key_value_heads": cfg.num_global_kv_heads,
+        "global_head_dim": cfg.global_key_size,
+        "vocab_size": cfg.num_embed,
+        "sliding_window": cfg.sliding_window_size,
+        "final_logit_softcapping": cfg.final_logit_softcap,
+        "attention_k_eq_v": cfg.k_eq_v_global,
+    }
 
 
 FAMILY = Family(
-    name="gemma4", model_class=gemma4_lib.Gemma4,
+    name="gemma4",
+    model_class=gemma4_lib.Gemma4,
     sharding=lambda is_sampling: gemma4_lib.ShardingConfig.get_default_sharding(
-        is_sampling=is_sampling),
-    presets=PRESETS, tiny=tiny,
-    lora_module_path=(".*q_einsum|.*kv_einsum|.*k_einsum|.*gate_proj|.*down_proj|.*up_proj"
-                      "|.*attn_vec_einsum"),
-    weights_source=HUGGINGFACE, checkpoints=CHECKPOINTS, load_checkpoint=load_safetensors,
-    load_safetensors=load_safetensors, hf_state_dict=hf_state_dict, hf_config=hf_config,
-    remat=remat_table(gemma4_lib.RematConfig), dtype_fields=("param_dtype", "dtype"), qk_norm=True,
-    final_softcap=lambda cfg: cfg.final_logit_softcap, traced_cache=traced_cache,
+        is_sampling=is_sampling
+    ),
+    presets=PRESETS,
+    tiny=tiny,
+    lora_module_path=(
+        ".*q_einsum|.*kv_einsum|.*k_einsum|.*gate_proj|.*down_proj|.*up_proj|.*attn_vec_einsum"
+    ),
+    weights_source=HUGGINGFACE,
+    checkpoints=CHECKPOINTS,
+    load_checkpoint=load_safetensors,
+    load_safetensors=load_safetensors,
+    hf_state_dict=hf_state_dict,
+    hf_config=hf_config,
+    remat=remat_table(gemma4_lib.RematConfig),
+    dtype_fields=("param_dtype", "dtype"),
+    qk_norm=True,
+    final_softcap=lambda cfg: cfg.final_logit_softcap,
+    traced_cache=traced_cache,
     norm_center=1.0,
 )

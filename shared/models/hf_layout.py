@@ -32,8 +32,10 @@ def split_heads(w: np.ndarray) -> np.ndarray:
 def llama_like_state_dict(model, *, tied: bool, qk_norm: bool = False) -> dict[str, np.ndarray]:
     """Hugging Face names for tunix's Llama 3 and Qwen 3 (the same module layout: q/k/v/o_proj
     einsums, a SwiGLU MLP, pre-attention and pre-MLP norms, an optional untied lm_head)."""
-    out = {"model.embed_tokens.weight": arr(model.embedder.input_embedding),
-           "model.norm.weight": arr(model.final_norm.w)}
+    out = {
+        "model.embed_tokens.weight": arr(model.embedder.input_embedding),
+        "model.norm.weight": arr(model.final_norm.w),
+    }
     if not tied:
         out["lm_head.weight"] = linear(arr(model.lm_head.w))
     for i, layer in enumerate(model.layers):

@@ -31,34 +31,57 @@ CHECKPOINTS = {
 def tiny(vocab_size: int) -> llama3_lib.ModelConfig:
     """GQA and an untied LM head (as 3.1-8b and up), small."""
     return llama3_lib.ModelConfig(
-        num_layers=2, vocab_size=vocab_size, embed_dim=128, hidden_dim=512, num_heads=4,
-        head_dim=32, num_kv_heads=2, rope_theta=500_000, norm_eps=1e-5, weight_tying=False)
+        num_layers=2,
+        vocab_size=vocab_size,
+        embed_dim=128,
+        hidden_dim=512,
+        num_heads=4,
+        head_dim=32,
+        num_kv_heads=2,
+        rope_theta=500_000,
+        norm_eps=1e-5,
+        weight_tying=False,
+    )
 
 
 def load_safetensors(folder, cfg, mesh):
-    return llama3_params.create_model_from_safe_tensors(str(folder), cfg, mesh,
-                                                        dtype=WEIGHT_DTYPE)
+    return llama3_params.create_model_from_safe_tensors(str(folder), cfg, mesh, dtype=WEIGHT_DTYPE)
 
 
 def hf_config(cfg) -> dict:
-    return {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
-            "num_hidden_layers": cfg.num_layers, "hidden_size": cfg.embed_dim,
-            "intermediate_size": cfg.hidden_dim, "num_attention_heads": cfg.num_heads,
-            "num_key_value_heads": cfg.num_kv_heads, "head_dim": cfg.head_dim,
-            "vocab_size": cfg.vocab_size, "rope_theta": cfg.rope_theta,
-            "rms_norm_eps": cfg.norm_eps, "tie_word_embeddings": cfg.weight_tying}
+    return {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "num_hidden_layers": cfg.num_layers,
+        "hidden_size": cfg.embed_dim,
+        "intermediate_size": cfg.hidden_dim,
+        "num_attention_heads": cfg.num_heads,
+        "num_key_value_heads": cfg.num_kv_heads,
+        "head_dim": cfg.head_dim,
+        "vocab_size": cfg.vocab_size,
+        "rope_theta": cfg.rope_theta,
+        "rms_norm_eps": cfg.norm_eps,
+        "tie_word_embeddings": cfg.weight_tying,
+    }
 
 
 FAMILY = Family(
-    name="llama3", model_class=llama3_lib.Llama3,
+    name="llama3",
+    model_class=llama3_lib.Llama3,
     sharding=lambda is_sampling: llama3_lib.ShardingConfig.get_default_sharding(
-        is_sampling=is_sampling),
-    presets=PRESETS, tiny=tiny,
+        is_sampling=is_sampling
+    ),
+    presets=PRESETS,
+    tiny=tiny,
     lora_module_path=".*q_proj|.*k_proj|.*v_proj|.*o_proj|.*gate_proj|.*down_proj|.*up_proj",
-    weights_source=HUGGINGFACE, checkpoints=CHECKPOINTS, load_checkpoint=load_safetensors,
+    weights_source=HUGGINGFACE,
+    checkpoints=CHECKPOINTS,
+    load_checkpoint=load_safetensors,
     load_safetensors=load_safetensors,
     hf_state_dict=lambda model: llama_like_state_dict(model, tied=model.config.weight_tying),
-    hf_config=hf_config, remat=remat_table(llama3_lib.RematConfig), vocab_field="vocab_size",
+    hf_config=hf_config,
+    remat=remat_table(llama3_lib.RematConfig),
+    vocab_field="vocab_size",
     norms_per_layer=2,
     norm_center=1.0,
     tied=lambda cfg: cfg.weight_tying,

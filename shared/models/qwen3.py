@@ -29,37 +29,64 @@ CHECKPOINTS = {name: "Qwen/Qwen3-" + name.split("-", 1)[1].upper() for name in P
 def tiny(vocab_size: int) -> qwen3_lib.ModelConfig:
     """GQA, q/k norms and a tied LM head (as 0.6b-4b), small."""
     return qwen3_lib.ModelConfig(
-        num_layers=2, vocab_size=vocab_size, embed_dim=128, hidden_dim=512, num_heads=4,
-        head_dim=32, num_kv_heads=2, rope_theta=1_000_000, norm_eps=1e-6,
-        use_tied_embedding=True)
+        num_layers=2,
+        vocab_size=vocab_size,
+        embed_dim=128,
+        hidden_dim=512,
+        num_heads=4,
+        head_dim=32,
+        num_kv_heads=2,
+        rope_theta=1_000_000,
+        norm_eps=1e-6,
+        use_tied_embedding=True,
+    )
 
 
 def load_safetensors(folder, cfg, mesh):
-    return qwen3_params.create_model_from_safe_tensors(str(folder), cfg, mesh,
-                                                       dtype=cfg.param_dtype)
+    return qwen3_params.create_model_from_safe_tensors(
+        str(folder), cfg, mesh, dtype=cfg.param_dtype
+    )
 
 
 def hf_config(cfg) -> dict:
-    return {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
-            "num_hidden_layers": cfg.num_layers, "hidden_size": cfg.embed_dim,
-            "intermediate_size": cfg.hidden_dim, "num_attention_heads": cfg.num_heads,
-            "num_key_value_heads": cfg.num_kv_heads, "head_dim": cfg.head_dim,
-            "vocab_size": cfg.vocab_size, "rope_theta": cfg.rope_theta,
-            "rms_norm_eps": cfg.norm_eps, "tie_word_embeddings": cfg.use_tied_embedding}
+    return {
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        "num_hidden_layers": cfg.num_layers,
+        "hidden_size": cfg.embed_dim,
+        "intermediate_size": cfg.hidden_dim,
+        "num_attention_heads": cfg.num_heads,
+        "num_key_value_heads": cfg.num_kv_heads,
+        "head_dim": cfg.head_dim,
+        "vocab_size": cfg.vocab_size,
+        "rope_theta": cfg.rope_theta,
+        "rms_norm_eps": cfg.norm_eps,
+        "tie_word_embeddings": cfg.use_tied_embedding,
+    }
 
 
 FAMILY = Family(
-    name="qwen3", model_class=qwen3_lib.Qwen3,
+    name="qwen3",
+    model_class=qwen3_lib.Qwen3,
     sharding=lambda is_sampling: qwen3_lib.ShardingConfig.get_default_sharding(
-        is_sampling=is_sampling),
-    presets=PRESETS, tiny=tiny,
+        is_sampling=is_sampling
+    ),
+    presets=PRESETS,
+    tiny=tiny,
     lora_module_path=".*q_proj|.*k_proj|.*v_proj|.*o_proj|.*gate_proj|.*down_proj|.*up_proj",
-    weights_source=HUGGINGFACE, checkpoints=CHECKPOINTS, load_checkpoint=load_safetensors,
+    weights_source=HUGGINGFACE,
+    checkpoints=CHECKPOINTS,
+    load_checkpoint=load_safetensors,
     load_safetensors=load_safetensors,
     hf_state_dict=lambda model: llama_like_state_dict(
-        model, tied=model.config.use_tied_embedding, qk_norm=True),
-    hf_config=hf_config, remat=remat_table(qwen3_lib.RematConfig), vocab_field="vocab_size",
-    norms_per_layer=2, qk_norm=True,
+        model, tied=model.config.use_tied_embedding, qk_norm=True
+    ),
+    hf_config=hf_config,
+    remat=remat_table(qwen3_lib.RematConfig),
+    vocab_field="vocab_size",
+    norms_per_layer=2,
+    qk_norm=True,
     norm_center=1.0,
-    dtype_fields=("param_dtype", "dtype"), tied=lambda cfg: cfg.use_tied_embedding,
+    dtype_fields=("param_dtype", "dtype"),
+    tied=lambda cfg: cfg.use_tied_embedding,
 )

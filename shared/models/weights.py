@@ -54,8 +54,10 @@ class IdsOnlyTokenizer:
 
 def _check_tokenizer(tok):
     if tok.pad_id() < 0:
-        raise BadInput("the tokenizer has no pad id (tunix needs one); train it with pad_id=0,"
-                       " eos_id=1, bos_id=2, unk_id=3 like Gemma's")
+        raise BadInput(
+            "the tokenizer has no pad id (tunix needs one); train it with pad_id=0,"
+            " eos_id=1, bos_id=2, unk_id=3 like Gemma's"
+        )
     return tok
 
 
@@ -108,7 +110,8 @@ def check_kaggle_credentials(name: str) -> None:
             f"real {name} weights need Kaggle credentials: set KAGGLE_API_TOKEN (or"
             " KAGGLE_USERNAME and KAGGLE_KEY, or put kaggle.json / access_token in ~/.kaggle),"
             f" and accept the licence on https://www.kaggle.com/models/{model_page} first;"
-            " or use weights='dummy'")
+            " or use weights='dummy'"
+        )
 
 
 def hf_token() -> str | None:
@@ -135,16 +138,23 @@ def hf_download(name: str) -> Path:
 
     repo = family_of(name).checkpoints[name]
     try:
-        return Path(snapshot_download(repo, token=hf_token(), allow_patterns=[
-            "*.safetensors", "*.json", "tokenizer*"]))
+        return Path(
+            snapshot_download(
+                repo, token=hf_token(), allow_patterns=["*.safetensors", "*.json", "tokenizer*"]
+            )
+        )
     except GatedRepoError:
-        raise BadInput(f"{repo} is gated: accept its licence on https://huggingface.co/{repo} "
-                       "and set HF_TOKEN (or run `huggingface-cli login`); or use "
-                       "weights='dummy'") from None
+        raise BadInput(
+            f"{repo} is gated: accept its licence on https://huggingface.co/{repo} "
+            "and set HF_TOKEN (or run `huggingface-cli login`); or use "
+            "weights='dummy'"
+        ) from None
     except LocalEntryNotFoundError:
-        raise BadInput(f"cannot reach huggingface.co to download {repo} and it is not in the "
-                       "local cache: connect, or set HF_HUB_OFFLINE=0 / pre-download it; or use "
-                       "weights='dummy'") from None
+        raise BadInput(
+            f"cannot reach huggingface.co to download {repo} and it is not in the "
+            "local cache: connect, or set HF_HUB_OFFLINE=0 / pre-download it; or use "
+            "weights='dummy'"
+        ) from None
 
 
 DOWNLOADS: dict[str, Callable[[str], Path]] = {KAGGLE: kaggle_download, HUGGINGFACE: hf_download}
@@ -153,8 +163,14 @@ DOWNLOADS: dict[str, Callable[[str], Path]] = {KAGGLE: kaggle_download, HUGGINGF
 # ---------------------------------------------------------------------------- load
 
 
-def load_checkpoint(folder: str | Path, name: str, *, mesh=None, is_sampling: bool = False,
-                    vocab_size: int | None = None):
+def load_checkpoint(
+    folder: str | Path,
+    name: str,
+    *,
+    mesh=None,
+    is_sampling: bool = False,
+    vocab_size: int | None = None,
+):
     """Real weights from a downloaded checkpoint folder, through the family's tunix loader,
     each array put on `mesh` in the model's sharding."""
     family = family_of(name)
@@ -163,9 +179,17 @@ def load_checkpoint(folder: str | Path, name: str, *, mesh=None, is_sampling: bo
     return family.load_checkpoint(Path(folder), cfg, mesh)
 
 
-def load(name: str, weights: str = "dummy", *, mesh=None, seed: int = 0,
-         vocab_size: int | None = None, is_sampling: bool = False,
-         data_dir: str | Path | None = None, download: Callable[[str], Path] | None = None):
+def load(
+    name: str,
+    weights: str = "dummy",
+    *,
+    mesh=None,
+    seed: int = 0,
+    vocab_size: int | None = None,
+    is_sampling: bool = False,
+    data_dir: str | Path | None = None,
+    download: Callable[[str], Path] | None = None,
+):
     """(model, tokenizer) on `mesh`.
 
     weights="dummy": random weights of the real architecture and the local tokenizer.
@@ -178,18 +202,21 @@ def load(name: str, weights: str = "dummy", *, mesh=None, seed: int = 0,
     family = family_of(name)
     if weights != "dummy":
         if weights not in ("real", family.weights_source):
-            raise BadInput(f"{name} weights come from {family.weights_source}: use "
-                           f"weights='real' (or '{family.weights_source}')")
+            raise BadInput(
+                f"{name} weights come from {family.weights_source}: use "
+                f"weights='real' (or '{family.weights_source}')"
+            )
         if download is None and name not in family.checkpoints:
-            raise BadInput(f"{name} has no published weights (a test-sized architecture); "
-                           "use weights='dummy'")
+            raise BadInput(
+                f"{name} has no published weights (a test-sized architecture); use weights='dummy'"
+            )
         folder = (download or DOWNLOADS[family.weights_source])(name)
-        model = load_checkpoint(folder, name, mesh=mesh, is_sampling=is_sampling,
-                                vocab_size=vocab_size)
+        model = load_checkpoint(
+            folder, name, mesh=mesh, is_sampling=is_sampling, vocab_size=vocab_size
+        )
         return model, checkpoint_tokenizer(folder)
     tok = local_tokenizer(vocab_size or TINY_VOCAB, data_dir)
     if is_tiny(name):
         vocab_size = vocab_size or tok.get_piece_size()
-    model = dummy_model(name, mesh=mesh, seed=seed, vocab_size=vocab_size,
-                        is_sampling=is_sampling)
+    model = dummy_model(name, mesh=mesh, seed=seed, vocab_size=vocab_size, is_sampling=is_sampling)
     return model, tok

@@ -25,6 +25,17 @@ from shared.plan.verdict import (
 )
 from shared.plan.workloads import WORKLOADS
 
-__all__ = ["FAST_COMPILE", "WORKLOADS", "Request", "cache_path", "combine", "describe",
-           "is_cached", "max_batch", "plan_point", "target_mesh", "topology_devices",
-           "versions"]
+__all__ = [
+    "FAST_COMPILE",
+    "WORKLOADS",
+    "Request",
+    "cache_path",
+    "combine",
+    "describe",
+    "is_cached",
+    "max_batch",
+    "plan_point",
+    "target_mesh",
+    "topology_devices",
+    "versions",
+]

@@ -21,34 +21,46 @@ def print_point(point: dict) -> None:
     """A verdict with its evidence: resident and transient bytes, each executable, versions."""
     verdict = "FITS" if point["fits"] else "DOES NOT FIT"
     v = point["versions"]
-    print(f"{'[fast compile: bytes approximate] ' if point['fast'] else ''}"
-          f"{point['workload']} {point['model']} ({point['dtype']} weights) batch "
-          f"{point['batch']} on {point['target']} (mesh {point['mesh_shape']}): {verdict}, "
-          f"{_size(point['bytes_per_device'])} of {_size(point['hbm_bytes'])} per device, "
-          f"margin {_size(point['margin_bytes'])}{' [cached]' if point.get('cached') else ''}")
+    print(
+        f"{'[fast compile: bytes approximate] ' if point['fast'] else ''}"
+        f"{point['workload']} {point['model']} ({point['dtype']} weights) batch "
+        f"{point['batch']} on {point['target']} (mesh {point['mesh_shape']}): {verdict}, "
+        f"{_size(point['bytes_per_device'])} of {_size(point['hbm_bytes'])} per device, "
+        f"margin {_size(point['margin_bytes'])}{' [cached]' if point.get('cached') else ''}"
+    )
     resident = ", ".join(f"{name} {_size(b)}" for name, b in point["resident"].items())
-    print(f"  = resident {_size(point['resident_bytes'])} ({resident or 'none'}) + transient "
-          f"{_size(point['transient_bytes'][point['worst']])} of the worst executable, "
-          f"{point['worst']}")
-    print(f"  {'executable':<16}{'args':>11}{'outputs':>11}{'temps':>11}{'aliased':>11}"
-          f"{'transient':>11}{'GFLOP':>9}{'x':>6}{'compile':>9}")
+    print(
+        f"  = resident {_size(point['resident_bytes'])} ({resident or 'none'}) + transient "
+        f"{_size(point['transient_bytes'][point['worst']])} of the worst executable, "
+        f"{point['worst']}"
+    )
+    print(
+        f"  {'executable':<16}{'args':>11}{'outputs':>11}{'temps':>11}{'aliased':>11}"
+        f"{'transient':>11}{'GFLOP':>9}{'x':>6}{'compile':>9}"
+    )
     for label, e in point["executables"].items():
-        print(f"  {label:<16}{_size(e['argument_bytes']):>11}{_size(e['output_bytes']):>11}"
-              f"{_size(e['temp_bytes']):>11}{_size(e['alias_bytes']):>11}"
-              f"{_size(point['transient_bytes'][label]):>11}{e['flops'] / 1e9:>9.1f}"
-              f"{e['repeats']:>6}{e['compile_s']:>8.1f}s")
+        print(
+            f"  {label:<16}{_size(e['argument_bytes']):>11}{_size(e['output_bytes']):>11}"
+            f"{_size(e['temp_bytes']):>11}{_size(e['alias_bytes']):>11}"
+            f"{_size(point['transient_bytes'][label]):>11}{e['flops'] / 1e9:>9.1f}"
+            f"{e['repeats']:>6}{e['compile_s']:>8.1f}s"
+        )
         if e["note"]:
             print(f"      {e['note']}")
         if e["refused"]:
             print(f"      refused by the compiler: {e['refused']}")
     for note in point["notes"]:
         print(f"  note: {note}")
-    print(f"  the compiler allows {_size(point['hbm_bytes'])} per device (datasheet "
-          f"{_size(point['datasheet_hbm_bytes'])}); compiled with jax {v['jax']}, libtpu "
-          f"{v['libtpu']}, tunix {v['google-tunix']} (Sampler semantics {point['tunix']}), "
-          f"qwix {v['qwix']}, flax {v['flax']}")
-    print(f"  roofline (a lower bound, not a prediction): "
-          f"{point['roofline_lower_bound_s'] * 1e3:.2f} ms per workload run")
+    print(
+        f"  the compiler allows {_size(point['hbm_bytes'])} per device (datasheet "
+        f"{_size(point['datasheet_hbm_bytes'])}); compiled with jax {v['jax']}, libtpu "
+        f"{v['libtpu']}, tunix {v['google-tunix']} (Sampler semantics {point['tunix']}), "
+        f"qwix {v['qwix']}, flax {v['flax']}"
+    )
+    print(
+        f"  roofline (a lower bound, not a prediction): "
+        f"{point['roofline_lower_bound_s'] * 1e3:.2f} ms per workload run"
+    )
 
 
 def print_bill(point: dict, args) -> None:
@@ -58,8 +70,10 @@ def print_bill(point: dict, args) -> None:
     print(f"  {budget.describe(budget.estimate(point, runs=args.runs, kind=args.price))}")
     if args.hours:
         fit = budget.runs_in(point, args.hours)
-        print(f"  in {args.hours:g} h: at most {fit['at_most']:,} runs (roofline), about "
-              f"{fit['estimated']:,} at {fit['assumed_efficiency']:.0%}")
+        print(
+            f"  in {args.hours:g} h: at most {fit['at_most']:,} runs (roofline), about "
+            f"{fit['estimated']:,} at {fit['assumed_efficiency']:.0%}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,21 +81,36 @@ def main(argv: list[str] | None = None) -> int:
     from shared.rollout import SEMANTICS
     from shared.token_logprobs import IMPLEMENTATIONS
 
-    parser = argparse.ArgumentParser(prog="python -m shared.plan", description=plan.__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m shared.plan",
+        description=plan.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("workload", help=", ".join(plan.WORKLOADS))
-    parser.add_argument("--model", required=True,
-                        help="gemma3-1b, gemma2-2b, gemma4-31b, llama3.1-8b, qwen3-8b, "
-                             "<family>-tiny, 130m (train) ...")
-    parser.add_argument("--target", required=True,
-                        help="v5e-1, v5e-8, v6e-1, v6e-8, v5p-8, tpu7x-8, or the GPU here (h100)")
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="gemma3-1b, gemma2-2b, gemma4-31b, llama3.1-8b, qwen3-8b, "
+        "<family>-tiny, 130m (train) ...",
+    )
+    parser.add_argument(
+        "--target",
+        required=True,
+        help="v5e-1, v5e-8, v6e-1, v6e-8, v5p-8, tpu7x-8, or the GPU here (h100)",
+    )
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--batch", type=int, default=8)
     size.add_argument("--max-batch", action="store_true", help="search the largest batch")
-    size.add_argument("--frontier", action="store_true",
-                      help="compile a small grid of the workload's knobs; name the one to use")
-    parser.add_argument("--multiple-of", type=int,
-                        help="--max-batch steps in this unit (default: the data-parallel size)")
+    size.add_argument(
+        "--frontier",
+        action="store_true",
+        help="compile a small grid of the workload's knobs; name the one to use",
+    )
+    parser.add_argument(
+        "--multiple-of",
+        type=int,
+        help="--max-batch steps in this unit (default: the data-parallel size)",
+    )
     parser.add_argument("--seq", type=int, default=1024, help="forward/train sequence length")
     parser.add_argument("--prompt-len", type=int, default=256)
     parser.add_argument("--steps", type=int, default=1024, help="generation steps")
@@ -90,26 +119,44 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--k", type=int, default=128, help="forward --logits topk: k")
     parser.add_argument("--lora-rank", type=int, default=8)
     parser.add_argument("--microbatches", type=int, default=1, help="train: accumulation steps")
-    parser.add_argument("--remat", default="none",
-                        help="lora-train: none | block | decoder; train: none | block | dots")
+    parser.add_argument(
+        "--remat",
+        default="none",
+        help="lora-train: none | block | decoder; train: none | block | dots",
+    )
     parser.add_argument("--loss", default="chunked", help="lora-train: chunked | full")
-    parser.add_argument("--tunix-semantics", default="0.1.7",
-                        help="rollouts: 0.1.7 (donated KV cache) or 0.1.6 (not donated)")
+    parser.add_argument(
+        "--tunix-semantics",
+        default="0.1.7",
+        help="rollouts: 0.1.7 (donated KV cache) or 0.1.6 (not donated)",
+    )
     parser.add_argument("--mesh", help="FSDPxTP, e.g. 1x8 (default: all devices on fsdp)")
-    parser.add_argument("--fast", action="store_true",
-                        help="least compile effort: several times quicker, bytes approximate")
+    parser.add_argument(
+        "--fast",
+        action="store_true",
+        help="least compile effort: several times quicker, bytes approximate",
+    )
     parser.add_argument("--no-cache", action="store_true", help="recompile even if cached")
     parser.add_argument("--json", action="store_true", help="print JSON")
     bill = parser.add_argument_group("hours and dollars (shared.budget, shared.prices)")
-    bill.add_argument("--runs", type=float, default=1,
-                      help="price this many runs of the workload (a step, a batch of rollouts)")
+    bill.add_argument(
+        "--runs",
+        type=float,
+        default=1,
+        help="price this many runs of the workload (a step, a batch of rollouts)",
+    )
     bill.add_argument("--hours", type=float, help="also: how many runs fit in this many hours")
     bill.add_argument("--price", default="on-demand", help="on-demand | spot | 1y | 3y")
-    grpo = parser.add_argument_group("grpo (--batch: sequences per call of each phase without "
-                                     "its own micro-batch; --steps: the completion length)")
+    grpo = parser.add_argument_group(
+        "grpo (--batch: sequences per call of each phase without "
+        "its own micro-batch; --steps: the completion length)"
+    )
     grpo.add_argument("--completion-len", type=int, dest="steps", help="= --steps")
-    grpo.add_argument("--prompts-per-step", type=int,
-                      help="default: the least multiple of the phases' micro-batches")
+    grpo.add_argument(
+        "--prompts-per-step",
+        type=int,
+        help="default: the least multiple of the phases' micro-batches",
+    )
     grpo.add_argument("--num-generations", type=int, default=4, help="G, per prompt")
     grpo.add_argument("--num-iterations", type=int, default=1, help="> 1: old-policy log-probs")
     grpo.add_argument("--rollout-micro", type=int, help="sequences per Sampler call")
@@ -117,23 +164,41 @@ def main(argv: list[str] | None = None) -> int:
     grpo.add_argument("--train-micro", type=int, help="sequences per policy-update pass")
     grpo.add_argument("--logps", default="tunix", help="log-prob phases: tunix | chunked")
     grpo.add_argument("--beta", type=float, default=0.08, help="KL weight (0: no reference)")
-    grpo.add_argument("--phases", help="compile only these: rollout, logps, update (comma-"
-                                       "separated; resident buffers still counted)")
+    grpo.add_argument(
+        "--phases",
+        help="compile only these: rollout, logps, update (comma-"
+        "separated; resident buffers still counted)",
+    )
     args = parser.parse_args(argv)
 
     request = plan.Request(
-        workload=choose("workload", args.workload, plan.WORKLOADS), model=args.model,
-        target=args.target, batch=args.batch, seq=args.seq, prompt_len=args.prompt_len,
-        steps=args.steps, cache_size=args.cache_size,
-        logits=choose("logits mode", args.logits, ("full", "topk")), k=args.k,
-        lora_rank=args.lora_rank, mesh=args.mesh, microbatches=args.microbatches,
-        remat=args.remat, loss=choose("loss", args.loss, LOSSES),
-        tunix=choose("tunix semantics", args.tunix_semantics, SEMANTICS), fast=args.fast,
-        prompts_per_step=args.prompts_per_step, num_generations=args.num_generations,
-        num_iterations=args.num_iterations, rollout_micro=args.rollout_micro,
-        logps_micro=args.logps_micro, train_micro=args.train_micro,
-        logps=choose("log-prob implementation", args.logps, IMPLEMENTATIONS), beta=args.beta,
-        phases=args.phases)
+        workload=choose("workload", args.workload, plan.WORKLOADS),
+        model=args.model,
+        target=args.target,
+        batch=args.batch,
+        seq=args.seq,
+        prompt_len=args.prompt_len,
+        steps=args.steps,
+        cache_size=args.cache_size,
+        logits=choose("logits mode", args.logits, ("full", "topk")),
+        k=args.k,
+        lora_rank=args.lora_rank,
+        mesh=args.mesh,
+        microbatches=args.microbatches,
+        remat=args.remat,
+        loss=choose("loss", args.loss, LOSSES),
+        tunix=choose("tunix semantics", args.tunix_semantics, SEMANTICS),
+        fast=args.fast,
+        prompts_per_step=args.prompts_per_step,
+        num_generations=args.num_generations,
+        num_iterations=args.num_iterations,
+        rollout_micro=args.rollout_micro,
+        logps_micro=args.logps_micro,
+        train_micro=args.train_micro,
+        logps=choose("log-prob implementation", args.logps, IMPLEMENTATIONS),
+        beta=args.beta,
+        phases=args.phases,
+    )
     if args.frontier:
         result = frontier.frontier(request, use_cache=not args.no_cache, progress=not args.json)
         if args.json:
@@ -146,19 +211,27 @@ def main(argv: list[str] | None = None) -> int:
             print_bill(result["choice"], args)
         return 0
     if args.max_batch:
-        result = plan.max_batch(request, multiple_of=args.multiple_of,
-                                use_cache=not args.no_cache, progress=not args.json)
+        result = plan.max_batch(
+            request,
+            multiple_of=args.multiple_of,
+            use_cache=not args.no_cache,
+            progress=not args.json,
+        )
         if args.json:
             print(json.dumps(result, indent=1))
             return 0
         fast = [p for p in result["probes"] if p["fast"]]
-        print("fast compiles (locate, bytes approximate): " + ", ".join(
-            f"{p['batch']}: {_size(p['bytes_per_device'])}" for p in fast))
+        print(
+            "fast compiles (locate, bytes approximate): "
+            + ", ".join(f"{p['batch']}: {_size(p['bytes_per_device'])}" for p in fast)
+        )
         for point in result["probes"]:
             if not point["fast"]:
                 print_point(point)
-        print(f"\n{plan.describe(result)}; {result['compiles']} compiles "
-              f"({len(result['probes']) - result['compiles']} cached), {result['wall_s']:.0f} s")
+        print(
+            f"\n{plan.describe(result)}; {result['compiles']} compiles "
+            f"({len(result['probes']) - result['compiles']} cached), {result['wall_s']:.0f} s"
+        )
         for point in result["probes"]:
             if not point["fast"] and point["batch"] == result["max_batch"]:
                 print_bill(point, args)
@@ -171,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     print_point(point)
     print_bill(point, args)
     return 0
+
 
 if __name__ == "__main__":
     run_cli(main)

@@ -34,8 +34,10 @@ def unit_for(request: Request, multiple_of: int | None) -> int:
     fsdp, _ = mesh_shape(request.mesh, len(target_devices(parse_target(request.target))))
     unit = multiple_of or fsdp
     if unit < 1 or unit % fsdp:
-        raise BadInput(f"--multiple-of {multiple_of} must be a positive multiple of the mesh's "
-                       f"data-parallel size {fsdp}")
+        raise BadInput(
+            f"--multiple-of {multiple_of} must be a positive multiple of the mesh's "
+            f"data-parallel size {fsdp}"
+        )
     return unit
 
 
@@ -52,21 +54,30 @@ def _slope(a: dict, b: dict) -> float:
     return (b["bytes_per_device"] - a["bytes_per_device"]) / (b["batch"] - a["batch"])
 
 
-def max_batch(request: Request, *, multiple_of: int | None = None, use_cache: bool = True,
-              progress: bool = True) -> dict:
+def max_batch(
+    request: Request,
+    *,
+    multiple_of: int | None = None,
+    use_cache: bool = True,
+    progress: bool = True,
+) -> dict:
     """The largest batch (a multiple of the unit) the compiler says fits, with every probe."""
     from tqdm.auto import tqdm
 
     unit = unit_for(request, multiple_of)
-    bar = tqdm(desc=f"max batch {request.workload} {request.model} on {request.target}",
-               unit="compile", disable=not progress)
+    bar = tqdm(
+        desc=f"max batch {request.workload} {request.model} on {request.target}",
+        unit="compile",
+        disable=not progress,
+    )
     start = time.perf_counter()
     probes: list[dict] = []
 
     def probe(batch: int, fast: bool) -> dict:
         bar.set_postfix(batch=batch, fast=fast)
-        point = plan_point(dataclasses.replace(request, batch=batch, fast=fast),
-                           use_cache=use_cache)
+        point = plan_point(
+            dataclasses.replace(request, batch=batch, fast=fast), use_cache=use_cache
+        )
         probes.append(point)
         bar.update()
         return point
@@ -74,8 +85,9 @@ def max_batch(request: Request, *, multiple_of: int | None = None, use_cache: bo
     low, high = probe(8 * unit, True), probe(64 * unit, True)
     usable = low["hbm_bytes"]
     fast_slope = _slope(low, high)
-    candidate = _crossing(high if high["fits"] else low, fast_slope, usable, unit) \
-        if low["fits"] else unit
+    candidate = (
+        _crossing(high if high["fits"] else low, fast_slope, usable, unit) if low["fits"] else unit
+    )
     if high["fits"] and candidate > 2 * high["batch"]:  # far off: a third fast point nearby
         near = probe(candidate, True)
         fast_slope = _slope(high, near)
@@ -100,13 +112,18 @@ def max_batch(request: Request, *, multiple_of: int | None = None, use_cache: bo
     fits = [b for b, p in exact.items() if p["fits"]]
     fails = [b for b, p in exact.items() if not p["fits"]]
     largest, first_fail = max(fits, default=0), min(fails, default=None)
-    return {**dataclasses.asdict(request), "multiple_of": unit, "max_batch": largest,
-            "first_not_fitting": first_fail,
-            "at_least": first_fail is None,  # the ceiling stopped the search, not the compiler
-            "ceiling": CEILING, "converged": first_fail is not None and first_fail - largest
-            <= unit or largest >= CEILING,
-            "compiles": sum(not p["cached"] for p in probes), "probes": probes,
-            "wall_s": time.perf_counter() - start}
+    return {
+        **dataclasses.asdict(request),
+        "multiple_of": unit,
+        "max_batch": largest,
+        "first_not_fitting": first_fail,
+        "at_least": first_fail is None,  # the ceiling stopped the search, not the compiler
+        "ceiling": CEILING,
+        "converged": first_fail is not None and first_fail - largest <= unit or largest >= CEILING,
+        "compiles": sum(not p["cached"] for p in probes),
+        "probes": probes,
+        "wall_s": time.perf_counter() - start,
+    }
 
 
 def describe(search: dict) -> str:
@@ -116,10 +133,14 @@ def describe(search: dict) -> str:
     if largest == 0:
         return f"not even batch {search['multiple_of']} fits for {where} (the compiler's verdict)"
     if search["at_least"]:
-        return (f"at least {largest} fits for {where}: the search stops at its ceiling of "
-                f"{search['ceiling']} without a failing batch")
+        return (
+            f"at least {largest} fits for {where}: the search stops at its ceiling of "
+            f"{search['ceiling']} without a failing batch"
+        )
     text = f"largest batch that fits for {where}: {largest} (batch {fail} does not)"
     if not search["converged"]:
-        text += f"; the search stopped after {MAX_EXACT} exact compiles with a gap, so a batch "\
-                f"between {largest} and {fail} may also fit"
+        text += (
+            f"; the search stopped after {MAX_EXACT} exact compiles with a gap, so a batch "
+            f"between {largest} and {fail} may also fit"
+        )
     return text

@@ -22,6 +22,7 @@ VERSIONED = ("jax", "jaxlib", "libtpu", "google-tunix", "qwix", "flax")
 
 def versions() -> dict[str, str | None]:
     """The versions a verdict was compiled with (stated in every verdict, part of its cache key)."""
+
     def version(package):
         try:
             return metadata.version(package)
@@ -40,20 +41,28 @@ def _quiet_libtpu_without_tpu() -> None:
     """
     if glob.glob("/dev/accel*") or glob.glob("/dev/vfio/[0-9]*"):
         return
-    for key, value in (("TPU_SKIP_MDS_QUERY", "1"), ("TPU_WORKER_HOSTNAMES", "localhost"),
-                       ("TPU_WORKER_ID", "0"), ("TPU_ACCELERATOR_TYPE", "v5litepod-8"),
-                       ("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")):
+    for key, value in (
+        ("TPU_SKIP_MDS_QUERY", "1"),
+        ("TPU_WORKER_HOSTNAMES", "localhost"),
+        ("TPU_WORKER_ID", "0"),
+        ("TPU_ACCELERATOR_TYPE", "v5litepod-8"),
+        ("ALLOW_MULTIPLE_LIBTPU_LOAD", "1"),
+    ):
         os.environ.setdefault(key, value)
 
 
 def topology_devices(target: Target) -> list:
     """The abstract TPU devices of `target`, for ahead-of-time compilation."""
     if not target.chip.is_tpu:
-        raise BadInput(f"{target.name} is not a TPU: plan mode compiles for TPU slices "
-                       "(v5e-1, v5e-8, v6e-1, v6e-8, v5p-8, tpu7x-8) or for the GPU attached here")
+        raise BadInput(
+            f"{target.name} is not a TPU: plan mode compiles for TPU slices "
+            "(v5e-1, v5e-8, v6e-1, v6e-8, v5p-8, tpu7x-8) or for the GPU attached here"
+        )
     if target.topology is None:
-        raise BadInput(f"no TPU topology for {target.name}: use a power-of-two chip count "
-                       f"such as {target.chip.name}-8")
+        raise BadInput(
+            f"no TPU topology for {target.name}: use a power-of-two chip count "
+            f"such as {target.chip.name}-8"
+        )
     try:
         from jax.experimental import topologies
     except ImportError as err:
@@ -61,18 +70,23 @@ def topology_devices(target: Target) -> list:
     try:
         import libtpu  # noqa: F401
     except ImportError as err:
-        raise BadInput("plan mode needs libtpu: pip install -r requirements.txt "
-                       "(it pins jax[tpu], which brings libtpu)") from err
+        raise BadInput(
+            "plan mode needs libtpu: pip install -r requirements.txt "
+            "(it pins jax[tpu], which brings libtpu)"
+        ) from err
     _quiet_libtpu_without_tpu()
     kwargs = {}
     if target.single_host_bounds is not None:
         kwargs["chips_per_host_bounds"] = target.single_host_bounds
     try:
-        topology = topologies.get_topology_desc(platform="tpu", topology_name=target.topology,
-                                                **kwargs)
+        topology = topologies.get_topology_desc(
+            platform="tpu", topology_name=target.topology, **kwargs
+        )
     except Exception as err:  # libtpu raises plain RuntimeErrors for unknown topologies
-        raise BadInput(f"libtpu could not make topology {target.topology} for {target.name}: "
-                       f"{str(err).splitlines()[0]}") from err
+        raise BadInput(
+            f"libtpu could not make topology {target.topology} for {target.name}: "
+            f"{str(err).splitlines()[0]}"
+        ) from err
     return list(topology.devices)
 
 
@@ -83,11 +97,13 @@ def local_gpu_devices(target: Target) -> list:
     gpus = [d for d in jax.local_devices() if d.platform == "gpu"]
     if not gpus or chip_for_device_kind(gpus[0].device_kind) is not target.chip:
         here = gpus[0].device_kind if gpus else "no GPU"
-        raise BadInput(f"plan mode compiles for {target.name} on that GPU itself, and this "
-                       f"machine has {here}; plan for a TPU slice instead (v5e-8, v6e-1, ...)")
+        raise BadInput(
+            f"plan mode compiles for {target.name} on that GPU itself, and this "
+            f"machine has {here}; plan for a TPU slice instead (v5e-8, v6e-1, ...)"
+        )
     if target.chips > len(gpus):
         raise BadInput(f"{target.name} wants {target.chips} GPUs, this machine has {len(gpus)}")
-    return gpus[:target.chips]
+    return gpus[: target.chips]
 
 
 def target_devices(target: Target) -> list:

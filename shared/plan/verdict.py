@@ -79,11 +79,15 @@ class Request:
     phases: str | None = None  # compile only these ("rollout,logps,update"); None: all
 
     def key(self) -> str:
-        sources = hashlib.sha256(b"".join(
-            p.read_bytes() for p in sorted(Path(__file__).resolve().parents[1].rglob("*.py"))
-        )).hexdigest()
-        blob = json.dumps({"request": dataclasses.asdict(self), "versions": versions(),
-                           "sources": sources}, sort_keys=True)
+        sources = hashlib.sha256(
+            b"".join(
+                p.read_bytes() for p in sorted(Path(__file__).resolve().parents[1].rglob("*.py"))
+            )
+        ).hexdigest()
+        blob = json.dumps(
+            {"request": dataclasses.asdict(self), "versions": versions(), "sources": sources},
+            sort_keys=True,
+        )
         return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
@@ -105,8 +109,10 @@ def read_cache(request: Request) -> dict | None:
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError) as err:
-        print(f"plan cache: ignoring unreadable {path.name} ({type(err).__name__}); recompiling",
-              file=sys.stderr)
+        print(
+            f"plan cache: ignoring unreadable {path.name} ({type(err).__name__}); recompiling",
+            file=sys.stderr,
+        )
         return None
 
 
@@ -136,8 +142,9 @@ def resident_bytes(workload: Workload) -> dict[str, int]:
     return sizes
 
 
-def combine(executables: dict[str, dict], resident: dict[str, int],
-            takes: dict[str, list[str]]) -> dict:
+def combine(
+    executables: dict[str, dict], resident: dict[str, int], takes: dict[str, list[str]]
+) -> dict:
     """The whole-workload arithmetic: each executable's transient bytes (its non-resident
     arguments + outputs + temps - aliased) and the verdict bytes, resident + worst transient.
     `takes[label]` names the resident buffers that executable receives as arguments."""
@@ -147,12 +154,20 @@ def combine(executables: dict[str, dict], resident: dict[str, int],
         if e["refused"]:  # libtpu's number is the whole program's need, resident args included
             transient[label] = max(0, e["total_bytes"] - held)
             continue
-        transient[label] = (max(0, e["argument_bytes"] - held) + e["output_bytes"]
-                            + e["temp_bytes"] - e["alias_bytes"])
+        transient[label] = (
+            max(0, e["argument_bytes"] - held)
+            + e["output_bytes"]
+            + e["temp_bytes"]
+            - e["alias_bytes"]
+        )
     worst = max(transient, key=transient.get)
     total = sum(resident.values())
-    return {"resident_bytes": total, "transient_bytes": transient, "worst": worst,
-            "bytes_per_device": total + transient[worst]}
+    return {
+        "resident_bytes": total,
+        "transient_bytes": transient,
+        "worst": worst,
+        "bytes_per_device": total + transient[worst],
+    }
 
 
 def _exceeds(verdict: dict, executables: dict, usable: int) -> bool:
@@ -161,17 +176,24 @@ def _exceeds(verdict: dict, executables: dict, usable: int) -> bool:
 
 def weights_dtype(workload: Workload) -> str:
     """The dtype of the floating-point weights the workload holds ("bfloat16"), for the verdict."""
-    dtypes = {str(x.dtype) for exe in workload.executables
-              for index, name in exe.resident_args.items() if name == "weights"
-              for x in jax.tree.leaves(exe.args[index]) if "float" in str(x.dtype)}
+    dtypes = {
+        str(x.dtype)
+        for exe in workload.executables
+        for index, name in exe.resident_args.items()
+        if name == "weights"
+        for x in jax.tree.leaves(exe.args[index])
+        if "float" in str(x.dtype)
+    }
     return "/".join(sorted(dtypes)) or "n/a"
 
 
 def check_batch_on(request: Request, mesh) -> None:
     fsdp = mesh.shape["fsdp"]
     if request.batch < 1 or request.batch % fsdp:
-        raise BadInput(f"batch {request.batch} does not divide the mesh's fsdp axis of {fsdp}: "
-                       f"use a multiple of {fsdp} or --mesh 1x{mesh.size}")
+        raise BadInput(
+            f"batch {request.batch} does not divide the mesh's fsdp axis of {fsdp}: "
+            f"use a multiple of {fsdp} or --mesh 1x{mesh.size}"
+        )
 
 
 def plan_point(request: Request, *, use_cache: bool = True) -> dict:
@@ -196,16 +218,16 @@ def plan_point(request: Request, *, use_cache: bool = True) -> dict:
     pending = list(workload.executables)
     with jax.set_mesh(mesh), ThreadPoolExecutor(WORKERS) as pool:
         while pending:
-            if executables and _exceeds(combine(executables, resident, takes), executables,
-                                        usable):
+            if executables and _exceeds(combine(executables, resident, takes), executables, usable):
                 skipped += [exe.label for exe in pending]  # cannot change the verdict
                 break
             group, pending = pending[:WORKERS], pending[WORKERS:]
             # Lowered here (the mesh context is this thread's), compiled one per core: XLA
             # compiles outside the GIL.
             lowered = [exe.fn.lower(*exe.args, **exe.kwargs) for exe in group]
-            for exe, summary in zip(group, pool.map(lambda low: compile_lowered(low, options),
-                                                    lowered), strict=True):
+            for exe, summary in zip(
+                group, pool.map(lambda low: compile_lowered(low, options), lowered), strict=True
+            ):
                 executables[exe.label] = {**summary, "repeats": exe.repeats, "note": exe.note}
                 takes[exe.label] = sorted(set(exe.resident_args.values()))
     verdict = combine(executables, resident, takes)
@@ -214,17 +236,33 @@ def plan_point(request: Request, *, use_cache: bool = True) -> dict:
     accessed = sum(e["bytes_accessed"] * e["repeats"] for e in executables.values())
     chip = target.chip
     result = {
-        **dataclasses.asdict(request), "versions": versions(), "dtype": weights_dtype(workload),
-        "target_chip": chip.name, "devices": len(devices), "mesh_shape": dict(mesh.shape),
-        "executables": executables, "resident": resident, **verdict,
-        "hbm_bytes": usable, "datasheet_hbm_bytes": chip.hbm_bytes_per_device,
-        "fits": not _exceeds(verdict, executables, usable), "refused": refused,
-        "skipped": skipped, "margin_bytes": usable - verdict["bytes_per_device"],
-        "notes": workload.notes + ([f"not compiled: {', '.join(skipped)} (an executable before "
-                                    "it already does not fit)"] if skipped else []),
-        "flops_per_device": flops, "bytes_accessed_per_device": accessed,
-        "roofline_lower_bound_s": max(flops / chip.peak_flops_per_device,
-                                      accessed / (chip.hbm_bandwidth / chip.devices_per_chip)),
+        **dataclasses.asdict(request),
+        "versions": versions(),
+        "dtype": weights_dtype(workload),
+        "target_chip": chip.name,
+        "devices": len(devices),
+        "mesh_shape": dict(mesh.shape),
+        "executables": executables,
+        "resident": resident,
+        **verdict,
+        "hbm_bytes": usable,
+        "datasheet_hbm_bytes": chip.hbm_bytes_per_device,
+        "fits": not _exceeds(verdict, executables, usable),
+        "refused": refused,
+        "skipped": skipped,
+        "margin_bytes": usable - verdict["bytes_per_device"],
+        "notes": workload.notes
+        + (
+            [f"not compiled: {', '.join(skipped)} (an executable before it already does not fit)"]
+            if skipped
+            else []
+        ),
+        "flops_per_device": flops,
+        "bytes_accessed_per_device": accessed,
+        "roofline_lower_bound_s": max(
+            flops / chip.peak_flops_per_device,
+            accessed / (chip.hbm_bandwidth / chip.devices_per_chip),
+        ),
         "compile_s": sum(e["compile_s"] for e in executables.values()),
     }
     write_cache(request, result)

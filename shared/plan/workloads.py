@@ -25,39 +25,78 @@ def _rollout(request, mesh: Mesh, lora: bool = False) -> Workload:
     cache = request.cache_size or request.prompt_len + request.steps
     rank = request.lora_rank if lora else None
     rollout = abstract_rollout(
-        request.model, request.batch, request.prompt_len, request.steps, cache, mesh=mesh,
-        lora_rank=rank, lora_alpha=default_alpha(rank) if lora else None,
-        semantics=request.tunix)
-    notes = [] if request.tunix == "0.1.7" else [
-        f"compiled as tunix {request.tunix} runs it: the Sampler does not donate its state, so "
-        "decode holds the KV cache twice"]
+        request.model,
+        request.batch,
+        request.prompt_len,
+        request.steps,
+        cache,
+        mesh=mesh,
+        lora_rank=rank,
+        lora_alpha=default_alpha(rank) if lora else None,
+        semantics=request.tunix,
+    )
+    notes = (
+        []
+        if request.tunix == "0.1.7"
+        else [
+            f"compiled as tunix {request.tunix} runs it: the Sampler does not donate its state, so "
+            "decode holds the KV cache twice"
+        ]
+    )
     return Workload(rollout.executables(request.prompt_len, request.steps), notes=notes)
 
 
 def _forward(request, mesh: Mesh) -> Workload:
     from shared import models
 
-    args, kwargs = models.abstract_forward_args(request.model, request.batch, request.seq,
-                                                mesh=mesh)
-    return Workload([Executable(f"forward-{request.logits}", models.teacher_forced_top_k, args,
-                                {**kwargs, "mode": request.logits, "k": request.k},
-                                resident_args={1: "weights"})])
+    args, kwargs = models.abstract_forward_args(
+        request.model, request.batch, request.seq, mesh=mesh
+    )
+    return Workload(
+        [
+            Executable(
+                f"forward-{request.logits}",
+                models.teacher_forced_top_k,
+                args,
+                {**kwargs, "mode": request.logits, "k": request.k},
+                resident_args={1: "weights"},
+            )
+        ]
+    )
 
 
 def _lora_train(request, mesh: Mesh) -> Workload:
     from shared import lora
 
-    return Workload([lora.lora_train_executable(
-        request.model, request.batch, request.seq, request.lora_rank, mesh=mesh,
-        remat=request.remat, microbatches=request.microbatches, loss=request.loss)])
+    return Workload(
+        [
+            lora.lora_train_executable(
+                request.model,
+                request.batch,
+                request.seq,
+                request.lora_rank,
+                mesh=mesh,
+                remat=request.remat,
+                microbatches=request.microbatches,
+                loss=request.loss,
+            )
+        ]
+    )
 
 
 def _train(request, mesh: Mesh) -> Workload:
     from shared import train
 
-    return Workload(train.train_executables(request.model, mesh, batch=request.batch,
-                                            seq=request.seq, microbatches=request.microbatches,
-                                            remat=request.remat))
+    return Workload(
+        train.train_executables(
+            request.model,
+            mesh,
+            batch=request.batch,
+            seq=request.seq,
+            microbatches=request.microbatches,
+            remat=request.remat,
+        )
+    )
 
 
 def _grpo(request, mesh: Mesh) -> Workload:
