@@ -7,10 +7,12 @@ shared.prices (dated, sourced). Measured runs replace the assumption: the ledger
 
     est = budget.estimate(point, runs=1000, kind="spot")   # point: a shared.plan verdict
     print(budget.describe(est))
+    budget.for_tokens(point, 1e8)  # a fine-tune reading 1e8 tokens: steps, then estimate()
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from shared import prices
@@ -80,6 +82,14 @@ def estimate(point: dict, *, runs: float = 1, kind: str = "on-demand") -> dict:
         "dollars_at_roofline": per_hour * roofline_s / SECONDS_PER_HOUR,
         "dollars_estimated": per_hour * estimated_s / SECONDS_PER_HOUR,
     }
+
+
+def for_tokens(point: dict, tokens: float, *, kind: str = "on-demand") -> dict:
+    """A training run reading `tokens` tokens at a train-step verdict's batch x seq: its steps
+    (the last one partly filled counts whole), then `estimate` of that many steps."""
+    positive(tokens=tokens)
+    steps = math.ceil(tokens / (point["batch"] * point["seq"]))
+    return {**estimate(point, runs=steps, kind=kind), "tokens": tokens, "steps": steps}
 
 
 def runs_in(point: dict, hours: float) -> dict:

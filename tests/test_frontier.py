@@ -86,6 +86,21 @@ def test_estimate_states_its_assumption_and_prices_the_slice():
     assert runs["at_most"] == 36000 and runs["estimated"] == 14400
 
 
+def test_a_token_budget_becomes_whole_steps_then_an_estimate():
+    point = {
+        "workload": "lora-train",
+        "target": "v5e-8",
+        "roofline_lower_bound_s": 0.9,
+        "batch": 4,
+        "seq": 2048,
+    }
+    bill = budget.for_tokens(point, 1e6, kind="spot")
+    assert bill["steps"] == 123  # 1e6 / 8192 = 122.07: the partly filled last step counts
+    assert bill["roofline_s"] == pytest.approx(123 * 0.9) and bill["price_kind"] == "spot"
+    with pytest.raises(BadInput, match="tokens"):
+        budget.for_tokens(point, 0)
+
+
 def test_a_slice_without_a_price_keeps_its_times():
     est = budget.estimate(
         {"workload": "rollout", "target": "tpu7x-8", "roofline_lower_bound_s": 1.0}
