@@ -151,36 +151,34 @@ def scale_table(a) -> tuple[list[dict], list[dict]]:
 def local_sharing(name: str, rank: int) -> dict:
     """On this machine's CPU: bytes of the base, of the adapters, and what free_base frees."""
     import jax
-    from flax import nnx
 
     from shared.sharding import make_mesh
 
     mesh = make_mesh(None, jax.devices()[:1])
     base, _ = models.load(name, "dummy", mesh=mesh, is_sampling=True)
     adapted = lora.apply_lora(base, rank, lora.default_alpha(rank), mesh=mesh)
-    kept = {id(x) for x in jax.tree.leaves(nnx.state(adapted))}
-    leaves = jax.tree.leaves(nnx.state(base))
+    shared, total = lora.shared_base_arrays(base, adapted)
     row = {
         "model": name,
         "rank": rank,
         "base_bytes": models.param_bytes(base),
         "lora_params": lora.lora_param_count(adapted),
         "lora_bytes": models.param_bytes(adapted) - models.param_bytes(base),
-        "base_arrays": len(leaves),
-        "shared_arrays": sum(id(x) in kept for x in leaves),
+        "base_arrays": total,
+        "shared_arrays": shared,
     }
     return row | {"freed_bytes": lora.free_base(base, keep=adapted)}
 
 
 def finetune(point: dict, tokens: float) -> dict:
     """Steps, hours and dollars of a fine-tune reading `tokens` tokens at a verdict's setting."""
-    steps = math.ceil(tokens / (point["batch"] * point["seq"]))
+    bills = {kind: budget.for_tokens(point, tokens, kind=kind) for kind in ("on-demand", "spot")}
     return {
         "tokens": tokens,
-        "steps": steps,
+        "steps": bills["spot"]["steps"],
         "batch": point["batch"],
         "seq": point["seq"],
-        **{kind: budget.estimate(point, runs=steps, kind=kind) for kind in ("on-demand", "spot")},
+        **bills,
     }
 
 

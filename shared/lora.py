@@ -60,10 +60,22 @@ def apply_lora(model, rank: int, alpha: float, *, mesh=None, seed: int = 0):
     return reshard.reshard_model_to_mesh(lora, mesh) if mesh is not None else lora
 
 
+def _array_ids(model) -> set[int]:
+    return {id(x) for x in jax.tree.leaves(nnx.state(model))}
+
+
+def shared_base_arrays(base, adapted) -> tuple[int, int]:
+    """How many of the base model's arrays the LoRA model holds as the very same buffers, of how
+    many. All of them with flax 0.12's `nnx.clone`: LoRA then costs its adapters' bytes only."""
+    kept = _array_ids(adapted)
+    leaves = jax.tree.leaves(nnx.state(base))
+    return sum(id(x) in kept for x in leaves), len(leaves)
+
+
 def free_base(base, keep) -> int:
     """Delete the base model's arrays that `keep` (the LoRA model) does not share; returns the
     bytes freed (0 when qwix's clone shares every buffer). `base` is unusable afterwards."""
-    kept = {id(x) for x in jax.tree.leaves(nnx.state(keep))}
+    kept = _array_ids(keep)
     freed = 0
     for x in jax.tree.leaves(nnx.state(base)):
         if id(x) not in kept and isinstance(x, jax.Array) and not x.is_deleted():

@@ -98,6 +98,8 @@ def test_lora_shards_like_its_base_and_shares_the_base_buffers(lora42):
     assert q.w_lora_a.get_value().sharding.spec == jax.sharding.PartitionSpec("fsdp", None)
     # qwix clones the module graph but (flax 0.12 nnx.clone) not the weight buffers
     assert adapted.embedder.input_embedding.get_value() is base.embedder.input_embedding.get_value()
+    shared, total = lora.shared_base_arrays(base, adapted)
+    assert shared == total == len(jax.tree.leaves(nnx.state(base)))
     assert lora.free_base(base, keep=adapted) == 0
 
 
