@@ -126,6 +126,20 @@ def committed(name: str) -> dict | list | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+# The fields of a plan request that identify a committed verdict.
+VERDICT_KEY = ("workload", "model", "target", "batch", "seq", "microbatches", "remat")
+
+
+def committed_verdict(name: str, request) -> dict | None:
+    """The plan verdict for `request` (a shared.plan.Request) in committed result file NAME's
+    "verdicts" table, or None: how a notebook prices a setting in local and device mode without
+    compiling it."""
+    verdicts = ((committed(name) or {}).get("tables") or {}).get("verdicts", [])
+    return next(
+        (v for v in verdicts if all(v[k] == getattr(request, k) for k in VERDICT_KEY)), None
+    )
+
+
 def agree(what: str, live: float, quoted: float | None, *, rel: float = 0.0) -> bool:
     """Print whether a number this run produced matches the one "What we found" quotes (from a
     committed result); `rel` is the relative difference still called agreement (timings)."""

@@ -42,3 +42,15 @@ def test_byte_table_saves_raw_numbers_and_shows_units(tmp_path):
     assert json.loads((tmp_path / "points.json").read_text())[0]["peak_bytes"] == 3 * 2**30
     assert (tmp_path / "points.csv").read_text().splitlines()[0] == "batch,peak_bytes,note"
     assert report.bytes_text(math.nan) == "n/a" and report.bytes_text(512) == "512 B"
+
+
+def test_a_committed_verdict_is_found_by_every_field_of_its_request():
+    from shared import plan
+
+    request = plan.Request("train", "130m", "v6e-1", batch=32, seq=2048)
+    point = report.committed_verdict("pretrain_plan", request)
+    assert point is not None and point["fits"] in (True, False)
+    assert all(point[k] == getattr(request, k) for k in report.VERDICT_KEY)
+    other = plan.Request("train", "130m", "v6e-1", batch=32, seq=2048, microbatches=3)
+    assert report.committed_verdict("pretrain_plan", other) is None
+    assert report.committed_verdict("no_such_results_file", request) is None
