@@ -46,7 +46,7 @@ $(STAMP): requirements.txt pyproject.toml
 sync: setup ## pair every notebooks/*.py with its .ipynb (jupytext --sync)
 	$(VENV)/bin/jupytext --quiet --sync $(NOTEBOOKS)
 
-check-sync: setup ## fail if a .py and its .ipynb disagree or an .ipynb holds outputs
+check-sync: setup ## fail if a .py and its .ipynb disagree, an .ipynb holds outputs, or a notebook outgrows a story (350 lines, 2.5 code lines per prose line)
 	$(PY) -m tools.notebooks check $(NOTEBOOKS)
 
 execute: setup ## run notebooks headless into runs/ (NB=06 picks one, PARAMS='-p MODE plan')

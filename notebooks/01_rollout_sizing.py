@@ -320,7 +320,8 @@ if searches:
 # the roofline is a lower bound, the estimate divides it by a named efficiency assumption, and
 # dollars come from `shared.prices` with the date they were read. A measured run (local,
 # device) gives its own time at the largest batch that ran, with dollars where the device has
-# a price.
+# a price. Kaggle's v5e-8 costs no dollars: there the hours count against its 9-hour sessions
+# and 20 hours a week.
 
 # %%
 if not searches and quoted:

@@ -105,7 +105,6 @@ from shared import report
 
 MODE = report.use_mode(MODE)  # before jax: plan mode compiles for TARGET on the CPU
 
-import math
 import time
 
 import jax
@@ -117,6 +116,7 @@ from tqdm.auto import tqdm
 
 from shared import budget, data, hardware, ledger, lora, measure, models, plan, rollout_sweep
 from shared.errors import BadInput
+from shared.lora_plots import plot_hbm_stages, plot_scale_boundaries
 from shared.plan import frontier
 from shared.rollout import make_sampler
 from shared.sharding import check_batch, make_mesh
@@ -154,25 +154,21 @@ if measured:
     before = measure.live_bytes_per_device()
     adapted = lora.apply_lora(base, RANK, alpha, mesh=mesh)
     after = measure.live_bytes_per_device()
-    ids = {id(x) for x in jax.tree.leaves(nnx.state(adapted))}
-    shares = sum(id(x) in ids for x in jax.tree.leaves(nnx.state(base)))
+    shares, arrays = lora.shared_base_arrays(base, adapted)
     freed = lora.free_base(base, keep=adapted)
     del base, adapted
     stages = {"base model": before, f"+ LoRA rank {RANK}": after,
               "after free_base": measure.live_bytes_per_device(),
               "if the clone copied the base": 2 * before + (after - before)}
     report.show([{"stage": k, "bytes_per_device": v} for k, v in stages.items()], out, "hbm")
-    print(f"{shares} base arrays are shared with the LoRA model; free_base freed {freed} bytes")
+    print(f"{shares}/{arrays} base arrays shared with the LoRA model; free_base freed {freed} B")
     local = quoted.get("local", {})  # the committed run's model and rank, or no comparison
     same = (local.get("model"), local.get("rank")) == (MODEL, RANK)
     report.agree("adapter bytes", after - before, local["lora_bytes"] if same else None)
     report.agree("bytes free_base frees", freed, local["freed_bytes"] if same else None)
     fig, ax = plt.subplots(figsize=(7, 3))
-    ax.barh(list(stages), [v / 2**20 for v in stages.values()], color=["C0", "C1", "C2", "w"],
-            edgecolor="k", hatch=["", "", "", "//"])
-    ax.invert_yaxis()
-    ax.set(xlabel="live array bytes on the fullest device (MiB)",
-           title=f"{MODEL} + qwix LoRA rank {RANK}, measured on {jax.devices()[0].platform}")
+    plot_hbm_stages(ax, stages, f"{MODEL} + qwix LoRA rank {RANK}, measured on "
+                                f"{jax.devices()[0].platform}")
     report.save_figure(fig, out, "hbm_stages", key=KEY and KEY + "hbm_stages")
     plt.show()
 
@@ -287,13 +283,18 @@ if measured:
 # ## 4 · Predicted by the TPU compiler for `MODEL` on `TARGET`
 # Plan mode compiles the base rollout, the LoRA rollout and the LoRA step above for the real
 # model shapes (elsewhere cached verdicts are shown); section 6 prices the step's best setting.
+# Read `bytes_per_device` against `hbm_bytes`. The LoRA rollout should need little more than
+# the base rollout plus the adapters' bytes, because the clone shares the base's buffers; a
+# gap of a whole model would mean the compiled program copies the weights. The LoRA step adds
+# the adapters' AdamW state and the activations its backward pass keeps, the part remat and
+# micro-batches trade for time in section 6.
 
 # %%
+train_request = plan.Request("lora-train", MODEL, TARGET, batch=TRAIN_BATCH, seq=TRAIN_SEQ,
+                             lora_rank=RANK, mesh=MESH)
 requests = [plan.Request(w, MODEL, TARGET, batch=BATCH_SIZES[-1], prompt_len=PROMPT_LEN,
-                         steps=STEPS, lora_rank=RANK, mesh=MESH) for w in ("rollout",
-                                                                           "lora-rollout")]
-requests.append(plan.Request("lora-train", MODEL, TARGET, batch=TRAIN_BATCH, seq=TRAIN_SEQ,
-                             lora_rank=RANK, mesh=MESH))
+                         steps=STEPS, lora_rank=RANK, mesh=MESH)
+            for w in ("rollout", "lora-rollout")] + [train_request]
 points = [plan.plan_point(r) for r in requests if MODE == "plan" or plan.is_cached(r)]
 report.show(points, out, "predicted", ["workload", "batch", "seq", "bytes_per_device",
                                        "resident_bytes", "hbm_bytes", "fits",
@@ -312,17 +313,7 @@ if bounds:
     report.show(bounds, out, "lora_scale", ["seq", "remat", "fast_line_batch", "largest_batch",
                                             "first_not_fitting", "converged"])
     fig, ax = plt.subplots(figsize=(6, 3.8))
-    for i, remat in enumerate(dict.fromkeys(b["remat"] for b in bounds)):
-        mine = [b for b in bounds if b["remat"] == remat]
-        seqs = [b["seq"] for b in mine]
-        best = [b.get("largest_batch", b["fast_line_batch"]) for b in mine]
-        ax.plot(seqs, best, "o-", color=f"C{i}", mfc="w", label=f"remat {remat}")
-        ax.plot([b["seq"] for b in mine if "largest_batch" in b],
-                [b["largest_batch"] for b in mine if "largest_batch" in b], "o", color=f"C{i}")
-    ax.set(xlabel="sequence length (tokens)", ylabel="largest batch that fits (sequences)",
-           title=f"LoRA rank 16: {quoted['setting']['model']} on "
-                 f"{quoted['setting']['target']} (filled: exact, open: fast)")
-    ax.legend()
+    plot_scale_boundaries(ax, bounds, quoted["setting"])
     report.save_figure(fig, out, "lora_scale", key=KEY and KEY + "lora_scale")
     plt.show()
 
@@ -335,16 +326,12 @@ if bounds:
 
 # %%
 if MODE == "plan":
-    front = frontier.frontier(plan.Request("lora-train", MODEL, TARGET, batch=TRAIN_BATCH,
-                                           seq=TRAIN_SEQ, lora_rank=RANK, mesh=MESH),
-                              {"remat": ["none", "block"], "microbatches": [1, 2]})
+    front = frontier.frontier(train_request, {"remat": ["none", "block"], "microbatches": [1, 2]})
     print(frontier.describe(front))
     fig, ax = plt.subplots(figsize=(7, 4))
     frontier.plot(front, ax)
     report.save_figure(fig, out, "frontier")
     plt.show()
-    if point := front["choice"]:
-        steps = math.ceil(TOKENS / (point["batch"] * point["seq"]))
-        for kind in ("on-demand", "spot"):
-            print(f"{TOKENS:.3g} tokens = {steps:,} steps: "
-                  + budget.describe(budget.estimate(point, runs=steps, kind=kind)))
+    for kind in ("on-demand", "spot") if front["choice"] else []:
+        bill = budget.for_tokens(front["choice"], TOKENS, kind=kind)
+        print(f"{TOKENS:.3g} tokens = {bill['steps']:,} steps: " + budget.describe(bill))

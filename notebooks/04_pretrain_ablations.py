@@ -130,13 +130,8 @@ SEQ = report.by_mode(MODE, SEQ, 128, REAL_ARM["seq"])
 VOCAB_SIZE = report.by_mode(MODE, VOCAB_SIZE, 4096, model_lib.config(MODEL).V)  # = plan's V
 quoted = {name: (report.committed(name) or {}).get("tables", {})
           for name in ("pretrain_cpu", "pretrain_plan")}
-KEY = ("workload", "model", "target", "batch", "seq", "microbatches", "remat")
+KEY = report.VERDICT_KEY
 
-
-def committed_point(request):
-    """The committed verdict for this request (benchmarks/results/pretrain_plan.json), or None."""
-    return next((p for p in quoted["pretrain_plan"].get("verdicts", [])
-                 if all(p[k] == getattr(request, k) for k in KEY)), None)
 
 
 # %% [markdown]
@@ -300,7 +295,10 @@ if MODE == "plan" and PLAN_SEARCH:
 # into hours at the compiler's roofline (a lower bound) and at a named MFU assumption, then
 # dollars at a dated `shared.prices` row. Kaggle's v5e-8 is free within its weekly quota: what
 # counts there is sessions and weeks. Plan mode compiles the step on every `COST_TARGETS`
-# slice; the other modes (local runs a tiny stand-in) read the committed verdicts.
+# slice; the other modes (local runs a tiny stand-in) read the committed verdicts. On the
+# v5e-8 the committed roofline (2.22 h) exceeds the 1.22 h that 46.5% MFU would take: at 4
+# sequences per chip the step is bound by the bytes it moves, not its FLOPs, so an MFU anchor
+# measured on a v6e does not carry over to it.
 
 # %%
 tokens = TOKENS_PER_PARAM * params["total"]
@@ -308,12 +306,13 @@ costs = []
 for name in COST_TARGETS:
     request = plan.Request("train", REAL_ARM["model"], name, batch=REAL_ARM["batch"],
                            seq=REAL_ARM["seq"])
-    point = verdict(request) if MODE == "plan" else committed_point(request)
+    point = (verdict(request) if MODE == "plan"
+             else report.committed_verdict("pretrain_plan", request))
     if point is None:
         print(f"no verdict for {request.model} on {name} committed: run plan mode to price it")
         continue
-    steps = -(-int(tokens) // (request.batch * request.seq))
-    est = budget.estimate(point, runs=steps, kind=PRICE_KIND)
+    est = budget.for_tokens(point, tokens, kind=PRICE_KIND)
+    steps = est["steps"]
     print(f"one arm, {tokens:.3g} tokens = {steps:,} steps (one run is one step): "
           + budget.describe(est))
     hours = est["estimated_s"] / 3600
@@ -341,6 +340,6 @@ for row in costs:
 if MODE == "plan":
     report.show(verdicts, out, "verdicts", [k for k in verdicts[0] if k != "versions"])
     for v in verdicts:
-        q = committed_point(plan.Request(**{k: v[k] for k in KEY}))
+        q = report.committed_verdict("pretrain_plan", plan.Request(**{k: v[k] for k in KEY}))
         report.agree(f"{v['model']} on {v['target']}, batch {v['batch']}: bytes per device",
                      v["bytes_per_device"], q and q["bytes_per_device"])

@@ -149,10 +149,8 @@ if yaml_path.exists():  # in a clone: the YAML wandb reads and the package's cop
 # %%
 real = plan.Request("train", REAL_TRIAL["model"], TARGET, batch=REAL_TRIAL["batch"],
                     seq=REAL_TRIAL["seq"])
-key = ("model", "target", "batch", "seq", "microbatches", "remat")
-point = plan.plan_point(real) if MODE == "plan" else next(
-    (p for p in (report.committed("pretrain_plan") or {}).get("tables", {}).get("verdicts", [])
-     if all(p[k] == getattr(real, k) for k in key)), None)
+point = (plan.plan_point(real) if MODE == "plan"
+         else report.committed_verdict("pretrain_plan", real))
 cost = []
 if point is None:
     print(f"no compiled {real.model} train step for {TARGET} in the committed plan file: run this "
@@ -175,6 +173,10 @@ else:
 # ## 3 · Run the sweep
 # One process per trial; finished trials are read back instead of run again. Per-trial metrics,
 # summary and log: `RESULTS_DIR/trials/<trial_id>/`; every trial: `RESULTS_DIR/trials.csv`.
+# A trial that crashes or is preempted is marked `failed` with the last line of its log in the
+# `error` column, and the sweep goes on; re-running the cell retries only the failed ones. The
+# committed CPU sweep took 7.5 min, about 30 s a trial, mostly start-up, compilation and the
+# held-out evaluation: its first trial's 30 steps at 3,574 tokens/s are 9 s of its 39 s.
 
 # %%
 rows = []

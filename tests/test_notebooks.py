@@ -12,7 +12,14 @@ import papermill
 import pytest
 
 from shared.errors import BadInput
-from tools.notebooks import execute, main, notebook_sources, pairing_problems, parse_parameters
+from tools.notebooks import (
+    execute,
+    main,
+    notebook_sources,
+    pairing_problems,
+    parse_parameters,
+    story_problems,
+)
 
 # Tiny parameters per notebook: enough to exercise every cell on 2 CPU cores in CI.
 SMOKE = {
@@ -155,6 +162,20 @@ def test_notebook_runs_headless(stem, params, tmp_path):
 def test_committed_notebooks_are_paired_and_clean():
     problems = [p for s in notebook_sources() for p in pairing_problems(s)]
     assert not problems, problems
+
+
+def test_committed_notebooks_read_as_stories():
+    problems = [p for s in notebook_sources() for p in story_problems(s)]
+    assert not problems, problems
+
+
+def test_story_check_counts_code_against_prose(tmp_path):
+    source = tmp_path / "99_demo.py"
+    source.write_text("# %% [markdown]\n# One line of prose.\n\n# %%\n# a comment\nx = 1\ny = 2\n")
+    assert story_problems(source) == []  # 2 code lines for 1 of prose; the comment is neither
+    source.write_text(source.read_text() + "z = 3\n")
+    (problem,) = story_problems(source)
+    assert "3 code lines for 1 of prose" in problem
 
 
 def _pair(tmp_path, code="x = 1\n"):

@@ -25,6 +25,9 @@ from shared.paths import ROOT
 NOTEBOOK_DIR = ROOT / "notebooks"
 DEFAULT_KERNEL = "tpu-budget-lab"
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"  # ipykernel's figures-in-cells backend
+# A notebook is a story a reader scrolls: a question, prose that answers it, short computations.
+MAX_LINES = 350
+MAX_CODE_PER_PROSE = 2.5  # code lines (not comments) per line of markdown
 
 
 def notebook_sources(select: str | None = None) -> list[Path]:
@@ -61,6 +64,38 @@ def pairing_problems(source: Path) -> list[str]:
     except Exception as err:  # jupytext raises NotebookDifference with the first difference
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         problems.append(f"{source.name} and {paired.name} differ ({first_line}): run `make sync`")
+    return problems
+
+
+def story_shape(source: Path) -> dict:
+    """Lines of the source, code lines (non-blank, not comments) and prose lines (non-blank
+    markdown) of its cells."""
+    import jupytext
+
+    cells = jupytext.read(source).cells
+
+    def lines(kind):
+        return [ln.strip() for c in cells if c.cell_type == kind for ln in c.source.splitlines()]
+
+    code = [ln for ln in lines("code") if ln and not ln.startswith("#")]
+    prose = [ln for ln in lines("markdown") if ln]
+    return {"lines": len(source.read_text().splitlines()), "code": len(code), "prose": len(prose)}
+
+
+def story_problems(source: Path) -> list[str]:
+    """Why `source` reads as code with captions rather than a story; empty when it does not."""
+    shape = story_shape(source)
+    problems = []
+    if shape["lines"] > MAX_LINES:
+        problems.append(
+            f"{source.name} has {shape['lines']} lines, over {MAX_LINES}: move helpers to shared/"
+        )
+    if shape["code"] > MAX_CODE_PER_PROSE * shape["prose"]:
+        problems.append(
+            f"{source.name} has {shape['code']} code lines for {shape['prose']} of "
+            f"prose, over {MAX_CODE_PER_PROSE} per line: say more, or move code to "
+            "shared/"
+        )
     return problems
 
 
@@ -153,7 +188,9 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    check = sub.add_parser("check", help="fail when a .py and its .ipynb disagree")
+    check = sub.add_parser(
+        "check", help="fail when a .py and its .ipynb disagree, or a notebook outgrows a story"
+    )
     check.add_argument("sources", nargs="*", type=Path)
     run = sub.add_parser("execute", help="execute notebooks headless into --out")
     run.add_argument("--select", help="notebook prefix, e.g. 06")
@@ -164,7 +201,9 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command == "check":
         problems = [
-            p for source in (args.sources or notebook_sources()) for p in pairing_problems(source)
+            p
+            for source in (args.sources or notebook_sources())
+            for p in pairing_problems(source) + story_problems(source)
         ]
         for problem in problems:
             print(problem, file=sys.stderr)
