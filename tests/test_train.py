@@ -139,7 +139,11 @@ def test_corrupt_newest_checkpoint_resumes_from_the_previous_one(tmp_path, jax_c
     damaged = _files(tmp_path / "ckpt-whole" / "12")
     resumed = _run(jax_cache, *_command(tmp_path, "whole"))
     assert resumed.returncode == 0, resumed.stderr
-    (line,) = resumed.stderr.strip().splitlines()  # one line, no orbax tracebacks
+    # One line about the checkpoint and no orbax tracebacks. Other lines may appear: under the
+    # full suite a third-party log line once joined it (not reproduced alone), so those are
+    # shown on failure rather than counted.
+    (line,) = [ln for ln in resumed.stderr.splitlines() if "checkpoint" in ln.lower()] or [""]
+    assert "Traceback" not in resumed.stderr and "orbax" not in resumed.stderr, resumed.stderr
     assert "step 12" in line and "truncated" in line and "resuming from step 9" in line
     assert _files(tmp_path / "ckpt-whole" / "12.corrupt") == damaged  # kept, not deleted
     assert (tmp_path / "ckpt-whole" / "12").is_dir()  # saved again beside it
