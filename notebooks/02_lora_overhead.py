@@ -96,6 +96,7 @@ TRAIN_SEQ = None  # tokens per row; 64 | 512
 LR = 1e-2  # AdamW on the adapters only
 MESH = None  # FSDPxTP, e.g. "8x1"; None: every device on fsdp (local: one device)
 TOKENS = 1e8  # tokens a LoRA fine-tune reads: steps, hours and dollars
+FRONTIER_GRID = {"remat": ["none", "block"], "microbatches": [1, 2]}  # plan mode: what to try
 RESULTS_DIR = "results/02_lora_overhead"
 SEED = 0
 KEY_FIGURES = False  # also write the figures "What we found" shows to docs/figures/
@@ -320,13 +321,15 @@ if bounds:
 # %% [markdown]
 # ## 6 · What to change for `MODEL` on `TARGET` (plan mode)
 # `shared.plan.frontier` compiles the LoRA step above at every remat policy and micro-batch
-# count, fast; the settings no other beats on both bytes per device and roofline time are
-# compiled exactly, and the fastest that fits is the one to use. Then the bill of a fine-tune
-# reading `TOKENS` tokens at it (roofline, the named efficiency, dated prices).
+# count of `FRONTIER_GRID`, fast; the settings no other beats on both bytes per device and
+# roofline time are compiled exactly, and the fastest that fits is the one to use. Then the
+# bill of a fine-tune reading `TOKENS` tokens at it (roofline, named efficiency, dated prices).
+# `FRONTIER_GRID` may name any field of the step's request: `remat`, `microbatches`, `loss`
+# (chunked or full) or `batch`; each added value multiplies the compiles.
 
 # %%
 if MODE == "plan":
-    front = frontier.frontier(train_request, {"remat": ["none", "block"], "microbatches": [1, 2]})
+    front = frontier.frontier(train_request, FRONTIER_GRID)
     print(frontier.describe(front))
     fig, ax = plt.subplots(figsize=(7, 4))
     frontier.plot(front, ax)
