@@ -52,8 +52,8 @@ check-sync: setup ## fail if a .py and its .ipynb disagree, an .ipynb holds outp
 execute: setup ## run notebooks headless into runs/ (NB=06 picks one, PARAMS='-p MODE plan')
 	$(PY) -m tools.notebooks execute --kernel $(KERNEL) $(if $(NB),--select $(NB)) -- $(PARAMS)
 
-test: setup ## run the test suite (unit tests + a smoke run of every notebook)
-	$(PY) -m pytest -q
+test: setup ## run the test suite (unit tests + a smoke run of every notebook) on up to 4 cores
+	$(PY) -m pytest -q --numprocesses auto --maxprocesses 4 --dist worksteal
 
 lint: setup ## ruff over shared/, tools/, tests/, notebooks/, data/ and benchmarks/, and their formatting
 	$(VENV)/bin/ruff check shared tools tests notebooks data benchmarks

@@ -21,7 +21,8 @@ from tools.notebooks import (
     story_problems,
 )
 
-# Tiny parameters per notebook: enough to exercise every cell on 2 CPU cores in CI.
+# Tiny parameters per notebook: enough to exercise every cell on 2 CPU cores in CI. One arm,
+# one trial, one family and a two-point frontier: more of each reruns the same code.
 SMOKE = {
     "01_rollout_sizing": [
         {"BATCH_SIZES": [1, 4], "STEPS": [4, 8], "PROMPT_LEN": 8, "TRIALS": 1},
@@ -37,7 +38,7 @@ SMOKE = {
     "02_lora_overhead": [
         {
             "RANK": 4,
-            "BATCH_SIZES": [1, 2],
+            "BATCH_SIZES": [2],
             "STEPS": 4,
             "PROMPT_LEN": 8,
             "TRIALS": 1,
@@ -54,6 +55,7 @@ SMOKE = {
             "BATCH_SIZES": [8],
             "TRAIN_BATCH": 2,
             "TRAIN_SEQ": 64,
+            "FRONTIER_GRID": {"microbatches": [1, 2]},
         },
     ],
     "03_sparse_logits_exactness": [
@@ -81,7 +83,7 @@ SMOKE = {
             "BATCH": 16,
             "SEQ": 64,
             "VOCAB_SIZE": 512,
-            "ARMS": ["baseline", "microbatches"],
+            "ARMS": ["microbatches"],
         },
         {
             "MODE": "plan",
@@ -94,7 +96,7 @@ SMOKE = {
         },
     ],
     "05_hparam_sweep": [
-        {"COUNT": 2, "STEPS": 3, "SEQ": 64, "VOCAB_SIZE": 512},
+        {"COUNT": 1, "STEPS": 3, "SEQ": 64, "VOCAB_SIZE": 512},
         {
             "MODE": "plan",
             "TARGET": "v5e-8",
@@ -121,7 +123,7 @@ SMOKE = {
         },
     ],
     "07_grpo_budget": [
-        {"TRAIN_STEPS": 2},
+        {"TRAIN_STEPS": 2, "OTHER_MODEL": None},
         {
             "MODE": "plan",
             "MODEL": "gemma3-tiny",
