@@ -59,88 +59,32 @@ class ModelDims:
 
 # Gemma 3 presets match tunix 0.1.7 `ModelConfig.gemma3_*` (text only); LLaMA 3 from the
 # HF configs; `pretrain-130m` is notebook 04's model.
+# A table, one model a row: the formatter would spread each over a dozen lines.
+# fmt: off
 PRESETS: dict[str, ModelDims] = {
     d.name: d
     for d in [
-        ModelDims(
-            "gemma3-270m",
-            L=18,
-            D=640,
-            F=2048,
-            N=4,
-            K=1,
-            H=256,
-            V=262144,
-            norms_per_layer=4,
-            qk_norm=True,
-            T=1024,
-        ),
-        ModelDims(
-            "gemma3-1b",
-            L=26,
-            D=1152,
-            F=6912,
-            N=4,
-            K=1,
-            H=256,
-            V=262144,
-            norms_per_layer=4,
-            qk_norm=True,
-            T=1024,
-        ),
-        ModelDims(
-            "gemma3-4b",
-            L=34,
-            D=2560,
-            F=10240,
-            N=8,
-            K=4,
-            H=256,
-            V=262144,
-            norms_per_layer=4,
-            qk_norm=True,
-            T=1024,
-        ),
-        ModelDims(
-            "gemma3-12b",
-            L=48,
-            D=3840,
-            F=15360,
-            N=16,
-            K=8,
-            H=256,
-            V=262144,
-            norms_per_layer=4,
-            qk_norm=True,
-            T=1024,
-        ),
-        ModelDims(
-            "gemma3-27b",
-            L=62,
-            D=5376,
-            F=21504,
-            N=32,
-            K=16,
-            H=128,
-            V=262144,
-            norms_per_layer=4,
-            qk_norm=True,
-            T=1024,
-        ),
-        ModelDims(
-            "llama3-8b", L=32, D=4096, F=14336, N=32, K=8, H=128, V=128256, tied=False, T=8192
-        ),
-        ModelDims(
-            "llama3-70b", L=80, D=8192, F=28672, N=64, K=8, H=128, V=128256, tied=False, T=8192
-        ),
-        ModelDims(
-            "llama3-405b", L=126, D=16384, F=53248, N=128, K=8, H=128, V=128256, tied=False, T=8192
-        ),
-        ModelDims(
-            "pretrain-130m", L=8, D=1024, F=3072, N=4, K=1, H=256, V=32768, tied=False, T=2048
-        ),
+        ModelDims("gemma3-270m", L=18, D=640, F=2048, N=4, K=1, H=256, V=262144,
+                  norms_per_layer=4, qk_norm=True, T=1024),
+        ModelDims("gemma3-1b", L=26, D=1152, F=6912, N=4, K=1, H=256, V=262144,
+                  norms_per_layer=4, qk_norm=True, T=1024),
+        ModelDims("gemma3-4b", L=34, D=2560, F=10240, N=8, K=4, H=256, V=262144,
+                  norms_per_layer=4, qk_norm=True, T=1024),
+        ModelDims("gemma3-12b", L=48, D=3840, F=15360, N=16, K=8, H=256, V=262144,
+                  norms_per_layer=4, qk_norm=True, T=1024),
+        ModelDims("gemma3-27b", L=62, D=5376, F=21504, N=32, K=16, H=128, V=262144,
+                  norms_per_layer=4, qk_norm=True, T=1024),
+        ModelDims("llama3-8b", L=32, D=4096, F=14336, N=32, K=8, H=128, V=128256,
+                  tied=False, T=8192),
+        ModelDims("llama3-70b", L=80, D=8192, F=28672, N=64, K=8, H=128, V=128256,
+                  tied=False, T=8192),
+        ModelDims("llama3-405b", L=126, D=16384, F=53248, N=128, K=8, H=128, V=128256,
+                  tied=False, T=8192),
+        ModelDims("pretrain-130m", L=8, D=1024, F=3072, N=4, K=1, H=256, V=32768,
+                  tied=False, T=2048),
     ]
 }
+# fmt: on
 
 
 def preset(name: str) -> ModelDims:
