@@ -1,14 +1,15 @@
 """Test-wide set-up: 8 CPU devices for sharding tests, no network, no wandb, no TPU probing.
 
-These must be set before jax is first imported, which is why they live here.
+These must be set before jax is first imported, which is why they live here. Whole programs the
+tests start (notebook kernels, training runs, sweep trials) get one CPU device instead, as on a
+user's CPU machine: see `one_cpu_device`.
 """
 
 import os
 
-if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = (
-        os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
-    ).strip()
+FORCED_DEVICES = "--xla_force_host_platform_device_count"
+if FORCED_DEVICES not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + f" {FORCED_DEVICES}=8").strip()
 os.environ["JAX_PLATFORMS"] = "cpu"  # the tests are CPU tests, also on a GPU machine
 os.environ["WANDB_MODE"] = "disabled"  # even where the machine sets offline/online
 os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")
@@ -16,6 +17,30 @@ os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")
 import io  # noqa: E402
 
 import pytest  # noqa: E402
+
+
+def without_forced_devices(env) -> dict:
+    """A copy of `env` without the eight virtual CPU devices set above."""
+    env = dict(env)
+    flags = [f for f in env.get("XLA_FLAGS", "").split() if not f.startswith(FORCED_DEVICES)]
+    env.pop("XLA_FLAGS", None)
+    return {**env, "XLA_FLAGS": " ".join(flags)} if flags else env
+
+
+@pytest.fixture
+def one_cpu_device(monkeypatch):
+    """Programs this test starts see one CPU device, as a user's CPU machine gives them.
+
+    Eight virtual devices on a 2-core CI machine make every step of a whole program two to
+    three times slower (a tiny-model training run: 37 s against 77 s) and test nothing the
+    in-process sharding tests do not; this test process itself keeps its eight devices.
+    """
+    env = without_forced_devices(os.environ)
+    if "XLA_FLAGS" in env:
+        monkeypatch.setenv("XLA_FLAGS", env["XLA_FLAGS"])
+    else:
+        monkeypatch.delenv("XLA_FLAGS", raising=False)
+
 
 # A short text for tokenizers trained inside the tests (no data download).
 SONNET = """\

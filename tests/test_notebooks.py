@@ -147,7 +147,7 @@ def test_every_notebook_has_smoke_parameters():
     [(stem, p) for stem, runs in SMOKE.items() for p in runs],
     ids=lambda v: v if isinstance(v, str) else v.get("MODE", "local"),
 )
-def test_notebook_runs_headless(stem, params, tmp_path):
+def test_notebook_runs_headless(stem, params, tmp_path, one_cpu_device):
     (source,) = [s for s in notebook_sources() if s.stem == stem]
     results = tmp_path / "results"
     output = execute(source, {**params, "RESULTS_DIR": str(results)}, tmp_path / "runs")

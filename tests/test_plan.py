@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec
 
-from shared import plan
+from shared import plan, report
 from shared.errors import BadInput
 from shared.hardware import parse_target
 from shared.measure import Executable, Workload
@@ -200,27 +200,25 @@ def test_train_step_of_the_tiny_model_shards_over_v5e_8():
     assert set(one["resident"]) == {"weights", "optimizer state"}
 
 
-def test_field_measurement_on_one_v5e_chip_is_bracketed_with_tunix_016():
+def test_committed_search_brackets_the_field_measurement_with_tunix_016():
     """The field, tunix of Dec 2025 (0.1.6 semantics: no donation), gemma3-1b on one v5e chip,
     prompts padded to 128, 1024 steps, cache 1312: batch 200 ran, 256 ran out of HBM. The real
-    compiler with those semantics must say the same (notebook 01 shows 0.1.7 beside it)."""
-
-    def point(batch, semantics):
-        return plan.plan_point(
-            plan.Request(
-                "rollout",
-                "gemma3-1b",
-                "v5e-1",
-                batch=batch,
-                prompt_len=128,
-                steps=1024,
-                cache_size=1312,
-                tunix=semantics,
-            )
-        )
-
-    assert point(200, "0.1.6")["fits"]
-    assert not point(256, "0.1.6")["fits"]
+    compiler's largest batch under those semantics must fall between them, and 0.1.7's (donated
+    cache) must be larger. Two exact gemma3-1b compiles take 2 to 5 minutes on a 2-core CI
+    machine, so the search runs in benchmarks/bench_tunix_semantics.py and this reads its
+    committed result; test_rollout checks the semantics themselves on a tiny model."""
+    result = report.committed("rollout_tunix_semantics")
+    field, found = result["field"], result["semantics"]
+    assert result["setting"] == {
+        "model": "gemma3-1b",
+        "target": "v5e-1",
+        **{key: field[key] for key in ("prompt_len", "steps", "cache_size")},
+    }
+    old, new = found["0.1.6"], found["0.1.7"]
+    assert old["converged"] and new["converged"]
+    assert field["ran"] <= old["max_batch"] < field["out_of_memory"]
+    assert old["at_max"]["fits"] and not old["at_first_not_fitting"]["fits"]
+    assert new["max_batch"] > old["max_batch"]
 
 
 def _cli(*args, cache):

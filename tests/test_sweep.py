@@ -277,7 +277,7 @@ def test_trials_run_offline_unless_wandb_is_disabled(tmp_path, monkeypatch):
     assert sweep._trial_env(tmp_path)["WANDB_MODE"] == "disabled"
 
 
-def test_notebook_config_runs_through_shared_train(tmp_path):
+def test_notebook_config_runs_through_shared_train(tmp_path, one_cpu_device):
     out = tmp_path / "out"
     argv = [
         "--config",

@@ -14,14 +14,16 @@ import sys
 import time
 from pathlib import Path
 
+import jax
 import jax.numpy as jnp
 import pytest
+from conftest import without_forced_devices
 
 from shared import data, train
 from shared.checkpoints import Checkpoints
 from shared.errors import BadInput
 
-# --eval-batches keeps each process short; the in-process test below covers the whole split.
+# --eval-batches keeps each process short; one test below covers the whole split.
 ARGS = [
     "--config",
     "tiny",
@@ -64,7 +66,7 @@ def jax_cache(tmp_path_factory):
 
 
 def _env(cache: str | None = None):
-    env = {**os.environ, "WANDB_MODE": "disabled"}
+    env = {**without_forced_devices(os.environ), "WANDB_MODE": "disabled"}
     if cache:
         env.update(
             JAX_COMPILATION_CACHE_DIR=cache,
@@ -163,6 +165,33 @@ def test_sigterm_saves_a_checkpoint_and_stops(tmp_path, jax_cache):
     assert steps[-1] == summary["steps_done"]
 
 
+def test_sharded_state_restores_into_its_shardings(tmp_path, mesh8, mesh42):
+    """The command-line runs above use one device; this covers a state sharded over eight, and
+    a restore onto another mesh layout (what a resumed run on a resized slice does)."""
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    def placed(mesh, tree, spec):
+        return jax.tree.map(lambda x: jax.device_put(x, NamedSharding(mesh, spec)), tree)
+
+    params = {"w": jnp.arange(64.0).reshape(16, 4)}
+    opt_state = {"m": jnp.ones((16, 4)) / 3}
+    with Checkpoints(str(tmp_path), {"run": 1}) as ckpt:
+        rows = PartitionSpec(mesh8.axis_names[0])  # 16 rows over 8 devices
+        ckpt.save(5, placed(mesh8, params, rows), placed(mesh8, opt_state, rows))
+    zeros = jax.tree.map(jnp.zeros_like, (params, opt_state))
+    like = placed(mesh42, zeros, PartitionSpec(*mesh42.axis_names))  # rows 4 ways, columns 2
+    with Checkpoints(str(tmp_path), {"run": 1}) as ckpt:
+        got_params, got_opt, position = ckpt.resume(*like)
+    assert position == 5
+    for got, want, template in zip(
+        jax.tree.leaves((got_params, got_opt)),
+        jax.tree.leaves((params, opt_state)),
+        jax.tree.leaves(like),
+        strict=True,
+    ):
+        assert got.sharding == template.sharding and jnp.array_equal(got, want)
+
+
 def test_every_unreadable_step_is_set_aside_and_reported_in_one_line(tmp_path, capsys):
     params, opt_state = {"w": jnp.arange(8.0)}, {"m": jnp.zeros(8)}
     with Checkpoints(str(tmp_path), {"run": 1}) as ckpt:
@@ -205,17 +234,22 @@ def test_foreign_checkpoint_fails_and_an_only_corrupt_one_starts_fresh(tmp_path,
     assert {p.read_bytes() for p in kept.rglob("*") if p.is_file()} == {b"not a checkpoint"}
 
 
-def test_in_process_training_evaluates_the_whole_heldout_split():
+def test_training_evaluates_the_whole_heldout_split(tmp_path, jax_cache):
     # batch 32: a quarter of the held-out batches that batch 8 would take, the same tokens
-    cfg = train.TrainConfig(steps=4, batch=32, seq=64, warmup=1, vocab_size=512)
-    run = train.train(cfg, progress=False)
+    flags = {"--steps": "4", "--batch": "32", "--warmup": "1", "--seq": "64", "--vocab-size": "512"}
+    command = [sys.executable, "-m", "shared.train", "--config", "tiny", "--no-progress"]
+    for flag, value in {**flags, "--summary": str(tmp_path / "summary.json")}.items():
+        command += [flag, value]
+    run = _run(jax_cache, *command)
+    assert run.returncode == 0, run.stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())
     val = data.open_split("val", vocab_size=512)
     expected = data.EvalBatches(val, 32, 64).n_targets
-    assert run.summary["val_tokens"] == expected
-    assert run.summary["val_bpb"] == pytest.approx(
-        data.bits_per_byte(run.summary["val_loss"], expected, val.n_bytes), rel=1e-6
+    assert summary["val_tokens"] == expected
+    assert summary["val_bpb"] == pytest.approx(
+        data.bits_per_byte(summary["val_loss"], expected, val.n_bytes), rel=1e-6
     )
-    assert run.summary["mfu_peak"] == "cpu-measured"
+    assert summary["mfu_peak"] == "cpu-measured"
 
 
 def test_bad_batch_for_the_mesh_is_one_line():
