@@ -130,7 +130,7 @@ import dataclasses
 
 import matplotlib.pyplot as plt
 
-from shared import grpo, grpo_plan, hardware, ledger, measure, models, plan
+from shared import grpo, grpo_plan, grpo_plots, hardware, ledger, measure, models, plan
 from shared.errors import choose
 from shared.sharding import make_mesh
 
@@ -188,8 +188,8 @@ for name in names if MODE != "plan" else []:
 if results:
     report.show([{"model": n, **r.steady()} for n, r in results.items()], out, "phases")
     fig, axes = plt.subplots(1, 2, figsize=(13, 4))
-    grpo.plot_phases(results, axes[0])
-    grpo.plot_curves(results, axes[1])
+    grpo_plots.plot_phases(results, axes[0])
+    grpo_plots.plot_curves(results, axes[1])
     fig.tight_layout()
     report.save_figure(fig, out, "live_phases", key="07_local_phases" if KEY_FIGURES and
                        MODE == "local" else None)
@@ -216,7 +216,7 @@ if point:
     print(f"{MODEL} GRPO on {TARGET}: {'FITS' if point['fits'] else 'DOES NOT FIT'}, "
           f"{report.bytes_text(point['bytes_per_device'])} of "
           f"{report.bytes_text(point['hbm_bytes'])} per device; worst phase {point['worst']}")
-    report.show(grpo_plan.phase_rows(point), out, "plan_phases",
+    report.show(grpo_plots.phase_rows(point), out, "plan_phases",
                 ["phase", "argument_bytes", "output_bytes", "temp_bytes", "alias_bytes",
                  "transient_bytes", "total_with_resident_bytes", "gflop_per_call",
                  "calls_per_step", "roofline_s_per_step"])
@@ -225,7 +225,7 @@ if point:
     for note in point["notes"]:
         print(f"- {note}")
     fig, ax = plt.subplots(figsize=(9, 4))
-    grpo_plan.plot_bytes(point, ax)
+    grpo_plots.plot_bytes(point, ax)
     report.save_figure(fig, out, "plan_bytes", key="07_plan_bytes" if KEY_FIGURES else None)
     plt.show()
     if same_recipe:
@@ -268,7 +268,7 @@ if MODE == "plan" and SEARCH:
         print(plan.describe(searches[label]))
     largest = min(s["max_batch"] for k, s in searches.items() if k != "log-probs, tunix")
     fig, ax = plt.subplots(figsize=(9, 4.5))
-    grpo_plan.plot_search(searches, ax, point["hbm_bytes"])
+    grpo_plots.plot_search(searches, ax, point["hbm_bytes"])
     report.save_figure(fig, out, "search", key="07_search" if KEY_FIGURES else None)
     plt.show()
     report.show([{"phase": k, "largest_micro_batch": s["max_batch"],

@@ -41,7 +41,6 @@ from tunix.sft import sharding_utils
 from shared import budget, models, prices, rollout, token_logprobs
 from shared.errors import BadInput
 from shared.grpo import GRPOSettings, arithmetic_reward
-from shared.hardware import parse_target
 from shared.measure import Executable, Workload
 from shared.sharding import abstract_like, bytes_per_device, on_mesh
 from shared.sizing import human
@@ -436,92 +435,3 @@ def session(point: dict, recipe: GRPOSettings, *, hours: float = 9.0) -> dict:
             "-hour sessions"
         )
     return out
-
-
-# ---------------------------------------------------------------------------- tables and figures
-
-
-def phase_rows(point: dict) -> list[dict]:
-    """One row per compiled phase of a grpo verdict: bytes (arguments, outputs, temporaries,
-    aliased, and what it adds to the resident set), GFLOP per call, calls per step, and the
-    phase's roofline seconds per step (its FLOPs at peak or its bytes at HBM bandwidth,
-    whichever is slower: a lower bound)."""
-    chip = parse_target(point["target"]).chip
-    bandwidth = chip.hbm_bandwidth / chip.devices_per_chip
-
-    def roofline_s(e):
-        return e["repeats"] * max(
-            e["flops"] / chip.peak_flops_per_device, e["bytes_accessed"] / bandwidth
-        )
-
-    return [
-        {
-            "phase": label,
-            "argument_bytes": e["argument_bytes"],
-            "output_bytes": e["output_bytes"],
-            "temp_bytes": e["temp_bytes"],
-            "alias_bytes": e["alias_bytes"],
-            "transient_bytes": point["transient_bytes"][label],
-            "total_with_resident_bytes": point["resident_bytes"] + point["transient_bytes"][label],
-            "gflop_per_call": e["flops"] / 1e9,
-            "calls_per_step": e["repeats"],
-            "roofline_s_per_step": roofline_s(e),
-            "refused": e["refused"],
-            "note": e["note"],
-        }
-        for label, e in point["executables"].items()
-    ]
-
-
-def plot_bytes(point: dict, ax) -> None:
-    """Per phase, stacked: the resident buffers (the same under every phase) and the phase's
-    own transient bytes, against the HBM the compiler allows (GiB per device)."""
-    gib, labels = 2**30, list(point["executables"])
-    bottom = np.zeros(len(labels))
-    for name, size in point["resident"].items():
-        ax.bar(labels, [size / gib] * len(labels), bottom=bottom, label=f"resident: {name}")
-        bottom += size / gib
-    ax.bar(
-        labels,
-        [point["transient_bytes"][k] / gib for k in labels],
-        bottom=bottom,
-        label="transient (this phase)",
-        color="0.6",
-    )
-    ax.axhline(point["hbm_bytes"] / gib, color="red", ls="--", label="usable HBM per device")
-    ax.set_ylabel("GiB per device")
-    ax.set_title(
-        f"{point['model']} GRPO on {point['target']}: {point['batch']} sequences per "
-        f"call, log-probs {point['logps']}"
-    )
-    ax.tick_params(axis="x", rotation=20)
-    ax.legend(fontsize=7)
-
-
-def plot_search(searches: dict[str, dict], ax, hbm_bytes: int) -> None:
-    """Bytes per device against the micro-batch for each search (plan.max_batch results, or
-    their rows in benchmarks/results/grpo_plan.json): exact compiles filled, fast ones hollow,
-    the largest fitting batch marked; `hbm_bytes` is what the compiler allows."""
-    gib = 2**30
-    for i, (name, search) in enumerate(searches.items()):
-        color = f"C{i}"
-        for fast in (False, True):
-            probes = sorted(
-                (p for p in search["probes"] if p["fast"] == fast), key=lambda p: p["batch"]
-            )
-            ax.plot(
-                [p["batch"] for p in probes],
-                [p["bytes_per_device"] / gib for p in probes],
-                "o" + (":" if fast else "-"),
-                color=color,
-                mfc="none" if fast else color,
-                label=None if fast else f"{name}: largest {search['max_batch']}",
-            )
-        ax.axvline(search["max_batch"], color=color, ls=":", alpha=0.6)
-    ax.axhline(hbm_bytes / gib, color="red", ls="--", label="usable HBM per device")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("micro-batch (sequences per call)")
-    ax.set_ylabel("GiB per device (compiler; hollow: fast compile)")
-    ax.set_title("The largest micro-batch that fits")
-    ax.legend(fontsize=7)

@@ -340,12 +340,12 @@ def check_train_args(command: list[str]) -> None:
     """A misspelled parameter fails here, once, instead of in every trial."""
     if "shared.train" not in command:
         return
-    from shared import train
+    from shared import train_config
 
     stderr = io.StringIO()
     try:
         with contextlib.redirect_stderr(stderr):
-            train.parse_args(command[command.index("shared.train") + 1 :])
+            train_config.parse_args(command[command.index("shared.train") + 1 :])
     except SystemExit:
         reason = (stderr.getvalue().strip().splitlines() or ["bad arguments"])[-1]
         raise BadInput(

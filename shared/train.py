@@ -20,15 +20,12 @@
         --ckpt-dir /tmp/ckpt --ckpt-every 20 --metrics /tmp/metrics.jsonl --seed 0
 """
 
-import argparse
 import contextlib
 import dataclasses
 import functools
 import json
-import os
-import signal
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import jax
@@ -40,45 +37,11 @@ from shared import data, hardware, ledger, logits, measure, model, optim, shardi
 from shared.checkpoints import Checkpoints
 from shared.errors import BadInput, run_cli
 from shared.measure import Executable
+from shared.train_config import TrainConfig, parse_args
+from shared.train_records import Metrics, Preemption, wandb_run
 
 # Columns that measure the machine, not the maths: they differ between two identical runs.
 TIMING_KEYS = ("tok_per_s", "mfu", "step_s", "time")
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """One training run. `model_overrides` are model.config(...) knobs (mlp, qk_norm, ...)."""
-
-    config: str = "tiny"
-    model_overrides: dict = field(default_factory=dict)
-    steps: int = 200
-    batch: int = 8
-    seq: int = 256
-    microbatches: int = 1
-    lr: float = 3e-3
-    wd: float = 0.1
-    warmup: int = 10
-    warmdown: float = 0.2
-    clip: float | None = 1.0
-    seed: int = 0
-    vocab_size: int = data.DEFAULT_VOCAB
-    corpus: str = "shakespeare"
-    parquet_dir: str | None = None
-    mesh: str | None = None
-    eval_every: int = 0  # 0: only at the end
-    eval_batches: int = 0  # 0: the whole held-out split; N: its first N batches (no bits/byte)
-    ckpt_dir: str | None = None
-    ckpt_every: int = 0  # 0: only at the end and on SIGTERM
-    metrics: str | None = None
-    wandb_project: str = "tpu-budget-lab"
-    wandb_group: str | None = None
-    wandb_tags: tuple[str, ...] = ()
-
-    def model_config(self, vocab: int) -> model.ModelConfig:
-        """The model config with V from the tokenizer (padded to 256) and T = seq."""
-        return model.config(
-            self.config, V=model.padded_vocab(vocab), T=self.seq, **self.model_overrides
-        )
 
 
 # ---------------------------------------------------------------------------- the step
@@ -169,78 +132,6 @@ def abstract_state(config: model.ModelConfig, tx, mesh):
     return graphdef, params, opt_state
 
 
-class Metrics:
-    """Per-step JSON lines; on resume, lines past the restored step (and the final evaluation
-    line, rewritten at the end) are dropped first, so a resumed run's file equals an
-    uninterrupted run's but for the timing columns."""
-
-    def __init__(self, path: str | None, resume_step: int):
-        self.path = Path(path) if path else None
-        if self.path is None:
-            return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        kept = []
-        if self.path.exists():
-            for line in self.path.read_text().splitlines():
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:  # a line cut short by a kill
-                    continue
-                if record.get("step", 0) <= resume_step and not record.get("final"):
-                    kept.append(line)
-        self.path.write_text("".join(f"{line}\n" for line in kept))
-
-    def write(self, record: dict) -> None:
-        if self.path is not None:
-            with self.path.open("a") as handle:
-                handle.write(json.dumps(record) + "\n")
-
-
-def _wandb_run(cfg: TrainConfig, model_config: model.ModelConfig):
-    """A wandb run when WANDB_MODE allows, else None. Default offline (syncable later with
-    `wandb sync`), except under a sweep agent, whose runs must report val_loss online."""
-    mode = os.environ.get("WANDB_MODE") or (
-        "online" if os.environ.get("WANDB_SWEEP_ID") else "offline"
-    )
-    if mode == "disabled":
-        return None
-    import wandb
-
-    return wandb.init(
-        project=cfg.wandb_project,
-        group=cfg.wandb_group,
-        tags=list(cfg.wandb_tags),
-        mode=mode,
-        reinit="finish_previous",
-        config={
-            **dataclasses.asdict(cfg),
-            "params": sizing.param_counts(model_config.dims())["total"],
-        },
-    )
-
-
-class _Preemption:
-    """SIGTERM (a preempted VM, `kill`) asks the loop to checkpoint and stop after this step."""
-
-    def __init__(self):
-        self.requested = False
-        self.previous = None
-
-    def __enter__(self):
-        try:
-            self.previous = signal.signal(signal.SIGTERM, self._handle)
-        except ValueError:  # not the main thread: no handler, no preemption checkpoint
-            self.previous = None
-        return self
-
-    def _handle(self, signum, frame):
-        self.requested = True
-
-    def __exit__(self, *exc):
-        if self.previous is not None:
-            signal.signal(signal.SIGTERM, self.previous)
-
-
 # ---------------------------------------------------------------------------- the loop
 
 
@@ -315,14 +206,19 @@ def train(cfg: TrainConfig, *, progress: bool = True) -> Run:
     checkpoints = Checkpoints(cfg.ckpt_dir, fingerprint) if cfg.ckpt_dir else None
     with (
         checkpoints or contextlib.nullcontext() as ckpt,
-        _Preemption() as preemption,
+        Preemption() as preemption,
         jax.set_mesh(mesh),
     ):
         start = 0
         if ckpt is not None:
             params, opt_state, start = ckpt.resume(params, opt_state)
         metrics = Metrics(cfg.metrics, start)
-        run = _wandb_run(cfg, config)
+        run = wandb_run(
+            cfg.wandb_project,
+            cfg.wandb_group,
+            cfg.wandb_tags,
+            {**dataclasses.asdict(cfg), "params": sizing.param_counts(config.dims())["total"]},
+        )
         bar = tqdm(
             total=cfg.steps, initial=start, desc=f"train {config.name}", disable=not progress
         )
@@ -439,98 +335,8 @@ def train_executables(
 # ---------------------------------------------------------------------------- command line
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The command line's flags (also what the sweep runner validates trial arguments with)."""
-    p = argparse.ArgumentParser(
-        prog="python -m shared.train",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    d = TrainConfig()
-    p.add_argument("--config", default=d.config, help=", ".join(model.CONFIGS))
-    for name in (
-        "steps",
-        "batch",
-        "seq",
-        "microbatches",
-        "seed",
-        "warmup",
-        "eval_every",
-        "eval_batches",
-        "ckpt_every",
-        "vocab_size",
-    ):
-        p.add_argument(f"--{name.replace('_', '-')}", type=int, default=getattr(d, name))
-    for name in ("lr", "wd", "warmdown"):
-        p.add_argument(f"--{name}", type=float, default=getattr(d, name))
-    p.add_argument("--clip", type=float, default=d.clip, help="global-norm clip; 0 turns it off")
-    p.add_argument("--corpus", default=d.corpus, help="shakespeare | parquet")
-    p.add_argument("--parquet-dir")
-    p.add_argument("--mesh", help="FSDPxTP, e.g. 4x2 (default: all devices on fsdp)")
-    p.add_argument("--ckpt-dir")
-    p.add_argument("--metrics", help="append per-step JSON lines here")
-    p.add_argument("--summary", help="write the final summary JSON here too")
-    p.add_argument("--wandb-project", default=d.wandb_project)
-    p.add_argument("--wandb-group")
-    p.add_argument("--wandb-tags", default="", help="comma-separated")
-    # Ablation knobs: model.config overrides.
-    p.add_argument("--attention", help="xla | cudnn | splash | pallas_gpu (default: by backend)")
-    p.add_argument("--mlp", help="swiglu | relu2")
-    p.add_argument("--qk-norm", type=_bool)
-    p.add_argument("--tied", type=_bool)
-    p.add_argument("--embed-norm", type=_bool)
-    p.add_argument("--logit-softcap", type=float)
-    p.add_argument("--remat", help="none | block | dots")
-    p.add_argument("--no-progress", action="store_true")
-    return p
-
-
-def parse_args(argv: list[str] | None = None) -> tuple[TrainConfig, argparse.Namespace]:
-    args = build_parser().parse_args(argv)
-    overrides = {
-        k: getattr(args, k)
-        for k in ("attention", "mlp", "qk_norm", "tied", "embed_norm", "logit_softcap", "remat")
-        if getattr(args, k) is not None
-    }
-    cfg = TrainConfig(
-        config=args.config,
-        model_overrides=overrides,
-        steps=args.steps,
-        batch=args.batch,
-        seq=args.seq,
-        microbatches=args.microbatches,
-        lr=args.lr,
-        wd=args.wd,
-        warmup=args.warmup,
-        warmdown=args.warmdown,
-        clip=args.clip or None,
-        seed=args.seed,
-        vocab_size=args.vocab_size,
-        corpus=args.corpus,
-        parquet_dir=args.parquet_dir,
-        mesh=args.mesh,
-        eval_every=args.eval_every,
-        eval_batches=args.eval_batches,
-        ckpt_dir=args.ckpt_dir,
-        ckpt_every=args.ckpt_every,
-        metrics=args.metrics,
-        wandb_project=args.wandb_project,
-        wandb_group=args.wandb_group,
-        wandb_tags=tuple(t for t in args.wandb_tags.split(",") if t),
-    )
-    return cfg, args
-
-
-def _bool(text: str) -> bool:
-    if text.lower() in ("1", "true", "yes", "on"):
-        return True
-    if text.lower() in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true/false, got {text!r}")
-
-
 def main(argv: list[str] | None = None) -> int:
-    cfg, args = parse_args(argv)
+    cfg, args = parse_args(argv, description=__doc__)
     text = json.dumps(train(cfg, progress=not args.no_progress).summary)
     if args.summary:
         Path(args.summary).parent.mkdir(parents=True, exist_ok=True)
