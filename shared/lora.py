@@ -106,23 +106,27 @@ def _lora_modules(model):
                 yield module, attr
 
 
-def _lora_delta(module, attr: str, rank: int, alpha: float) -> jax.Array:
-    """(alpha/r)·A@B in the base weight's layout, in f32.
+def _lora_einsum(module, attr: str) -> str:
+    """The einsum that turns lora_a and lora_b into a delta in the base weight's layout.
 
     qwix layouts: nnx.Linear kernel [in, out] has A [in, r], B [r, out]; an Einsum weight has
     A over the dims it shares with the input and B over the rest, e.g. q_einsum "BTD,NDH" ->
     A [D, r], B [r, N, H] with lora einsum "BTD,Dr,rNH->BTNH"; the merged weight is
     einsum("Dr,rNH->NDH").
     """
-    a = getattr(module, f"{attr}_lora_a").get_value().astype(jnp.float32)
-    b = getattr(module, f"{attr}_lora_b").get_value().astype(jnp.float32)
     if attr == "kernel":
-        delta = a @ b
-    else:
-        rhs = module.einsum_str.split("->")[0].split(",")[1]
-        a_str, b_str = module.w_lora_einsum_str.split("->")[0].split(",")[1:]
-        delta = jnp.einsum(f"{a_str},{b_str}->{rhs}", a, b)
-    return delta * (alpha / rank)
+        return "ir,ro->io"
+    rhs = module.einsum_str.split("->")[0].split(",")[1]
+    a_str, b_str = module.w_lora_einsum_str.split("->")[0].split(",")[1:]
+    return f"{a_str},{b_str}->{rhs}"
+
+
+@functools.partial(jax.jit, static_argnames=("spec", "scale"))
+def _merged_weight(w, a, b, *, spec: str, scale: float):
+    """W + scale·einsum(spec, A, B), computed in f32 and returned in W's dtype: one fused
+    program per weight shape, so no f32 copy of a weight outlives it."""
+    delta = jnp.einsum(spec, a.astype(jnp.float32), b.astype(jnp.float32))
+    return (w.astype(jnp.float32) + scale * delta).astype(w.dtype)
 
 
 def merge_lora(lora_model, rank: int, alpha: float):
@@ -137,7 +141,13 @@ def merge_lora(lora_model, rank: int, alpha: float):
         for key in path:
             node = node[key]
         w = node[attr]
-        new = (w.astype(jnp.float32) + _lora_delta(module, attr, rank, alpha)).astype(w.dtype)
+        new = _merged_weight(
+            w,
+            getattr(module, f"{attr}_lora_a").get_value(),
+            getattr(module, f"{attr}_lora_b").get_value(),
+            spec=_lora_einsum(module, attr),
+            scale=alpha / rank,
+        )
         node[attr] = jax.device_put(new, w.sharding)
     model = nnx.merge(graphdef, abs_state)
     nnx.update(model, merged)
