@@ -5,7 +5,6 @@ step compiled for a TPU topology by the real TPU compiler."""
 import json
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
@@ -21,10 +20,12 @@ FAMILIES = sorted(models.FAMILIES)
 
 
 def _with_nonzero_b(adapted, seed=0):
-    """qwix starts lora_b at zero; give it values so merged and unmerged models differ."""
-    for i, (module, attr) in enumerate(lora._lora_modules(adapted)):
+    """qwix starts lora_b at zero; give it values so merged and unmerged models differ (drawn
+    with numpy: one jax.random program per adapter shape would cost a CPU compile each)."""
+    rng = np.random.default_rng(seed)
+    for module, attr in lora._lora_modules(adapted):
         b = getattr(module, f"{attr}_lora_b")
-        value = 0.05 * jax.random.normal(jax.random.key(seed + i), b.shape, jnp.float32)
+        value = (0.05 * rng.standard_normal(b.shape)).astype(np.float32)
         b.set_value(jax.device_put(value.astype(b.dtype), b.get_value().sharding))
     return adapted
 

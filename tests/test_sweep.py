@@ -293,6 +293,7 @@ def test_notebook_config_runs_through_shared_train(tmp_path, one_cpu_device):
         "seq=64",
         "vocab-size=512",
         "warmup=1",
+        "eval-batches=4",  # the held-out loss of 4 batches; test_train covers the whole split
     ]
     assert sweep.main(argv) == 0
     (row,) = _csv(out / "trials.csv")
