@@ -238,11 +238,12 @@ def test_foreign_checkpoint_fails_and_an_only_corrupt_one_starts_fresh(tmp_path,
 
 def test_training_evaluates_the_whole_heldout_split(tmp_path, jax_cache):
     # batch 32: a quarter of the held-out batches that batch 8 would take, the same tokens
-    flags = {"--steps": "4", "--batch": "32", "--warmup": "1", "--seq": "64", "--vocab-size": "512"}
-    command = [sys.executable, "-m", "shared.train", "--config", "tiny", "--no-progress"]
-    for flag, value in {**flags, "--summary": str(tmp_path / "summary.json")}.items():
-        command += [flag, value]
-    run = _run(jax_cache, *command)
+    run = _run(
+        jax_cache,
+        *[sys.executable, "-m", "shared.train", "--config", "tiny", "--no-progress"],
+        *["--steps", "4", "--batch", "32", "--warmup", "1", "--seq", "64", "--vocab-size", "512"],
+        *["--summary", str(tmp_path / "summary.json")],
+    )
     assert run.returncode == 0, run.stderr
     summary = json.loads((tmp_path / "summary.json").read_text())
     val = data.open_split("val", vocab_size=512)
