@@ -277,10 +277,23 @@ def shard_batch(tokens, mesh) -> jax.Array:
 
 
 def init_opt_state(optimizer, lora_params, *, mesh):
-    """optimizer.init laid out by opt_state_shardings (the same layout plan mode compiles)."""
-    return jax.jit(optimizer.init, out_shardings=opt_state_shardings(optimizer, lora_params, mesh))(
-        lora_params
-    )
+    """`fp32_opt_init` laid out by opt_state_shardings (the same layout plan mode compiles)."""
+    return jax.jit(
+        functools.partial(fp32_opt_init, optimizer),
+        out_shardings=opt_state_shardings(optimizer, lora_params, mesh),
+    )(lora_params)
+
+
+def fp32_opt_init(optimizer, lora_params):
+    """optimizer.init on fp32 views of the (bf16) adapters.
+
+    The step hands the optimizer fp32 gradients (shared.optim accumulates in fp32), so Adam's
+    moments are fp32 from the first update on, whatever dtype they start in. Initialised from
+    the bf16 adapters they would start bf16: the optimizer state would double after step one,
+    the step would compile a second time for the new dtype, and plan mode would count half
+    the state the run holds.
+    """
+    return optimizer.init(jax.tree.map(lambda x: x.astype(jnp.float32), lora_params))
 
 
 def lora_train_executable(
@@ -314,7 +327,8 @@ def lora_train_executable(
     graphdef, lora_abs, base_abs = split_lora(abstract)
     lora_abs, base_abs = on_mesh(lora_abs, mesh), on_mesh(base_abs, mesh)
     opt_abs = abstract_like(
-        jax.eval_shape(optimizer.init, lora_abs), opt_state_shardings(optimizer, lora_abs, mesh)
+        jax.eval_shape(functools.partial(fp32_opt_init, optimizer), lora_abs),
+        opt_state_shardings(optimizer, lora_abs, mesh),
     )
     tokens = jax.ShapeDtypeStruct((batch, seq_len + 1), jnp.int32, sharding=batch_sharding(mesh))
     return Executable(
