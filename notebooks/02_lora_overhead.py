@@ -84,7 +84,7 @@ MODE = "local"  # local | plan | device
 TARGET = "v5e-1"  # plan mode: the TPU slice MODEL's rollouts and LoRA step compile for
 MODEL = None  # any shared.models name; None: gemma3-tiny locally, gemma3-1b in plan/device mode
 WEIGHTS = "dummy"  # dummy: random weights, no download | real: the family's checkpoint
-RANK = 16  # LoRA rank (alpha = 2 x rank, as plan mode's LoRA workloads use)
+RANK = 16  # LoRA rank; alpha is 2 x rank, as in plan mode's LoRA workloads
 # Sizes left at None: CPU-friendly locally | the real setting in plan and device mode.
 BATCH_SIZES = None  # rollout batches, base vs LoRA; [1, 8] | [1, 16, 64, 128]
 STEPS = None  # generation steps per rollout; 32 | 1024
