@@ -26,8 +26,8 @@
 # weight buffer (74 of 74 arrays of gemma3-tiny; `free_base` frees 0 bytes), so memory grows by
 # the adapters alone: rank 16 adds 0.48 MiB to that 3.73 MiB model. At scale the TPU compiler
 # counts, per v5p chip, 14.30 GiB of gemma4-31b weights, 0.18 GiB of rank-16 adapters and
-# 0.35 GiB of AdamW state for them: LoRA's own bytes are 3.7% of the weights. Keep `free_base`
-# as a check (it returns the bytes it freed); there is nothing to delete.
+# 0.71 GiB of fp32 AdamW state for them: LoRA's own bytes are 6.2% of the weights. Keep
+# `free_base` as a check (it returns the bytes it freed); there is nothing to delete.
 #
 # **Speed: "hardly affects" holds.** Decoding reads every weight once per step; rank-16 adapters
 # add 1.2% to the bytes read (their share of the parameters), so a memory-bound rollout slows by
@@ -39,19 +39,21 @@
 #
 # | remat | largest batch | bytes per chip | roofline per sequence |
 # |---|---|---|---|
-# | none | **4**, one sequence per chip (8 is 25% over by the line) | 89.25 GiB | 149 ms |
-# | block | **at least 40** (three exact compiles, all fit) | 94.13 GiB | 198 ms |
+# | none | **4**, one sequence per chip (8 is over 25% too big by the line) | 89.42 GiB | 149 ms |
+# | block | **32** (36 compiles to 99.80 GiB: does not fit) | 86.10 GiB | 198 ms |
 #
 # Without remat a chip holds one sequence's activations and little else: the published need
 # for checkpointing is reproduced. Block remat (each block's input kept, the rest recomputed)
-# fits 10x the batch for a third more work per sequence. Other lengths: add them to `--seqs`.
+# fits 8x the batch for a third more work per sequence. Other lengths: add them to `--seqs`.
 #
 # **What to do, and the bill.** Use `remat="block"` when you need batches over 4 sequences
 # (gradient noise, packing); otherwise no remat is cheaper per token on the roofline. A
 # fine-tune reading 1e8 tokens: without remat 12,208 steps of 4 × 2048, at least 2.0 h
 # (roofline), about 5.1 h at an assumed 40% MFU, $85 on demand or $17 spot ($16.80/$3.34 an
-# hour for a v5p-8, read 2026-11-22); with block remat at 40, 1,221 steps, at least 2.7 h,
-# about 6.7 h, $113 or $22.50.
+# hour for a v5p-8, read 2026-11-22); with block remat at 32, 1,526 steps, at least 2.7 h,
+# about 6.7 h, $113 or $22.49. (Until 2026-11-23 the step was compiled with bf16 Adam moments,
+# which its first update turns fp32: the state is 0.38 GiB per chip bigger than first counted,
+# and block remat's 36, then 40, no longer fit.)
 #
 # ![Largest gemma4-31b LoRA batch on a v5p-8](../docs/figures/02_lora_scale.png)
 #
