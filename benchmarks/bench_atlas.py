@@ -4,9 +4,10 @@ Each cell is `shared.plan.max_batch`: the largest batch the TPU compiler (libtpu
 says fits at the recipe's stated lengths, the compiler's verdict at the boundary. Cells land in
 their own store, `benchmarks/results/atlas.jsonl`, one JSON line per finished cell (appended,
 flushed and fsynced; an unreadable line, such as a truncated last one, is ignored on read). A
-cell is identified by model, target, recipe, the recipe's settings and the versions of
-jax/libtpu/tunix/qwix/flax, so the store, not shared.plan's disk cache (invalidated whenever
-any shared/*.py changes), is what a run resumes from: cells already there are skipped.
+cell is identified by model, target, recipe, the recipe's settings, its workload revision
+(REVISIONS) and the versions of jax/libtpu/tunix/qwix/flax, so the store, not shared.plan's
+disk cache (invalidated whenever any shared/*.py changes), is what a run resumes from: cells
+already there are skipped.
 `docs/atlas.md` and `docs/atlas.csv` are rendered from the store at the end of every run.
 
 Cells run cheapest first (small models, single-chip slices), so a partial atlas is useful; a
@@ -96,6 +97,12 @@ RECIPES: dict[str, dict] = {
     # the grpo workload's default recipe: Request's defaults for the fields it reads
     "grpo": {"workload": "grpo", **{k: _DEFAULTS[k] for k in _GRPO_FIELDS if k in _DEFAULTS}},
 }
+# What a workload compiles can change with our code while every version stays the same, and
+# the store cannot see our code: bump a recipe's revision when a change to its workload moves
+# the bytes it compiles to, and the next run recomputes that recipe's cells.
+# lora-train 2: the Adam moments start fp32 (12cde66), so the step holds the whole optimizer
+# state from the first call.
+REVISIONS = {"rollout": 1, "lora-train": 2, "grpo": 1}
 TITLES = {
     "rollout": "Rollout: the tunix Sampler (0.1.7 semantics: it donates its KV cache), "
     "256-token prompts, 1024 generation steps, KV cache of 1312 tokens",
@@ -123,13 +130,16 @@ def one_line(err: BaseException) -> str:
 # ---------------------------------------------------------------------------- the store
 
 
-def cell_key(model: str, target: str, recipe: str, settings: dict, versions: dict) -> str:
+def cell_key(
+    model: str, target: str, recipe: str, settings: dict, revision: int, versions: dict
+) -> str:
     blob = json.dumps(
         {
             "model": model,
             "target": target,
             "recipe": recipe,
             "settings": settings,
+            "revision": revision,
             "versions": versions,
         },
         sort_keys=True,
@@ -138,7 +148,8 @@ def cell_key(model: str, target: str, recipe: str, settings: dict, versions: dic
 
 
 def row_key(row: dict) -> str:
-    return cell_key(row["model"], row["target"], row["recipe"], row["settings"], row["versions"])
+    fields = ("model", "target", "recipe", "settings", "revision", "versions")
+    return cell_key(*(row[field] for field in fields))
 
 
 def read_store(path: Path) -> list[dict]:
@@ -191,6 +202,10 @@ class Cell:
     def settings(self) -> dict:
         return RECIPES[self.recipe]
 
+    @property
+    def revision(self) -> int:
+        return REVISIONS[self.recipe]
+
 
 def _params(model: str) -> int:
     return sizing.param_counts(models.model_dims(model))["total"]
@@ -229,12 +244,13 @@ def selected(all_cells: list[Cell], only: dict[str, set[str]]) -> list[Cell]:
 def todo(
     candidates: list[Cell], rows: list[dict], versions: dict, retry_failed: bool = False
 ) -> list[Cell]:
-    """The cells without a row for these settings and versions (failed ones too, on request)."""
+    """The cells without a row for these settings, revision and versions (failed ones too, on
+    request)."""
     done = {row_key(r) for r in rows if not (retry_failed and r.get("status") != "ok")}
     return [
         c
         for c in candidates
-        if cell_key(c.model, c.target, c.recipe, c.settings, versions) not in done
+        if cell_key(c.model, c.target, c.recipe, c.settings, c.revision, versions) not in done
     ]
 
 
@@ -246,6 +262,7 @@ def run_cell(cell: Cell, *, progress: bool = True) -> dict:
         "target": cell.target,
         "recipe": cell.recipe,
         "settings": settings,
+        "revision": cell.revision,
         "versions": plan.versions(),
         "date": _utc_now(),
         "host_cpus": os.cpu_count(),
@@ -310,10 +327,12 @@ def slice_prices(target: str) -> dict:
 
 
 def newest(rows: list[dict]) -> dict[tuple[str, str, str], dict]:
-    """Per (recipe, model, target), the newest row at the recipe's current settings."""
+    """Per (recipe, model, target), the newest row at the recipe's current settings and
+    revision."""
     best: dict[tuple[str, str, str], dict] = {}
     for row in rows:
-        if RECIPES.get(row["recipe"]) != row["settings"]:
+        current = (RECIPES.get(row["recipe"]), REVISIONS.get(row["recipe"]))
+        if current != (row["settings"], row["revision"]):
             continue
         key = (row["recipe"], row["model"], row["target"])
         if key not in best or row["date"] >= best[key]["date"]:
@@ -373,6 +392,7 @@ CSV_COLUMNS = [
     "date",
     *VERSIONED,
     "settings",
+    "revision",
     "error",
 ]
 
@@ -390,6 +410,7 @@ def csv_row(recipe: str, model: str, target: str, row: dict | None, price: dict)
         *[row.get(k, "") for k in ("compiles", "compile_s", "wall_s", "date")],
         *[row.get("versions", {}).get(k, "") for k in VERSIONED],
         json.dumps(RECIPES[recipe], sort_keys=True),
+        REVISIONS[recipe],
         row.get("error", ""),
     ]
 

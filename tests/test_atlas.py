@@ -28,6 +28,7 @@ def _row(model, target, recipe="rollout", **fields):
         "target": target,
         "recipe": recipe,
         "settings": atlas.RECIPES[recipe],
+        "revision": atlas.REVISIONS[recipe],
         "versions": VERSIONS,
         "date": "2026-11-22T12:00:00Z",
         "host_cpus": 2,
@@ -62,7 +63,7 @@ def test_store_round_trip_ignores_a_truncated_line(tmp_path, capsys):
     assert atlas.read_store(tmp_path / "absent.jsonl") == []
 
 
-def test_cells_already_stored_are_skipped_at_the_same_settings_and_versions():
+def test_cells_already_stored_are_skipped_at_the_same_settings_revision_and_versions():
     grid = atlas.cells(["gemma3-1b", "gemma3-27b"], ["v5e-8", "v5e-1"], ["lora-train", "rollout"])
     # cheapest first: the small model before the big one, one chip before eight
     assert [(c.model, c.target) for c in grid[:2]] == [("gemma3-1b", "v5e-1")] * 2
@@ -72,8 +73,10 @@ def test_cells_already_stored_are_skipped_at_the_same_settings_and_versions():
         _row("gemma3-1b", "v5e-8", status="error", error="BadInput: no"),
         _row("gemma3-27b", "v5e-1", versions={**VERSIONS, "libtpu": "0.0.1"}),
         _row("gemma3-27b", "v5e-8", settings={**atlas.RECIPES["rollout"], "steps": 8}),
+        _row("gemma3-1b", "v5e-1", "lora-train", revision=atlas.REVISIONS["lora-train"] - 1),
     ]
     left = {(c.model, c.target, c.recipe) for c in atlas.todo(grid, rows, VERSIONS)}
+    assert ("gemma3-1b", "v5e-1", "lora-train") in left  # an older workload: computed again
     assert ("gemma3-1b", "v5e-1", "rollout") not in left  # done
     assert ("gemma3-1b", "v5e-8", "rollout") not in left  # failed: skipped unless retried
     assert ("gemma3-27b", "v5e-1", "rollout") in left  # other versions: not this cell
@@ -114,6 +117,14 @@ def test_render_a_fake_store(tmp_path):
             max_batch=24,
             first_not_fitting=32,
             converged=False,
+        ),
+        _row(  # newer, but compiled from an older lora-train workload: not shown
+            "gemma3-1b",
+            "v5e-1",
+            recipe="lora-train",
+            date="2026-11-23T00:00:00Z",
+            revision=atlas.REVISIONS["lora-train"] - 1,
+            max_batch=40,
         ),
     ):
         atlas.append_row(store, row)
@@ -158,6 +169,7 @@ def test_render_a_fake_store(tmp_path):
     )
     assert first["max_batch"] == "208" and first["usd_per_hour_on_demand"] == "1.2"
     assert first["libtpu"] == "0.0.42.1" and first["date"].startswith("2026-11-22")
+    assert first["revision"] == str(atlas.REVISIONS["rollout"])
     assert {r["status"] for r in rows} >= {"ok", "error", "not computed yet"}
     assert next(r for r in rows if r["target"] == "tpu7x-8")["usd_per_hour_spot"] == "n/a"
 
