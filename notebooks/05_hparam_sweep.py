@@ -240,21 +240,26 @@ if done:
 # %% [markdown]
 # ## 6 · Does this run agree with the committed one?
 # Trials are deterministic: the same parameters on the same versions give the same held-out loss
-# (another CPU may differ in the last digits). Only trials with the committed sweep's settings
-# (the same trial ids) are compared; tokens/s is a timing on a shared machine and is not.
+# on the same CPU. Another CPU rounds differently: up to the best learning rate that moves the
+# fourth digit at most, above it training is unstable and the difference grows (lr 0.03, wd 0.1
+# gave 6.95 and 7.08 on two 2-core x86 hosts). So only trials with the committed sweep's settings
+# (the same trial ids) at or below its best learning rate are compared, and the best learning
+# rate itself; tokens/s is a timing on a shared machine and is not.
 # On a device, the measured step time stands beside the plan's estimate for the same step.
 
 # %%
 same = {r["trial_id"]: r for r in quoted.get("trials", []) if r["status"] == "done"}
 mine = [r for r in done if r["trial_id"] in same]
 if mine:
-    worst = max(mine, key=lambda r: abs(r[metric] - same[r["trial_id"]][metric]))
-    report.agree(f"{metric} of the trial furthest from the committed one (lr {worst['lr']}, wd "
-                 f"{worst['wd']})", round(worst[metric], 4), round(same[worst["trial_id"]][metric],
-                                                                   4), rel=1e-3)
+    best_lr = sweep.recommend(list(same.values()), metric, goal)["best"]["lr"]
+    stable = [r for r in mine if r["lr"] <= best_lr]
+    if stable:
+        worst = max(stable, key=lambda r: abs(r[metric] - same[r["trial_id"]][metric]))
+        report.agree(f"{metric} of the trial furthest from the committed one at lr <= {best_lr} "
+                     f"(lr {worst['lr']}, wd {worst['wd']})", round(worst[metric], 4),
+                     round(same[worst["trial_id"]][metric], 4), rel=1e-3)
     if len(mine) == len(same):
-        report.agree("best learning rate", advice["best"]["lr"],
-                     sweep.recommend(list(same.values()), metric, goal)["best"]["lr"])
+        report.agree("best learning rate", advice["best"]["lr"], best_lr)
 elif MODE != "plan":
     print("no trial of this run has the committed sweep's settings: nothing to compare")
 if MODE == "device" and point is not None and MODEL == real.model and done:

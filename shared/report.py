@@ -140,20 +140,22 @@ def committed_verdict(name: str, request) -> dict | None:
     )
 
 
-def agree(what: str, live: float, quoted: float | None, *, rel: float = 0.0) -> bool:
+STALE = (
+    "the answer above no longer holds for this run's versions or settings; "
+    "re-run the command it quotes"
+)
+
+
+def agree(
+    what: str, live: float, quoted: float | None, *, rel: float = 0.0, why: str = STALE
+) -> bool:
     """Print whether a number this run produced matches the one "What we found" quotes (from a
-    committed result); `rel` is the relative difference still called agreement (timings)."""
+    committed result); `rel` is the relative difference still called agreement (timings), `why`
+    what a difference means (a timing's depends on the host as much as on the code)."""
     if quoted is None:
         print(f"{what}: {live} (no committed number to compare with here)")
         return True
     same = math.isclose(live, quoted, rel_tol=rel, abs_tol=0 if rel else 1e-12)
-    print(
-        f"{what}: {live} {'agrees with' if same else 'DIFFERS from'} the committed {quoted}"
-        + (
-            ""
-            if same
-            else ": the answer above no longer holds for this run's versions or "
-            "settings; re-run the command it quotes"
-        )
-    )
+    verdict = "agrees with" if same else "DIFFERS from"
+    print(f"{what}: {live} {verdict} the committed {quoted}" + ("" if same else f": {why}"))
     return same

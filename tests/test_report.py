@@ -54,3 +54,18 @@ def test_a_committed_verdict_is_found_by_every_field_of_its_request():
     other = plan.Request("train", "130m", "v6e-1", batch=32, seq=2048, microbatches=3)
     assert report.committed_verdict("pretrain_plan", other) is None
     assert report.committed_verdict("no_such_results_file", request) is None
+
+
+def test_agree_says_what_a_difference_means(capsys):
+    assert report.agree("loss", 6.1473, 6.1478, rel=1e-3)
+    assert "loss: 6.1473 agrees with the committed 6.1478" in capsys.readouterr().out
+    assert not report.agree("bytes", 2, 1)
+    assert (
+        "DIFFERS from the committed 1: the answer above no longer holds" in capsys.readouterr().out
+    )
+    assert not report.agree("a ratio", 1.42, 0.62, rel=0.5, why="a timing: it moves with the host")
+    assert capsys.readouterr().out.endswith(
+        "DIFFERS from the committed 0.62: a timing: it moves with the host\n"
+    )
+    assert report.agree("new", 3, None)
+    assert "no committed number" in capsys.readouterr().out
