@@ -45,6 +45,8 @@
 # Without remat a chip holds one sequence's activations and little else: the published need
 # for checkpointing is reproduced. Block remat (each block's input kept, the rest recomputed)
 # fits 8x the batch for a third more work per sequence. Other lengths: add them to `--seqs`.
+# These batches are pessimistic: tunix's activation shardings do not apply under our mesh
+# context, so a chip holds activations of the whole batch (`bench_activation_sharding.py`).
 #
 # **What to do, and the bill.** Use `remat="block"` when you need batches over 4 sequences
 # (gradient noise, packing); otherwise no remat is cheaper per token on the roofline. A

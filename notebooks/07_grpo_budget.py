@@ -29,7 +29,10 @@
 # 0.0.42.1, tunix 0.1.7, 2026-11-23). Resident: 0.69 GiB (the LoRA policy, a *second* copy of
 # the base for the reference, AdamW state); the worst phase is the **policy update**
 # (7.81 GiB of its own: its loss forms the [B, T, V] logits, V = 262,144), then the reference
-# log-probs (4.40 GiB), prefill (1.27 GiB) and decode (0.37 GiB).
+# log-probs (4.40 GiB), prefill (1.27 GiB) and decode (0.37 GiB). Likely an overcount:
+# tunix's activation shardings do not apply under our mesh context; honouring them cuts a
+# gemma3-1b LoRA step's temporaries on v5e-8 from 14.4 to 5.5 GB
+# (`benchmarks/bench_activation_sharding.py`), and the update runs the same model.
 #
 # **What to change: the log-probs.** tunix 0.1.7's `compute_per_token_logps` materialises
 # [B, T, V] logits, so a log-prob call fits at most **24 sequences** (32 is refused). The
