@@ -9,9 +9,9 @@ mode. So both plan mode and device mode compile the model without those constrai
 is free to gather the whole batch on every chip (the memory report of the gemma3-tiny step on
 v5e-8 at batch 64 shows [64, 2048, F/8] MLP activations, not [8, 2048, F]).
 
-This compiles `lora-train` twice per batch from an empty plan cache: as shared/ runs it today,
-and with every tunix `shard` helper replaced, for the run of this script only, by one that
-constrains under the mesh `jax.set_mesh` put in context whatever the host is. Nothing in
+This compiles `lora-train` twice per batch, never reading the plan cache: as shared/ runs it
+today, and with every tunix `shard` helper replaced, for the run of this script only, by one
+that constrains under the mesh `jax.set_mesh` put in context whatever the host is. Nothing in
 shared/ changes; the difference is what a fix there would buy. No TPU needed.
 
     python benchmarks/bench_activation_sharding.py --model gemma3-1b --target v5e-8 \\
@@ -22,7 +22,6 @@ import argparse
 import contextlib
 import datetime
 import importlib
-import json
 import os
 import sys
 import tempfile
@@ -62,7 +61,11 @@ def shard_under_set_mesh(x, spec, eager=False):
 
 @contextlib.contextmanager
 def honoured_activation_sharding():
+    """tunix's shard helpers replaced by shard_under_set_mesh, and plan verdicts written to a
+    temporary cache: a verdict compiled in here is not what shared/ compiles for its request."""
     with contextlib.ExitStack() as stack:
+        scratch = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        stack.enter_context(mock.patch.object(verdict, "CACHE_DIR", scratch))
         for name in SHARD_HELPERS:
             module = importlib.import_module(name)
             stack.enter_context(mock.patch.object(module, "shard", shard_under_set_mesh))
@@ -103,32 +106,30 @@ def main(argv: list[str] | None = None) -> int:
         "setting": {"workload": "lora-train", "remat": "none", "loss": "chunked", **setting},
         "batches": {},
     }
-    with tempfile.TemporaryDirectory() as empty:
-        verdict.CACHE_DIR = Path(empty)
-        for batch in [int(b) for b in a.batches.split(",")]:
-            request = plan.Request(
-                "lora-train",
-                a.model,
-                a.target,
-                batch=batch,
-                seq=a.seq,
-                lora_rank=a.lora_rank,
-                remat="none",
-                loss="chunked",
-            )
-            dropped = compile_point(request)
-            with honoured_activation_sharding():
-                honoured = compile_point(request)
-            report["batches"][batch] = {"as_shared_runs_it": dropped, "honoured": honoured}
-            print(
-                f"batch {batch}: temp {dropped['temp_bytes'] / 1e9:.2f} GB "
-                f"(fits {dropped['fits']}) -> {honoured['temp_bytes'] / 1e9:.2f} GB "
-                f"(fits {honoured['fits']}) with tunix's activation shardings",
-                flush=True,
-            )
+    for batch in [int(b) for b in a.batches.split(",")]:
+        request = plan.Request(
+            "lora-train",
+            a.model,
+            a.target,
+            batch=batch,
+            seq=a.seq,
+            lora_rank=a.lora_rank,
+            remat="none",
+            loss="chunked",
+        )
+        dropped = compile_point(request)
+        with honoured_activation_sharding():
+            honoured = compile_point(request)
+        report["batches"][batch] = {"as_shared_runs_it": dropped, "honoured": honoured}
+        print(
+            f"batch {batch}: temp {dropped['temp_bytes'] / 1e9:.2f} GB "
+            f"(fits {dropped['fits']}) -> {honoured['temp_bytes'] / 1e9:.2f} GB "
+            f"(fits {honoured['fits']}) with tunix's activation shardings",
+            flush=True,
+        )
     report["wall_s"] = time.perf_counter() - started
     report["load_average"] = os.getloadavg()
-    files.write_atomic(a.out, (json.dumps(report, indent=1) + "\n").encode())
+    files.write_json(a.out, report)
     return 0
 
 

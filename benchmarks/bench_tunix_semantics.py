@@ -14,7 +14,6 @@ the date, with the closed form (weights + KV-cache copies) beside. No TPU needed
 
 import argparse
 import datetime
-import json
 import os
 import sys
 import tempfile
@@ -138,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
             )
     report["wall_s"] = time.perf_counter() - started
     report["load_average"] = os.getloadavg()  # compile times depend on what else ran
-    files.write_atomic(a.out, (json.dumps(report, indent=1) + "\n").encode())
+    files.write_json(a.out, report)
     return 0
 
 
