@@ -236,10 +236,12 @@ if measured:
     losses, step_s = [], []
     for i in tqdm(range(TRAIN_STEPS), desc=f"LoRA rank {RANK}", unit="step"):
         start = time.perf_counter()
-        # lora_state and opt_state are donated: rebind them every step
-        lora_state, opt_state, loss = lora.lora_train_step(
-            graph, optimizer, lora_state, base_state, opt_state,
-            lora.shard_batch(batches.batch(i), mesh))
+        # lora_state and opt_state are donated: rebind them every step. Under the mesh, as plan
+        # mode compiles it, so tunix's activation shardings split the batch over the chips.
+        with jax.set_mesh(mesh):
+            lora_state, opt_state, loss = lora.lora_train_step(
+                graph, optimizer, lora_state, base_state, opt_state,
+                lora.shard_batch(batches.batch(i), mesh))
         losses.append(float(loss))  # blocks until the step is done
         step_s.append(time.perf_counter() - start)
     nnx.update(adapted, lora_state)

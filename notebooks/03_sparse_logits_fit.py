@@ -103,14 +103,13 @@ MODE = report.use_mode(MODE)  # before jax: plan mode compiles for TARGET on the
 import math
 
 import jax
-import jax.numpy as jnp
 import matplotlib.pyplot as plt
 from flax import nnx
 
 from shared import budget, hardware, ledger, measure, models, plan, prices, rollout
 from shared import logits_compare as compare
 from shared.errors import BadInput, choose
-from shared.sharding import make_mesh
+from shared.sharding import batch_sharding, make_mesh
 
 choose("model", MODEL, models.MODEL_NAMES)
 choose("price kind", PRICE_KIND, prices.HOURLY_KINDS)
@@ -290,15 +289,18 @@ if probes and target.chip.compiler_hbm_bytes:
 
 # %%
 if MODE == "device":
-    model = models.dummy_model(MODEL, mesh=make_mesh(None, jax.devices()), seed=SEED)
+    mesh = make_mesh(None, jax.devices())
+    model = models.dummy_model(MODEL, mesh=mesh, seed=SEED)
     graphdef, state = nnx.split(model)
     graph, here, rows, high = models.StaticGraph(graphdef), hardware.current_target_name(), [], 0
     for mode in ("topk", "full"):
         for B in [b for b in DEVICE_BATCHES if b % jax.device_count() == 0]:
-            tokens = jnp.asarray(rollout.random_prompts(B, SEQ, dims.V, seed=SEED))
-            got, error = measure.run_or_oom(measure.time_fn, models.teacher_forced_top_k, graph,
-                                            state, tokens, mode=mode, k=K, warmup=0,
-                                            trials=TRIALS)
+            tokens = jax.device_put(rollout.random_prompts(B, SEQ, dims.V, seed=SEED),
+                                    batch_sharding(mesh))
+            with jax.set_mesh(mesh):  # as plan mode compiles it: tunix's activation shardings
+                got, error = measure.run_or_oom(measure.time_fn, models.teacher_forced_top_k,
+                                                graph, state, tokens, mode=mode, k=K, warmup=0,
+                                                trials=TRIALS)
             peak = measure.peak_bytes_per_device()
             guess = plan.plan_point(request(mode, B, here)) if PREDICT and here else None
             rows.append(ledger.row(

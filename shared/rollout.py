@@ -213,16 +213,20 @@ class RolloutResult:
 
 
 def rollout(sampler, prompt_ids, steps: int, *, mesh, **sampling) -> RolloutResult:
-    """Init (untimed), prefill and decode timed separately with block_until_ready."""
+    """Init (untimed), prefill and decode timed separately with block_until_ready.
+
+    All three run under `jax.set_mesh(mesh)`, as plan mode compiles them: tunix's activation
+    constraints (shared.models.activation_sharding) apply only under a mesh in context."""
     prompt_len = np.shape(prompt_ids)[1]
-    state = jax.block_until_ready(
-        init_rollout_state(sampler, prompt_ids, steps, mesh=mesh, **sampling)
-    )
-    t0 = time.perf_counter()
-    state = jax.block_until_ready(prefill(sampler, state))
-    t1 = time.perf_counter()
-    state = jax.block_until_ready(decode(sampler, state, mesh=mesh))
-    t2 = time.perf_counter()
+    with jax.set_mesh(mesh):
+        state = jax.block_until_ready(
+            init_rollout_state(sampler, prompt_ids, steps, mesh=mesh, **sampling)
+        )
+        t0 = time.perf_counter()
+        state = jax.block_until_ready(prefill(sampler, state))
+        t1 = time.perf_counter()
+        state = jax.block_until_ready(decode(sampler, state, mesh=mesh))
+        t2 = time.perf_counter()
     return RolloutResult(t1 - t0, t2 - t1, generated_tokens(sampler, state, prompt_len), state)
 
 

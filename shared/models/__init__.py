@@ -10,6 +10,7 @@ differs; `core` (names, configs, abstract and random models), `weights` (downloa
 loading) and `forward` (hidden states, LM head, top-k) are written once for all of them.
 """
 
+from shared.models import activation_sharding
 from shared.models.core import (
     FAMILIES,
     MODEL_NAMES,
@@ -55,6 +56,10 @@ from shared.models.weights import (
     local_tokenizer,
 )
 
+# tunix's activation `shard` helpers, made to constrain under jax.set_mesh on any host (see
+# activation_sharding): before any model of ours is traced.
+activation_sharding.install()
+
 __all__ = [
     "BOS_ID",
     "EOS_ID",
@@ -70,6 +75,7 @@ __all__ = [
     "WEIGHTS",
     "WEIGHT_DTYPE",
     "abstract_forward_args",
+    "activation_sharding",
     "abstract_model",
     "build",
     "capped",

@@ -42,6 +42,10 @@ CACHE_DIR = Path(os.environ.get("TPU_BUDGET_LAB_PLAN_CACHE", ROOT / ".cache" / "
 # compiles at the default effort, which `fast=False` reproduces exactly.
 FAST_COMPILE = {"exec_time_optimization_effort": -1.0}
 WORKERS = max(1, min(4, os.cpu_count() or 1))  # executables compiled at once
+ACTIVATION_SHARDING_NOTE = (
+    "tunix's activation shardings applied (batch over fsdp, wide dimensions over tp), as its "
+    "models declare them and its trainers run them on a TPU: shared.models.activation_sharding"
+)
 
 
 @dataclass(frozen=True)
@@ -252,6 +256,7 @@ def plan_point(request: Request, *, use_cache: bool = True) -> dict:
         "skipped": skipped,
         "margin_bytes": usable - verdict["bytes_per_device"],
         "notes": workload.notes
+        + ([ACTIVATION_SHARDING_NOTE] if mesh.size > 1 else [])
         + (
             [f"not compiled: {', '.join(skipped)} (an executable before it already does not fit)"]
             if skipped
