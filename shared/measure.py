@@ -17,6 +17,8 @@ from typing import Any
 
 import jax
 
+from shared import compiled_buffers
+
 
 @dataclass
 class Executable:
@@ -150,15 +152,17 @@ def compile_executable(exe: Executable, options: dict | None = None) -> dict:
 
 
 def compile_lowered(lowered, options: dict | None = None) -> dict:
-    """Compile a lowered function; its bytes (compiled_memory), FLOPs (compiled_cost) and
-    compile seconds. A compiler that refuses for lack of HBM is a data point (`refusal`), any
-    other error propagates. Thread-safe: XLA compiles outside the GIL."""
+    """Compile a lowered function; its bytes (compiled_memory), FLOPs (compiled_cost), its
+    largest per-device buffers (shared.compiled_buffers) and compile seconds. A compiler that
+    refuses for lack of HBM is a data point (`refusal`), any other error propagates.
+    Thread-safe: XLA compiles outside the GIL."""
     start = time.perf_counter()
     try:
         compiled = lowered.compile(options)
         summary = {
             **compiled_memory(compiled),
             **compiled_cost(compiled),
+            "largest_buffers": compiled_buffers.largest(compiled.as_text()),
             "refused": None,
             "compiler_hbm_bytes": None,
         }
@@ -203,6 +207,7 @@ def refusal(err: Exception) -> dict:
         "total_bytes": needed,
         "flops": 0.0,
         "bytes_accessed": 0.0,
+        "largest_buffers": [],
         "refused": message[:300],
         "compiler_hbm_bytes": available or None,
     }

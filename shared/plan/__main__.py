@@ -7,10 +7,12 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")  # plan mode never needs the local
 import argparse  # noqa: E402
 import json  # noqa: E402
 
-from shared import budget, plan  # noqa: E402
+from shared import budget, compiled_buffers, plan  # noqa: E402
 from shared.errors import choose, run_cli  # noqa: E402
 from shared.plan import frontier  # noqa: E402
 from shared.sizing import human  # noqa: E402
+
+BUFFERS_SHOWN = 4  # largest per-device buffers printed under each executable (JSON keeps 6)
 
 
 def _size(n: float) -> str:
@@ -49,6 +51,8 @@ def print_point(point: dict) -> None:
             print(f"      {e['note']}")
         if e["refused"]:
             print(f"      refused by the compiler: {e['refused']}")
+        for buffer in e.get("largest_buffers", [])[:BUFFERS_SHOWN]:
+            print(f"      {compiled_buffers.line(buffer)}")
     for note in point["notes"]:
         print(f"  note: {note}")
     print(

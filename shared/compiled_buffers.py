@@ -1,0 +1,110 @@
+"""The largest buffers a compiled program allocates on one device, with their shapes and what
+they are: the evidence behind a verdict's bytes that a reader can check at a glance.
+
+`memory_analysis()` gives totals only. The optimised HLO (`compiled.as_text()`) is the program
+after SPMD partitioning, so every shape in it is per device: a batch split over 8 chips shows
+as B/8 there, a batch gathered on every chip as B. Each instruction of a computation the
+program runs (the entry, loop bodies, called computations; not the insides of fusions, which
+live in registers and VMEM) is a buffer XLA allocates, unless it only renames another one
+(bitcast, get-tuple-element, tuple, parameter). Shapes are logical: the compiler's tile padding
+of small minor dimensions is not in them. Which of these are alive at the same moment is the
+compiler's schedule, which only the totals reflect.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+# Bytes per element of the HLO element types a model program uses.
+_ITEM_BYTES = {
+    "pred": 1, "s8": 1, "u8": 1, "f8e4m3fn": 1, "f8e5m2": 1,
+    "bf16": 2, "f16": 2, "s16": 2, "u16": 2,
+    "f32": 4, "s32": 4, "u32": 4,
+    "f64": 8, "s64": 8, "u64": 8,
+}  # fmt: skip
+_RENAMES = {"bitcast", "get-tuple-element", "tuple", "parameter", "constant", "while", "call"}
+_COMPUTATION = re.compile(r"^(?:ENTRY )?%?([\w.\-]+) .*\{\s*$")
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%?[\w.\-]+ = (\(.*?\)|\w+\[[\d,]*\])\S* ([\w\-]+)\((.*)$")
+_ARRAY = re.compile(r"(\w+)\[([\d,]*)\]")
+_FUSED = re.compile(r"calls=%?([\w.\-]+)")
+_OP_NAME = re.compile(r'op_name="([^"]*)"')
+_LAYER = re.compile(r"layers?[_.\[](\d+)")
+
+
+def describe(op_name: str) -> tuple[str, int | None]:
+    """A short reading of an op's JAX name path, and its layer if it belongs to one:
+    ('attention/BTNH,BSNH->BTNS, backward', 3)."""
+    if not op_name:
+        return "(no source op)", None
+    path = op_name.split("/", 1)[1] if op_name.startswith("jit(") and "/" in op_name else op_name
+    layer = _LAYER.search(path)
+    parts = [
+        p
+        for p in re.split(r"[/()]", path)
+        if p and p not in ("jvp", "transpose", "vmap") and not _LAYER.fullmatch(p)
+    ]
+    if len(parts) > 1:  # the last is the primitive (dot_general, add): the module says more
+        parts = parts[:-1]
+    what = "/".join(parts[-2:]) + (", backward" if "transpose(" in op_name else "")
+    return what, int(layer.group(1)) if layer else None
+
+
+def largest(hlo_text: str, n: int = 6) -> list[dict]:
+    """The `n` largest buffers of a compiled program's HLO text, largest first. The same buffer
+    in several layers is one row with the layers it appears in and how many times in all."""
+    fused: set[str] = set()
+    for text in hlo_text.splitlines():
+        if " fusion(" in text:
+            fused.update(_FUSED.findall(text))
+    found: dict[tuple, dict] = {}
+    computation = None
+    for text in hlo_text.splitlines():
+        if (header := _COMPUTATION.match(text)) and "=" not in text.split("{")[0]:
+            computation = header.group(1)
+            continue
+        if computation in fused or not (inst := _INSTRUCTION.match(text)):
+            continue
+        shape, opcode, rest = inst.groups()
+        if opcode in _RENAMES:
+            continue
+        source = _OP_NAME.search(rest)
+        what, layer = describe(source.group(1) if source else "")
+        for dtype, dims in _ARRAY.findall(shape):
+            if dtype not in _ITEM_BYTES:
+                continue
+            dims = [int(d) for d in dims.split(",") if d]
+            row = found.setdefault(
+                (dtype, tuple(dims), what),
+                {
+                    "shape": dims,
+                    "dtype": dtype,
+                    "bytes": math.prod(dims) * _ITEM_BYTES[dtype],
+                    "what": what,
+                    "op": opcode,
+                    "layers": [],
+                    "count": 0,
+                },
+            )
+            row["count"] += 1
+            if layer is not None and layer not in row["layers"]:
+                row["layers"].append(layer)
+    rows = sorted(found.values(), key=lambda r: (-r["bytes"], -r["count"], r["what"]))
+    return rows[:n]
+
+
+def line(buffer: dict) -> str:
+    """'[8, 2048, 6912] bf16 108.0 MiB: mlp, layers 0-25 (x52)'."""
+    layers = sorted(buffer["layers"])
+    where = (
+        f", layer {layers[0]}"
+        if len(layers) == 1
+        else f", layers {layers[0]}-{layers[-1]}"
+        if layers
+        else ""
+    )
+    times = f" (x{buffer['count']})" if buffer["count"] > 1 else ""
+    return (
+        f"[{', '.join(map(str, buffer['shape']))}] {buffer['dtype']} "
+        f"{buffer['bytes'] / 2**20:.1f} MiB: {buffer['what']}{where}{times}"
+    )
