@@ -134,8 +134,10 @@ def notes(recipe: GRPOSettings, exes: list[Executable], kept: list[Executable]) 
             1,
             "reference weights = a SECOND copy of the base from the first update "
             "on: tunix 0.1.7's update returns every policy variable as a new buffer "
-            "(only the optimizer is donated), so the policy holds its own base and the "
-            "reference keeps the original (tests/test_grpo.py measures it)",
+            "(only the optimizer is donated: the compiler aliases the optimizer state and "
+            "nothing else), so the policy holds its own base and the reference keeps the "
+            "original (tests/test_grpo.py measures both). This models the tunix 0.1.7 "
+            "release; tunix's main branch later fused its train step and holds one copy fewer",
         )
     else:
         out.insert(

@@ -309,6 +309,14 @@ def test_grpo_workload_compiles_for_v5e_8_and_counts_the_base_twice(plan_cache):
     base = exes[2].args[1]  # the reference's state: the base alone
     assert point["resident"]["reference weights"] == bytes_per_device(base)
     assert point["resident"]["weights"] > point["resident"]["reference weights"]  # + adapters
+    # tunix 0.1.7's update, as the compiler sees it: the optimizer state is aliased, the policy
+    # weights are not (fewer alias bytes than the weights hold), and a new copy of them is
+    # among the outputs; so the plan counts the base twice, and says which tunix it models
+    update = point["executables"]["policy_update"]
+    unaliased_outputs = update["output_bytes"] - update["alias_bytes"]
+    assert update["alias_bytes"] < point["resident"]["weights"] <= unaliased_outputs
+    assert any("tunix 0.1.7 release" in note for note in point["notes"])
+    assert any("activation shardings applied" in note for note in point["notes"])
     assert exes[2].kwargs["prompt_tokens"].sharding.spec == P("fsdp")  # 8 sequences, 8 chips
     assert exes[1].repeats == REQUEST.steps  # the decode loop, once per completion token
     logps = grpo_plan.workload(dataclasses.replace(REQUEST, phases="logps"), mesh)
