@@ -5,7 +5,7 @@ says fits at the recipe's stated lengths, the compiler's verdict at the boundary
 their own store, `benchmarks/results/atlas.jsonl`, one JSON line per finished cell (appended,
 flushed and fsynced; an unreadable line, such as a truncated last one, is ignored on read). A
 cell is identified by model, target, recipe, the recipe's settings, its workload revision
-(REVISIONS) and the versions of jax/libtpu/tunix/qwix/flax, so the store, not shared.plan's
+(`revision`) and the versions of jax/libtpu/tunix/qwix/flax, so the store, not shared.plan's
 disk cache (invalidated whenever any shared/*.py changes), is what a run resumes from: cells
 already there are skipped.
 `docs/atlas.md` and `docs/atlas.csv` are rendered from the store at the end of every run.
@@ -103,6 +103,20 @@ RECIPES: dict[str, dict] = {
 # lora-train 2: the Adam moments start fp32 (12cde66), so the step holds the whole optimizer
 # state from the first call.
 REVISIONS = {"rollout": 1, "lora-train": 2, "grpo": 1}
+# A change that moves only programs spread over several devices bumps these alone, so the
+# single-chip cells it cannot change stand. 2/3/2: tunix's activation shardings honoured
+# (shared.models.activation_sharding); on one device a constraint has nothing to split, and the
+# same LoRA step compiles to the same bytes with and without them
+# (benchmarks/results/activation_sharding.json's v5e-1 point, tests/test_activation_sharding.py).
+MULTI_DEVICE_REVISIONS = {"rollout": 2, "lora-train": 3, "grpo": 2}
+
+
+def revision(recipe: str, target: str) -> int:
+    """The workload revision a cell of `recipe` on `target` is computed at."""
+    multi = parse_target(target).devices > 1
+    return (MULTI_DEVICE_REVISIONS if multi else REVISIONS)[recipe]
+
+
 TITLES = {
     "rollout": "Rollout: the tunix Sampler (0.1.7 semantics: it donates its KV cache), "
     "256-token prompts, 1024 generation steps, KV cache of 1312 tokens",
@@ -204,7 +218,7 @@ class Cell:
 
     @property
     def revision(self) -> int:
-        return REVISIONS[self.recipe]
+        return revision(self.recipe, self.target)
 
 
 def _params(model: str) -> int:
@@ -331,7 +345,9 @@ def newest(rows: list[dict]) -> dict[tuple[str, str, str], dict]:
     revision."""
     best: dict[tuple[str, str, str], dict] = {}
     for row in rows:
-        current = (RECIPES.get(row["recipe"]), REVISIONS.get(row["recipe"]))
+        if row["recipe"] not in RECIPES:
+            continue
+        current = (RECIPES[row["recipe"]], revision(row["recipe"], row["target"]))
         if current != (row["settings"], row["revision"]):
             continue
         key = (row["recipe"], row["model"], row["target"])
@@ -410,7 +426,7 @@ def csv_row(recipe: str, model: str, target: str, row: dict | None, price: dict)
         *[row.get(k, "") for k in ("compiles", "compile_s", "wall_s", "date")],
         *[row.get("versions", {}).get(k, "") for k in VERSIONED],
         json.dumps(RECIPES[recipe], sort_keys=True),
-        REVISIONS[recipe],
+        revision(recipe, target),
         row.get("error", ""),
     ]
 

@@ -28,7 +28,7 @@ def _row(model, target, recipe="rollout", **fields):
         "target": target,
         "recipe": recipe,
         "settings": atlas.RECIPES[recipe],
-        "revision": atlas.REVISIONS[recipe],
+        "revision": atlas.revision(recipe, target),
         "versions": VERSIONS,
         "date": "2026-11-22T12:00:00Z",
         "host_cpus": 2,
@@ -81,6 +81,11 @@ def test_cells_already_stored_are_skipped_at_the_same_settings_revision_and_vers
     assert ("gemma3-1b", "v5e-8", "rollout") not in left  # failed: skipped unless retried
     assert ("gemma3-27b", "v5e-1", "rollout") in left  # other versions: not this cell
     assert ("gemma3-27b", "v5e-8", "rollout") in left  # other lengths: not this cell
+    # a multi-device cell at the single-chip revision predates the activation shardings
+    stale = [_row("gemma3-1b", "v5e-8", revision=atlas.REVISIONS["rollout"])]
+    assert ("gemma3-1b", "v5e-8", "rollout") in {
+        (c.model, c.target, c.recipe) for c in atlas.todo(grid, stale, VERSIONS)
+    }
     assert len(left) == len(grid) - 2
     retried = atlas.todo(grid, rows, VERSIONS, retry_failed=True)
     assert ("gemma3-1b", "v5e-8", "rollout") in {(c.model, c.target, c.recipe) for c in retried}
@@ -170,6 +175,8 @@ def test_render_a_fake_store(tmp_path):
     assert first["max_batch"] == "208" and first["usd_per_hour_on_demand"] == "1.2"
     assert first["libtpu"] == "0.0.42.1" and first["date"].startswith("2026-11-22")
     assert first["revision"] == str(atlas.REVISIONS["rollout"])
+    eight = next(r for r in rows if (r["recipe"], r["target"]) == ("rollout", "tpu7x-8"))
+    assert eight["revision"] == str(atlas.MULTI_DEVICE_REVISIONS["rollout"])
     assert {r["status"] for r in rows} >= {"ok", "error", "not computed yet"}
     assert next(r for r in rows if r["target"] == "tpu7x-8")["usd_per_hour_spot"] == "n/a"
 
