@@ -1,4 +1,5 @@
 """Gemma 2 on tunix (`tunix.models.gemma`): presets, a tiny config, Kaggle Flax checkpoints.
+The same tunix module builds Gemma 1, so its 2B (`gemma-2b`) is a preset here too.
 
 The Kaggle tunix hackathon allowed gemma2-2b for GRPO on one v5e-8. Real weights:
 `kagglehub.model_download("google/gemma-2/flax/<variant>")`, the upstream linen checkpoint that
@@ -16,16 +17,21 @@ from tunix.models.gemma import model as gemma_lib
 from tunix.models.gemma import params as gemma_params
 from tunix.models.gemma import params_safetensors as gemma_safetensors
 
+from shared.errors import BadInput
 from shared.models.family import KAGGLE, WEIGHT_DTYPE, Family, remat_table
 from shared.models.gemma3 import orbax_folder
 from shared.models.hf_layout import arr, linear, split_heads
 from shared.sharding import put_on_mesh
 
 PRESETS = {
+    # Gemma 1's 2B, which tunix's module also builds: the model of tunix's own SFT table
+    # (examples/sft/mtnt), one of the field's validation points (shared.plan.field)
+    "gemma-2b": gemma_lib.ModelConfig.gemma_2b,
     "gemma2-2b": gemma_lib.ModelConfig.gemma2_2b_it,
     "gemma2-9b": gemma_lib.ModelConfig.gemma2_9b_it,
 }
 CHECKPOINTS = {
+    "gemma-2b": "google/gemma/flax/2b",
     "gemma2-2b": "google/gemma-2/flax/gemma2-2b-it",
     "gemma2-9b": "google/gemma-2/flax/gemma2-9b-it",
 }
@@ -98,6 +104,11 @@ def hf_state_dict(model) -> dict[str, np.ndarray]:
 
 
 def hf_config(cfg) -> dict:
+    if not cfg.use_post_attn_norm:  # Gemma 1: no post norms, no soft-caps
+        raise BadInput(
+            "the Hugging Face export writes Gemma 2; gemma-2b (Gemma 1) is for plan mode "
+            "and its Kaggle checkpoint only"
+        )
     return {
         "architectures": ["Gemma2ForCausalLM"],
         "model_type": "gemma2",
