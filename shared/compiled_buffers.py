@@ -29,6 +29,9 @@ _INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%?[\w.\-]+ = (\(.*?\)|\w+\[[\d,]*\])\S
 _ARRAY = re.compile(r"(\w+)\[([\d,]*)\]")
 _FUSED = re.compile(r"calls=%?([\w.\-]+)")
 _OP_NAME = re.compile(r'op_name="([^"]*)"')
+# Names of JAX's own transformations and control flow: they say how, not what.
+_PLUMBING = {"jvp", "transpose", "vmap", "while", "body", "cond", "closed_call", "checkpoint"}
+_PLUMBING |= {"remat", "pjit", "branch_0_fun", "branch_1_fun", "scan", "shard_map"}
 _LAYER = re.compile(r"layers?[_.\[](\d+)")
 
 
@@ -42,7 +45,7 @@ def describe(op_name: str) -> tuple[str, int | None]:
     parts = [
         p
         for p in re.split(r"[/()]", path)
-        if p and p not in ("jvp", "transpose", "vmap") and not _LAYER.fullmatch(p)
+        if p and p not in _PLUMBING and not _LAYER.fullmatch(p)
     ]
     if len(parts) > 1:  # the last is the primitive (dot_general, add): the module says more
         parts = parts[:-1]
@@ -60,8 +63,8 @@ def largest(hlo_text: str, n: int = 6) -> list[dict]:
     found: dict[tuple, dict] = {}
     computation = None
     for text in hlo_text.splitlines():
-        if (header := _COMPUTATION.match(text)) and "=" not in text.split("{")[0]:
-            computation = header.group(1)
+        if not text.startswith(" ") and (header := _COMPUTATION.match(text)):
+            computation = header.group(1)  # a computation's header; its instructions indent
             continue
         if computation in fused or not (inst := _INSTRUCTION.match(text)):
             continue

@@ -122,7 +122,8 @@ def test_honouring_the_shardings_shrinks_multi_chip_steps_only(
 def test_buffer_lines_name_shape_type_and_layers():
     hlo = "\n".join(
         [
-            "ENTRY %main.1 (p: bf16[8]) -> bf16[8,2048,6912] {",
+            # a header's comments may hold "=" (/*index=5*/): it is still a header
+            "ENTRY %main.1 (p: bf16[8], /*index=1*/q: bf16[8]) -> bf16[8,2048,6912] {",
             "  %fusion.1 = bf16[8,2048,6912]{2,1,0} fusion(%p), kind=kLoop, calls=%fused.1, "
             'metadata={op_name="jit(step)/jvp(layer_3)/feed_forward/dot_general"}',
             "  %fusion.2 = bf16[8,2048,6912]{2,1,0} fusion(%p), kind=kLoop, calls=%fused.1, "
@@ -132,10 +133,15 @@ def test_buffer_lines_name_shape_type_and_layers():
             "%fused.1 (a: bf16[8]) -> bf16[64,2048,6912] {",
             "  %big = bf16[64,2048,6912]{2,1,0} broadcast(%a)",
             "}",
+            "%body.1 (a: f32[8,16,4096]) -> f32[8,16,4096] {",
+            '  %chunk = f32[8,16,4096]{2,1,0} fusion(%a), kind=kLoop, calls=%fused.1, '
+            'metadata={op_name="jit(step)/jvp()/while/body/closed_call/bcd,vd->bcv/dot_general"}',
+            "}",
         ]
     )
     rows = compiled_buffers.largest(hlo)
     assert [compiled_buffers.line(r) for r in rows] == [
         "[8, 2048, 6912] bf16 216.0 MiB: feed_forward, layer 3",
         "[8, 2048, 6912] bf16 216.0 MiB: feed_forward, backward, layer 4",
+        "[8, 16, 4096] f32 2.0 MiB: bcd,vd->bcv",
     ]
