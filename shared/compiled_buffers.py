@@ -43,9 +43,7 @@ def describe(op_name: str) -> tuple[str, int | None]:
     path = op_name.split("/", 1)[1] if op_name.startswith("jit(") and "/" in op_name else op_name
     layer = _LAYER.search(path)
     parts = [
-        p
-        for p in re.split(r"[/()]", path)
-        if p and p not in _PLUMBING and not _LAYER.fullmatch(p)
+        p for p in re.split(r"[/()]", path) if p and p not in _PLUMBING and not _LAYER.fullmatch(p)
     ]
     if len(parts) > 1:  # the last is the primitive (dot_general, add): the module says more
         parts = parts[:-1]

@@ -134,7 +134,7 @@ def test_buffer_lines_name_shape_type_and_layers():
             "  %big = bf16[64,2048,6912]{2,1,0} broadcast(%a)",
             "}",
             "%body.1 (a: f32[8,16,4096]) -> f32[8,16,4096] {",
-            '  %chunk = f32[8,16,4096]{2,1,0} fusion(%a), kind=kLoop, calls=%fused.1, '
+            "  %chunk = f32[8,16,4096]{2,1,0} fusion(%a), kind=kLoop, calls=%fused.1, "
             'metadata={op_name="jit(step)/jvp()/while/body/closed_call/bcd,vd->bcv/dot_general"}',
             "}",
         ]
