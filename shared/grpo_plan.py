@@ -7,7 +7,8 @@
 shared.grpo runs, each with its micro-batch of sequences placed as tunix places them:
 
     rollout_prefill / rollout_decode  the Sampler tunix builds on the policy itself (training
-                                      layout); its state replicated, as tunix passes it
+                                      layout); prefill's state replicated, as tunix passes
+                                      it, decode's as prefill's compiled outputs are laid out
     reference_logps                   compute_per_token_logps on the base (beta != 0)
     old_policy_logps                  the same on the policy (num_iterations > 1)
     policy_update                     tunix's own jitted `_train_step` (GRPO loss, LoRA grads,
@@ -42,6 +43,7 @@ from shared import budget, models, prices, rollout, token_logprobs
 from shared.errors import BadInput
 from shared.grpo import GRPOSettings, arithmetic_reward
 from shared.measure import Executable, Workload
+from shared.plan.verdict import FAST_COMPILE
 from shared.sharding import abstract_like, bytes_per_device, on_mesh
 from shared.sizing import human
 
@@ -125,8 +127,9 @@ def notes(recipe: GRPOSettings, exes: list[Executable], kept: list[Executable]) 
         f"one step = {recipe.prompts_per_step} prompts x {recipe.num_generations}: rollout "
         f"x{calls['rollout']}, log-probs x{calls['logps']} per log-prob phase, update "
         f"x{calls['update']} (the roofline counts every call)",
-        "the rollout's sampling state is replicated (tunix passes it uncommitted): every "
-        "device holds the KV cache of all the call's rows",
+        "the rollout's initial state is replicated (tunix passes it uncommitted); decode "
+        "takes prefill's outputs as the compiled prefill lays them out (the KV cache split "
+        "over the batch)",
         "host RAM, not HBM: RLCluster keeps a pinned-host copy of the actor's state",
     ]
     if recipe.beta != 0.0:
@@ -284,8 +287,11 @@ def abstract_phases(
 def _rollout_phases(policy, recipe: GRPOSettings, rows: int, mesh, tokenizer, calls: int):
     """Prefill and decode of the Sampler tunix's colocated vanilla rollout builds on the policy
     (VanillaRollout constructs the same Sampler; make_sampler also sets its eos ids, as
-    Sampler.__call__ does). The state is replicated: tunix passes it uncommitted, and the
-    compiled prefill's outputs stay replicated (checked for tiny and 1b on v5e-8)."""
+    Sampler.__call__ does). Prefill's state is replicated: tunix passes it uncommitted.
+    Decode takes prefill's outputs as they come out, committed: with tunix's activation
+    shardings applied the KV cache leaves prefill split over the batch (the token buffer stays
+    replicated), so decode's arguments carry the compiled prefill's output shardings, read from
+    a fast compile of it (sharding propagation does not depend on the optimisation effort)."""
     sampler = rollout.make_sampler(policy, tokenizer, recipe.rollout_config().kv_cache_size)
     params = sampler._flattened_transformer_state
     # shared.rollout's abstract initial state (private there; GRPO replicates it instead of
@@ -303,9 +309,11 @@ def _rollout_phases(policy, recipe: GRPOSettings, rows: int, mesh, tokenizer, ca
         ),
         mesh,
     ).replace(num_input_tokens=PromptLength(recipe.prompt_len))
-    decoded = jax.eval_shape(
-        lambda p, s: sampler._prefill_fn(p, s, None, echo=False), params, state
-    )
+    with jax.set_mesh(mesh):  # as plan mode compiles it: the activation constraints apply
+        prefilled = sampler._compiled_prefill_fn.lower(params, state, None, echo=False)
+        decoded = abstract_like(
+            prefilled.out_info, prefilled.compile(FAST_COMPILE).output_shardings
+        )
     return sampler, [
         Executable(
             "rollout_prefill",
@@ -319,7 +327,7 @@ def _rollout_phases(policy, recipe: GRPOSettings, rows: int, mesh, tokenizer, ca
         Executable(
             "rollout_decode",
             sampler._compiled_decode_fn,
-            (params, _replicated(decoded, mesh)),
+            (params, decoded),
             repeats=recipe.completion_len * calls,
             note="XLA counts the decode loop body once: x completion length x calls",
             resident_args={0: "weights"},

@@ -362,3 +362,14 @@ def test_cli_prints_the_grpo_verdict(plan_cache, capsys):
     out = capsys.readouterr().out
     assert "grpo gemma3-tiny" in out and "FITS" in out and "[cached]" in out
     assert "reference weights" in out and "policy_update" in out
+
+
+def test_decode_takes_the_kv_cache_as_the_compiled_prefill_lays_it_out():
+    """tunix's decode receives prefill's committed outputs: with the activation shardings
+    applied the KV cache leaves prefill split over the batch, and the plan compiles decode so."""
+    mesh = plan.target_mesh(parse_target("v5e-8"))
+    exes = grpo_plan.abstract_phases("gemma3-tiny", grpo_plan.settings(REQUEST), mesh=mesh)
+    prefill_state, decode_state = exes[0].args[1], exes[1].args[1]
+    assert all(x.sharding.spec == P() for x in jax.tree.leaves(prefill_state.cache))
+    caches = [x for x in jax.tree.leaves(decode_state.cache) if x.ndim == 4]
+    assert caches and all(tuple(x.sharding.spec)[:1] == ("fsdp",) for x in caches)

@@ -32,7 +32,8 @@ a mesh is ("fsdp", "tp"), every device on fsdp unless --mesh says otherwise):
   weights replicated), which holds the largest batch when the weights fit one chip; tunix's
   GRPO demo on 8 chips rolls out with tp (mesh 1x4): `--mesh 1x8` compiles that instead.
 - GRPO: tunix's colocated roles on one mesh, its rollout sampling from the policy (training
-  layout) with the state replicated as tunix passes it, the reference in the training layout,
+  layout), prefill's state replicated as tunix passes it and decode's laid out as the compiled
+  prefill returns it (KV cache over the batch), the reference in the training layout,
   the policy update tunix's own jitted train step with inputs placed by tunix's shard_input.
   Same as tunix 0.1.7.
 - micro-batches (lora-train): tokens [B, T] reshaped to [M, B/M, T]; the model's own
