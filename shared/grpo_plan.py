@@ -42,7 +42,7 @@ from tunix.sft import sharding_utils
 from shared import budget, models, prices, rollout, token_logprobs
 from shared.errors import BadInput
 from shared.grpo import GRPOSettings, arithmetic_reward
-from shared.measure import Executable, Workload
+from shared.measure import Executable, Workload, is_out_of_memory
 from shared.plan.verdict import FAST_COMPILE
 from shared.sharding import abstract_like, bytes_per_device, on_mesh
 from shared.sizing import human
@@ -311,9 +311,13 @@ def _rollout_phases(policy, recipe: GRPOSettings, rows: int, mesh, tokenizer, ca
     ).replace(num_input_tokens=PromptLength(recipe.prompt_len))
     with jax.set_mesh(mesh):  # as plan mode compiles it: the activation constraints apply
         prefilled = sampler._compiled_prefill_fn.lower(params, state, None, echo=False)
-        decoded = abstract_like(
-            prefilled.out_info, prefilled.compile(FAST_COMPILE).output_shardings
-        )
+        try:
+            laid_out = prefilled.compile(FAST_COMPILE).output_shardings
+        except Exception as err:  # prefill alone does not fit: so neither does the step,
+            if not is_out_of_memory(err):  # whatever layout decode is compiled with
+                raise
+            laid_out = jax.tree.map(lambda _: NamedSharding(mesh, P()), prefilled.out_info)
+    decoded = abstract_like(prefilled.out_info, laid_out)
     return sampler, [
         Executable(
             "rollout_prefill",

@@ -373,3 +373,11 @@ def test_decode_takes_the_kv_cache_as_the_compiled_prefill_lays_it_out():
     assert all(x.sharding.spec == P() for x in jax.tree.leaves(prefill_state.cache))
     caches = [x for x in jax.tree.leaves(decode_state.cache) if x.ndim == 4]
     assert caches and all(tuple(x.sharding.spec)[:1] == ("fsdp",) for x in caches)
+
+
+def test_a_prefill_too_big_for_the_chip_is_a_verdict_not_an_error(plan_cache):
+    """Reading prefill's output layout compiles it; a batch whose prefill the compiler refuses
+    must still come back as "does not fit" (the atlas's searches go through such batches)."""
+    huge = dataclasses.replace(REQUEST, model="gemma3-1b", batch=4096, steps=1024, phases="rollout")
+    point = plan.plan_point(huge)
+    assert not point["fits"] and point["refused"]
