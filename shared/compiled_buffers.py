@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 
 # Bytes per element of the HLO element types a model program uses.
 _ITEM_BYTES = {
@@ -52,8 +53,10 @@ def describe(op_name: str) -> tuple[str, int | None]:
 
 
 def largest(hlo_text: str, n: int = 6) -> list[dict]:
-    """The `n` largest buffers of a compiled program's HLO text, largest first. The same buffer
-    in several layers is one row with the layers it appears in and how many times in all."""
+    """The `n` largest buffers of a compiled program's HLO text, largest first. Buffers of one
+    shape and type are one row: the source that makes most of them names it (`what`), with
+    the layers they appear in, how many there are, and how many other sources make that shape
+    too (a gathered weight is made once per layer that reads it)."""
     fused: set[str] = set()
     for text in hlo_text.splitlines():
         if " fusion(" in text:
@@ -76,21 +79,32 @@ def largest(hlo_text: str, n: int = 6) -> list[dict]:
                 continue
             dims = [int(d) for d in dims.split(",") if d]
             row = found.setdefault(
-                (dtype, tuple(dims), what),
+                (dtype, tuple(dims)),
                 {
                     "shape": dims,
                     "dtype": dtype,
                     "bytes": math.prod(dims) * _ITEM_BYTES[dtype],
-                    "what": what,
-                    "op": opcode,
-                    "layers": [],
-                    "count": 0,
+                    "sources": Counter(),
+                    "layers": set(),
                 },
             )
-            row["count"] += 1
-            if layer is not None and layer not in row["layers"]:
-                row["layers"].append(layer)
-    rows = sorted(found.values(), key=lambda r: (-r["bytes"], -r["count"], r["what"]))
+            row["sources"][what] += 1
+            if layer is not None:
+                row["layers"].add(layer)
+    rows = []
+    for row in found.values():
+        sources = row.pop("sources")
+        (what, _), *others = sources.most_common()
+        rows.append(
+            {
+                **row,
+                "what": what,
+                "layers": sorted(row["layers"]),
+                "count": sum(sources.values()),
+                "other_sources": len(others),
+            }
+        )
+    rows.sort(key=lambda r: (-r["bytes"], -r["count"], r["what"]))
     return rows[:n]
 
 
@@ -104,7 +118,12 @@ def line(buffer: dict) -> str:
         if layers
         else ""
     )
-    times = f" (x{buffer['count']})" if buffer["count"] > 1 else ""
+    others = buffer.get("other_sources", 0)
+    times = ", ".join(
+        ([f"x{buffer['count']}"] if buffer["count"] > 1 else [])
+        + ([f"{others} other source{'s' if others > 1 else ''}"] if others else [])
+    )
+    times = f" ({times})" if times else ""
     return (
         f"[{', '.join(map(str, buffer['shape']))}] {buffer['dtype']} "
         f"{buffer['bytes'] / 2**20:.1f} MiB: {buffer['what']}{where}{times}"

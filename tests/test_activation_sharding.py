@@ -141,7 +141,6 @@ def test_buffer_lines_name_shape_type_and_layers():
     )
     rows = compiled_buffers.largest(hlo)
     assert [compiled_buffers.line(r) for r in rows] == [
-        "[8, 2048, 6912] bf16 216.0 MiB: feed_forward, layer 3",
-        "[8, 2048, 6912] bf16 216.0 MiB: feed_forward, backward, layer 4",
+        "[8, 2048, 6912] bf16 216.0 MiB: feed_forward, layers 3-4 (x2, 1 other source)",
         "[8, 16, 4096] f32 2.0 MiB: bcd,vd->bcv",
     ]
