@@ -24,35 +24,35 @@
 #
 # **It fits, with room.** tunix's Gemma GRPO demo settings (prompts of 256 tokens, 768-token
 # completions, G = 4 completions per prompt, 8 sequences per call of every phase, a rank-64
-# LoRA policy over the frozen base, KL weight 0.08) need **8.50 GiB per chip of the 15.75 GiB**
+# LoRA policy over the frozen base, KL weight 0.08) need **5.13 GiB per chip of the 15.75 GiB**
 # libtpu lets a program use on a v5e-8 (the real TPU compiler, deviceless: jax 0.10.2, libtpu
-# 0.0.42.1, tunix 0.1.7, 2026-11-23). Resident: 0.69 GiB (the LoRA policy, a *second* copy of
-# the base for the reference, AdamW state); the worst phase is the **policy update**
-# (7.81 GiB of its own: its loss forms the [B, T, V] logits, V = 262,144), then the reference
-# log-probs (4.40 GiB), prefill (1.27 GiB) and decode (0.37 GiB). Likely an overcount:
-# tunix's activation shardings do not apply under our mesh context; honouring them cuts a
-# gemma3-1b LoRA step's temporaries on v5e-8 from 14.4 to 5.5 GB
-# (`benchmarks/bench_activation_sharding.py`), and the update runs the same model.
+# 0.0.42.1, tunix 0.1.7 with its activation shardings applied, as its RL cluster runs them on
+# a TPU; 2026-11-25). Resident: 0.69 GiB (the LoRA policy, a *second* copy of the base for the
+# reference, AdamW state); the worst phase is the **policy update** (4.43 GiB of its own: its
+# loss forms the [B, T, V] logits, V = 262,144), then prefill (2.45 GiB), decode (2.13 GiB)
+# and the reference log-probs (1.87 GiB). (Compiled without those shardings, as the plan did
+# until 2026-11-24, the same step needed 8.50 GiB.)
 #
 # **What to change: the log-probs.** tunix 0.1.7's `compute_per_token_logps` materialises
-# [B, T, V] logits, so a log-prob call fits at most **24 sequences** (32 is refused). The
+# [B, T, V] logits, so a log-prob call fits at most **72 sequences** (80 is refused). The
 # chunked log-probs of `shared.token_logprobs` (equal to tunix's in `tests/test_grpo.py`)
-# never form them: **552 sequences** fit (560 is refused), 23x as many. Set
-# `LOGPS = "chunked"` here, or wrap your own run in `token_logprobs.chunked_logps()`. Then
-# double the sequences per call: `python -m shared.plan grpo --model gemma3-1b --target v5e-8
-# --prompt-len 256 --completion-len 768 --num-generations 4 --lora-rank 64 --frontier` compiles
-# both log-prob functions at 8 and 16 sequences per call and picks **chunked at 16** (13.18 GiB
-# per chip; the update's own loss logits set the limit, 12.49 GiB): 340 ms of roofline per
-# sequence instead of 437 ms, because decode reads the weights once for twice the rows
-# (6 compiles, 33 minutes on 2 heavily shared cores).
+# never form them: **1,744 sequences** fit (1,752 is refused), 24x as many. Set
+# `LOGPS = "chunked"` here, or wrap your own run in `token_logprobs.chunked_logps()`.
+# `python -m shared.plan grpo --model gemma3-1b --target v5e-8 --prompt-len 256
+# --completion-len 768 --num-generations 4 --lora-rank 64 --frontier` compiles both log-prob
+# functions at 8 and 16 sequences per call and names the setting to use.
 #
 # **Steps and dollars in 9 hours.** One step of that recipe (2 prompts × 4 completions) has a
-# roofline of 3.50 s on the v5e-8 (a lower bound: every phase's FLOPs or bytes at the chip's
-# peak), so a 9-hour session holds **at most 9,257 steps**; at an assumed 40% of the roofline
+# roofline of 9.13 s on the v5e-8 (a lower bound: every phase's FLOPs or bytes at the chip's
+# peak), so a 9-hour session holds **at most 3,547 steps**; at an assumed 40% of the roofline
 # (the scaling book's training MFU; no public measurement of a tunix GRPO step yet) about
-# **3,702 steps, 29,616 completions**. On Kaggle that costs nothing within the 20-hour weekly
-# quota; on GCP, 43 steps per dollar on demand ($9.60/h) or 210 on spot ($1.96/h), prices read
-# 2026-11-22. Decode sets the time: 768 one-token steps per call, 3.3 s of the 3.50 s roofline.
+# **1,418 steps, 11,344 completions**. On Kaggle that costs nothing within the 20-hour weekly
+# quota; on GCP, 16 steps per dollar on demand ($9.60/h) or 80 on spot ($1.96/h), prices read
+# 2026-11-22. **Decode sets the time**: 768 one-token steps per call, 9.0 s of the roofline, and
+# each reads 9.6 GB per chip. In tunix's training layout the policy's weights are split over
+# the 8 chips (FSDP), so every decode step gathers them whole (the 576 MiB embedding table
+# among them: the verdict's largest buffers). tunix's own demo rolls out on a tp mesh on 8
+# chips (1 x 4), which keeps weights in place; `--mesh 1x8` compiles that layout.
 #
 # ![Bytes per device of each GRPO phase on a v5e-8](../docs/figures/07_plan_bytes.png)
 #
@@ -64,7 +64,7 @@
 # ![Time per phase, reward and KL: tiny models on CPU](../docs/figures/07_local_phases.png)
 #
 # Reproduce: `python benchmarks/bench_grpo.py --out benchmarks/results/grpo_plan.json` (one
-# verdict and two searches of 4-5 compiles: 13 minutes on 2 shared cores); plan mode re-checks
+# verdict and two searches of 4-5 compiles: 14 minutes on 2 shared cores); plan mode re-checks
 # the verdict and both log-prob searches against that file. No TPU or GPU ran it yet: device
 # mode measures a step beside the plan and writes a ledger row.
 #
@@ -209,9 +209,10 @@ if results:
 # adapters, the reference's second copy of the base from the first update on, the optimizer
 # state) + the worst phase's own transient bytes (its arguments that are not resident, outputs
 # and temporaries, minus what it writes in place), against the HBM libtpu lets a program use
-# (15.75 of a v5e's 16 GiB). The rollout's sampling state is replicated, as tunix passes it:
-# every chip holds the KV cache of all the call's rows. Compiles take minutes for gemma3-1b on
-# a laptop and are cached in `.cache/plan`.
+# (15.75 of a v5e's 16 GiB). The rollout starts from a replicated state, as tunix passes it;
+# with tunix's activation shardings applied, prefill hands decode a KV cache split over the
+# batch, and decode is compiled with it so. Compiles take minutes for gemma3-1b on a laptop
+# and are cached in `.cache/plan`.
 
 # %%
 point = plan.plan_point(request) if MODE != "local" else None
