@@ -35,34 +35,34 @@
 #
 # **Gemma 4 31B, LoRA rank 16, TPU v5p-8, sequences of 2048** (arXiv:2605.25645 needed
 # gradient checkpointing there): the real TPU compiler, deviceless (libtpu 0.0.42.1, jax
-# 0.10.2, tunix 0.1.7, 2026-11-23), of the 95.74 GiB per chip it lets a program use:
+# 0.10.2, tunix 0.1.7 with its activation shardings applied, as its trainers run on a TPU;
+# 2026-11-25), of the 95.74 GiB per chip it lets a program use:
 #
 # | remat | largest batch | bytes per chip | roofline per sequence |
 # |---|---|---|---|
-# | none | **4**, one sequence per chip (8 is over 25% too big by the line) | 89.42 GiB | 149 ms |
-# | block | **32** (36 compiles to 99.80 GiB: does not fit) | 86.10 GiB | 198 ms |
+# | none | **4**, one sequence per chip (8 is refused: 122.35 GiB) | 55.36 GiB | 148 ms |
+# | block | **32** (36 compiles to 96.54 GiB: does not fit) | 89.66 GiB | 196 ms |
 #
-# Without remat a chip holds one sequence's activations and little else: the published need
+# Without remat one sequence per chip takes 55 GiB and two would take 122: the published need
 # for checkpointing is reproduced. Block remat (each block's input kept, the rest recomputed)
-# fits 8x the batch for a third more work per sequence. Other lengths: add them to `--seqs`.
-# These batches are pessimistic: tunix's activation shardings do not apply under our mesh
-# context, so a chip holds activations of the whole batch (`bench_activation_sharding.py`).
+# fits 8x the batch for a third more work per sequence. Bytes need not grow with the batch:
+# 28 sequences compile to 94.95 GiB, more than 32's 89.66 (the compiler schedules each
+# program its own way), which is why every answer is an exact compile at the boundary.
 #
 # **What to do, and the bill.** Use `remat="block"` when you need batches over 4 sequences
 # (gradient noise, packing); otherwise no remat is cheaper per token on the roofline. A
 # fine-tune reading 1e8 tokens: without remat 12,208 steps of 4 × 2048, at least 2.0 h
-# (roofline), about 5.1 h at an assumed 40% MFU, $85 on demand or $17 spot ($16.80/$3.34 an
+# (roofline), about 5.0 h at an assumed 40% MFU, $84 on demand or $17 spot ($16.80/$3.34 an
 # hour for a v5p-8, read 2026-11-22); with block remat at 32, 1,526 steps, at least 2.7 h,
-# about 6.7 h, $113 or $22.49. (Until 2026-11-23 the step was compiled with bf16 Adam moments,
-# which its first update turns fp32: the state is 0.38 GiB per chip bigger than first counted,
-# and block remat's 36, then 40, no longer fit.)
+# about 6.7 h, $112 or $22.22. (Until 2026-11-24 the plan compiled tunix's models without
+# their activation shardings: no remat then needed 89.42 GiB at batch 4.)
 #
 # ![Largest gemma4-31b LoRA batch on a v5p-8](../docs/figures/02_lora_scale.png)
 #
 # Numbers: `benchmarks/results/lora_scale.json`, from `python benchmarks/bench_lora_scale.py
 # --seqs 2048 --remats none,block --exact 2048:none,2048:block --most-exact 3 --frontier-at ""
-# --out benchmarks/results/lora_scale.json` (gemma4-31b compiles take 6-15 minutes each on 2
-# shared cores; cached in `.cache/plan`). The local facts: gemma3-tiny on this CPU.
+# --out benchmarks/results/lora_scale.json` (22 minutes alone on 2 cores; one gemma4-31b
+# compile holds up to 17 GB of host memory, so run it alone; cached in `.cache/plan`). The local facts: gemma3-tiny on this CPU.
 # Local mode reruns the small facts on CPU; plan mode recompiles the chosen setting.
 
 # %%
