@@ -31,6 +31,9 @@ def plot_scale_boundaries(ax, boundaries: list[dict], setting: dict) -> None:
         )
         exact = [b for b in mine if "largest_batch" in b]
         ax.plot([b["seq"] for b in exact], [b["largest_batch"] for b in exact], "o", color=f"C{i}")
+    seqs = sorted({b["seq"] for b in boundaries})
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(seqs, [str(t) for t in seqs])
     ax.set(
         xlabel="sequence length (tokens)",
         ylabel="largest batch that fits (sequences)",
