@@ -62,7 +62,8 @@
 # Numbers: `benchmarks/results/lora_scale.json`, from `python benchmarks/bench_lora_scale.py
 # --seqs 2048 --remats none,block --exact 2048:none,2048:block --most-exact 3 --frontier-at ""
 # --out benchmarks/results/lora_scale.json` (22 minutes alone on 2 cores; one gemma4-31b
-# compile holds up to 17 GB of host memory, so run it alone; cached in `.cache/plan`). The local facts: gemma3-tiny on this CPU.
+# compile holds up to 17 GB of host memory, so run it alone; cached in `.cache/plan`). The
+# local facts: gemma3-tiny on this CPU.
 # Local mode reruns the small facts on CPU; plan mode recompiles the chosen setting.
 
 # %%
