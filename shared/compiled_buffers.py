@@ -33,6 +33,7 @@ _OP_NAME = re.compile(r'op_name="([^"]*)"')
 # Names of JAX's own transformations and control flow: they say how, not what.
 _PLUMBING = {"jvp", "transpose", "vmap", "while", "body", "cond", "closed_call", "checkpoint"}
 _PLUMBING |= {"remat", "pjit", "branch_0_fun", "branch_1_fun", "scan", "shard_map"}
+_UNNAMED = "(no source op)"
 _LAYER = re.compile(r"layers?[_.\[](\d+)")
 
 
@@ -40,7 +41,7 @@ def describe(op_name: str) -> tuple[str, int | None]:
     """A short reading of an op's JAX name path, and its layer if it belongs to one:
     ('attention/BTNH,BSNH->BTNS, backward', 3)."""
     if not op_name:
-        return "(no source op)", None
+        return _UNNAMED, None
     path = op_name.split("/", 1)[1] if op_name.startswith("jit(") and "/" in op_name else op_name
     layer = _LAYER.search(path)
     parts = [
@@ -94,7 +95,8 @@ def largest(hlo_text: str, n: int = 6) -> list[dict]:
     rows = []
     for row in found.values():
         sources = row.pop("sources")
-        (what, _), *others = sources.most_common()
+        # a source op names it when any does: copies and layout changes carry no metadata
+        (what, _), *others = sorted(sources.items(), key=lambda kv: (kv[0] == _UNNAMED, -kv[1]))
         rows.append(
             {
                 **row,

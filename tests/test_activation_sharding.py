@@ -129,6 +129,9 @@ def test_buffer_lines_name_shape_type_and_layers():
             "  %fusion.2 = bf16[8,2048,6912]{2,1,0} fusion(%p), kind=kLoop, calls=%fused.1, "
             'metadata={op_name="jit(step)/transpose(jvp(layer_4))/feed_forward/dot_general"}',
             "  %bitcast.1 = bf16[8,2048,6912,2]{3,2,1,0} bitcast(%fusion.1)",
+            "  %copy.1 = bf16[8,2048,6912]{2,1,0} copy(%fusion.1)",
+            "  %copy.2 = bf16[8,2048,6912]{2,1,0} copy(%fusion.2)",
+            "  %copy.3 = bf16[8,2048,6912]{2,1,0} copy(%fusion.2)",
             "}",
             "%fused.1 (a: bf16[8]) -> bf16[64,2048,6912] {",
             "  %big = bf16[64,2048,6912]{2,1,0} broadcast(%a)",
@@ -141,6 +144,6 @@ def test_buffer_lines_name_shape_type_and_layers():
     )
     rows = compiled_buffers.largest(hlo)
     assert [compiled_buffers.line(r) for r in rows] == [
-        "[8, 2048, 6912] bf16 216.0 MiB: feed_forward, layers 3-4 (x2, 1 other source)",
+        "[8, 2048, 6912] bf16 216.0 MiB: feed_forward, layers 3-4 (x5, 2 other sources)",
         "[8, 16, 4096] f32 2.0 MiB: bcd,vd->bcv",
     ]
