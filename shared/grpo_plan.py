@@ -287,11 +287,10 @@ def abstract_phases(
 def _rollout_phases(policy, recipe: GRPOSettings, rows: int, mesh, tokenizer, calls: int):
     """Prefill and decode of the Sampler tunix's colocated vanilla rollout builds on the policy
     (VanillaRollout constructs the same Sampler; make_sampler also sets its eos ids, as
-    Sampler.__call__ does). Prefill's state is replicated: tunix passes it uncommitted.
-    Decode takes prefill's outputs as they come out, committed: with tunix's activation
-    shardings applied the KV cache leaves prefill split over the batch (the token buffer stays
-    replicated), so decode's arguments carry the compiled prefill's output shardings, read from
-    a fast compile of it (sharding propagation does not depend on the optimisation effort)."""
+    Sampler.__call__ does). Prefill's state is replicated: tunix passes it uncommitted. Decode
+    takes prefill's committed outputs: with tunix's activation shardings the KV cache leaves
+    prefill split over the batch (the token buffer replicated), so decode's arguments carry the
+    output shardings of a fast compile of prefill (propagation ignores the effort)."""
     sampler = rollout.make_sampler(policy, tokenizer, recipe.rollout_config().kv_cache_size)
     params = sampler._flattened_transformer_state
     # shared.rollout's abstract initial state (private there; GRPO replicates it instead of
