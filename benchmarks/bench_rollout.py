@@ -6,7 +6,7 @@ the per-device peak memory after the point, the KV-cache estimate of shared.sizi
 out-of-memory error as a data point. The first call of each shape (compile + run) is reported
 apart and discarded; the timings are medians of `--trials` calls after it.
 
-Two sweeps, as in notebook 01 (both measure with shared.rollout_sweep):
+Two sweeps, as in notebook 01 (both measure with shared.rollout.sweep):
 - steps at batch 1 (`--steps`), then
 - batch sizes at the largest step count (`--batch-sizes`), multiples of 64 and their
   off-by-4 neighbours on a real device.
@@ -47,10 +47,11 @@ from pathlib import Path
 
 os.environ.setdefault("WANDB_MODE", "disabled")  # `import tunix` imports its wandb logger
 
-from shared import measure, models, rollout  # noqa: E402
+from shared import measure, models  # noqa: E402
 from shared.data import files  # noqa: E402
 from shared.errors import BadInput, run_cli  # noqa: E402
-from shared.rollout_sweep import measure_point, recommendation, summarize, sweep  # noqa: E402
+from shared.rollout import sampler as rollout  # noqa: E402
+from shared.rollout.sweep import measure_point, recommendation, summarize, sweep  # noqa: E402
 
 
 def _ints(text: str, what: str) -> list[int]:

@@ -23,11 +23,12 @@ from pathlib import Path
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("WANDB_MODE", "disabled")  # `import tunix` imports its wandb logger
 
-from shared import hardware, models, plan, rollout_sweep  # noqa: E402
+from shared import hardware, models, plan  # noqa: E402
 from shared.data import files  # noqa: E402
 from shared.errors import run_cli  # noqa: E402
 from shared.plan import verdict  # noqa: E402
-from shared.rollout import SEMANTICS  # noqa: E402
+from shared.rollout import sweep as rollout_sweep  # noqa: E402
+from shared.rollout.sampler import SEMANTICS  # noqa: E402
 
 FIELD = {
     "tunix": "December 2025 (0.1.6 semantics: no donation)",

@@ -112,9 +112,11 @@ import jax
 import matplotlib.pyplot as plt
 from packaging.version import Version
 
-from shared import budget, hardware, ledger, models, plan, prices, rollout, rollout_sweep, sizing
+from shared import budget, hardware, ledger, models, plan, prices, sizing
 from shared.errors import BadInput, choose
-from shared.rollout_plots import plot_measured, plot_searches
+from shared.rollout import sampler as rollout
+from shared.rollout import sweep as rollout_sweep
+from shared.rollout.plots import plot_measured, plot_searches
 from shared.sharding import make_mesh, mesh_shape
 
 MODEL = report.by_mode(MODE, MODEL, "gemma3-tiny", "gemma3-1b")

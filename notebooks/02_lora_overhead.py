@@ -120,11 +120,12 @@ import optax
 from flax import nnx
 from tqdm.auto import tqdm
 
-from shared import budget, data, hardware, ledger, lora, measure, models, plan, rollout_sweep
+from shared import budget, data, hardware, ledger, lora, measure, models, plan
 from shared.errors import BadInput
 from shared.lora_plots import plot_hbm_stages, plot_scale_boundaries
 from shared.plan import frontier
-from shared.rollout import make_sampler
+from shared.rollout import sweep as rollout_sweep
+from shared.rollout.sampler import make_sampler
 from shared.sharding import check_batch, make_mesh
 
 MODEL = report.by_mode(MODE, MODEL, "gemma3-tiny", "gemma3-1b")

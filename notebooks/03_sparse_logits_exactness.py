@@ -109,9 +109,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 from flax import nnx
 
-from shared import hardware, models, prices, rollout
+from shared import hardware, models, prices
 from shared import logits_compare as compare
 from shared.errors import BadInput, choose
+from shared.rollout import sampler as rollout
 from shared.sharding import make_mesh
 
 MODEL = report.by_mode(MODE, MODEL, "gemma3-tiny", "gemma3-1b")

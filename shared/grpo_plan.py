@@ -39,11 +39,12 @@ from tunix.rl import trainer as rl_trainer
 from tunix.rl.grpo import grpo_learner
 from tunix.sft import sharding_utils
 
-from shared import budget, models, prices, rollout, token_logprobs
+from shared import budget, models, prices, token_logprobs
 from shared.errors import BadInput
 from shared.grpo import GRPOSettings, arithmetic_reward
 from shared.measure import Executable, Workload, is_out_of_memory
 from shared.plan.verdict import FAST_COMPILE
+from shared.rollout import sampler as rollout
 from shared.sharding import abstract_like, bytes_per_device, on_mesh
 from shared.sizing import human
 
@@ -293,7 +294,7 @@ def _rollout_phases(policy, recipe: GRPOSettings, rows: int, mesh, tokenizer, ca
     output shardings of a fast compile of prefill (propagation ignores the effort)."""
     sampler = rollout.make_sampler(policy, tokenizer, recipe.rollout_config().kv_cache_size)
     params = sampler._flattened_transformer_state
-    # shared.rollout's abstract initial state (private there; GRPO replicates it instead of
+    # shared.rollout.sampler's abstract initial state (private there; GRPO replicates it instead of
     # sharding it over the batch), built inside the family's traced_cache (Gemma 4).
     state = _replicated(
         rollout._abstract_state(

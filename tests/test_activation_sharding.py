@@ -11,9 +11,10 @@ import pytest
 from conftest import TEST_VOCAB as V
 
 from benchmarks import bench_activation_sharding as bench
-from shared import compiled_buffers, lora, models, plan, rollout
+from shared import compiled_buffers, lora, models, plan
 from shared.models import activation_sharding
 from shared.plan import verdict
+from shared.rollout import sampler as rollout
 
 RANK = 4
 

@@ -11,9 +11,10 @@ import pytest
 from conftest import TEST_VOCAB as V
 from flax import nnx
 
-from shared import lora, models, rollout
+from shared import lora, models
 from shared.hardware import parse_target
 from shared.plan import target_mesh
+from shared.rollout import sampler as rollout
 
 RANK, ALPHA = 4, 8.0
 FAMILIES = sorted(models.FAMILIES)

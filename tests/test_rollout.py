@@ -1,4 +1,4 @@
-"""shared.rollout and shared.rollout_sweep: tunix Sampler rollouts for every family on CPU,
+"""shared.rollout.sampler and shared.rollout.sweep: tunix Sampler rollouts for every family on CPU,
 and the abstract twin plan mode compiles (the same functions, the same shardings)."""
 
 import types
@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 from conftest import TEST_VOCAB as V
 
-from shared import models, rollout, rollout_sweep
+from shared import models
 from shared.errors import BadInput
+from shared.rollout import sampler as rollout
+from shared.rollout import sweep as rollout_sweep
 
 B, PROMPT, STEPS, CACHE = 8, 12, 20, 40  # PROMPT is not a power of two on purpose
 

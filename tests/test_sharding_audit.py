@@ -10,8 +10,9 @@ from conftest import TEST_VOCAB as V
 from flax import nnx
 from jax.sharding import PartitionSpec as P
 
-from shared import lora, models, rollout
+from shared import lora, models
 from shared.plan import workloads
+from shared.rollout import sampler as rollout
 
 NAME = "gemma3-tiny"
 

@@ -80,7 +80,7 @@ def dims(name: str, cfg) -> sizing.ModelDims:
     """The closed-form view of a config (shared.sizing). Exact for dense models with one KV
     layout; for Gemma 4 (wider global KV heads, shared caches) and mixtures of experts it is
     the dense approximation, so plan mode reads bytes from the compiler and KV bytes from the
-    cache tunix allocates (see shared.rollout), never from this."""
+    cache tunix allocates (see shared.rollout.sampler), never from this."""
     family = family_of(name)
     return sizing.ModelDims(
         name,

@@ -1,8 +1,8 @@
 """What one tunix model family tells the rest of the library: the adapter every family fills in.
 
 Everything else in `shared.models` (abstract models on a mesh, random weights born sharded,
-loading, hidden states, KV-cache bytes) and in `shared.rollout` / `shared.lora` is written once
-against this dataclass. Adding a family is one small file that builds a `Family`.
+loading, hidden states, KV-cache bytes) and in `shared.rollout.sampler` / `shared.lora` is
+written once against this dataclass. Adding a family is one small file that builds a `Family`.
 
 tunix's configs disagree on a few field names and defaults, which is why the adapter names them:
 the vocabulary is `num_embed` (Gemma) or `vocab_size` (Llama, Qwen); the weight dtype is a

@@ -82,7 +82,7 @@ def print_bill(point: dict, args) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from shared.lora import LOSSES
-    from shared.rollout import SEMANTICS
+    from shared.rollout.sampler import SEMANTICS
     from shared.token_logprobs import IMPLEMENTATIONS
 
     parser = argparse.ArgumentParser(

@@ -25,8 +25,8 @@ a mesh is ("fsdp", "tp"), every device on fsdp unless --mesh says otherwise):
   count replicated (shared.sharding.opt_state_shardings), as tunix's trainers shard their
   optimizer from the parameters' specs. GRPO: tunix's own nnx.Optimizer over the LoRA params.
 - KV cache (rollout): tunix's Sampler state with the batch over fsdp and KV heads over tp when
-  they divide (shared.rollout.state_shardings). tunix builds the state uncommitted, so on one
-  device it is the same; on several we shard it on purpose: a data-parallel rollout whose
+  they divide (shared.rollout.sampler.state_shardings). tunix builds the state uncommitted, so on
+  one device it is the same; on several we shard it on purpose: a data-parallel rollout whose
   every chip held every row's cache would not be the program anyone runs.
 - rollout layout: the `rollout` recipe defaults to data parallelism (fsdp = every device,
   weights replicated), which holds the largest batch when the weights fit one chip; tunix's
@@ -52,7 +52,7 @@ from shared.measure import Executable, Workload
 
 def _rollout(request, mesh: Mesh, lora: bool = False) -> Workload:
     from shared.lora import default_alpha
-    from shared.rollout import abstract_rollout
+    from shared.rollout.sampler import abstract_rollout
 
     cache = request.cache_size or request.prompt_len + request.steps
     rank = request.lora_rank if lora else None

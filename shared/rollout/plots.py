@@ -6,7 +6,8 @@ and the drawing conventions (exact compiles filled, fast ones crossed) live in o
 
 from __future__ import annotations
 
-from shared import models, rollout_sweep
+from shared import models
+from shared.rollout import sweep as rollout_sweep
 
 GiB = 2**30
 

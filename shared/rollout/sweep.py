@@ -14,7 +14,7 @@ import statistics
 
 from shared import measure, sizing
 from shared.errors import BadInput
-from shared.rollout import _abstract_state, random_prompts, rollout, state_shardings
+from shared.rollout.sampler import _abstract_state, random_prompts, rollout, state_shardings
 from shared.sharding import abstract_like, bytes_per_device
 
 

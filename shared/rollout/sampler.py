@@ -3,7 +3,7 @@
 One code path for the three modes: device mode runs the Sampler's own jitted
 `_compiled_prefill_fn` / `_compiled_decode_fn` on real arrays; plan mode lowers exactly those
 functions with `abstract_rollout(...)` (ShapeDtypeStructs carrying the same shardings, nothing
-allocated). The measured sweep of notebooks 01 and 02 lives in shared.rollout_sweep.
+allocated). The measured sweep of notebooks 01 and 02 lives in shared.rollout.sweep.
 
     mesh = make_mesh()
     model, tok = models.load("gemma3-1b", "real", mesh=mesh, is_sampling=True)

@@ -1,0 +1,7 @@
+"""Rollouts with tunix's Sampler: what notebook 01 sizes and GRPO's first phase runs.
+
+- `sampler`: the Sampler for any family, its prefill and decode as jitted functions, the abstract
+  twin plan mode compiles (`abstract_rollout`), KV-cache bytes;
+- `sweep`: the measured batch sweep on a device (time, tokens per second, peak HBM, OOM);
+- `plots`: notebook 01's figures.
+"""
