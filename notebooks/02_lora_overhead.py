@@ -122,7 +122,7 @@ from tqdm.auto import tqdm
 
 from shared import budget, data, hardware, ledger, lora, measure, models, plan
 from shared.errors import BadInput
-from shared.lora_plots import plot_hbm_stages, plot_scale_boundaries
+from shared.lora.plots import plot_hbm_stages, plot_scale_boundaries
 from shared.plan import frontier
 from shared.rollout import sweep as rollout_sweep
 from shared.rollout.sampler import make_sampler

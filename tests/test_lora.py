@@ -13,6 +13,7 @@ from flax import nnx
 
 from shared import lora, models
 from shared.hardware import parse_target
+from shared.lora import adapters as lora_adapters
 from shared.plan import target_mesh
 from shared.rollout import sampler as rollout
 
@@ -24,7 +25,7 @@ def _with_nonzero_b(adapted, seed=0):
     """qwix starts lora_b at zero; give it values so merged and unmerged models differ (drawn
     with numpy: one jax.random program per adapter shape would cost a CPU compile each)."""
     rng = np.random.default_rng(seed)
-    for module, attr in lora._lora_modules(adapted):
+    for module, attr in lora_adapters._lora_modules(adapted):
         b = getattr(module, f"{attr}_lora_b")
         value = (0.05 * rng.standard_normal(b.shape)).astype(np.float32)
         b.set_value(jax.device_put(value.astype(b.dtype), b.get_value().sharding))
@@ -116,7 +117,7 @@ def test_merged_einsums_compute_what_the_adapters_compute(lora42):
     _, adapted = lora42
     merged = lora.merge_lora(adapted, RANK, ALPHA)
     rng = np.random.default_rng(0)
-    for module, attr in lora._lora_modules(adapted):
+    for module, attr in lora_adapters._lora_modules(adapted):
         if attr != "w":
             continue
         target = merged

@@ -1,7 +1,7 @@
 """Notebook 02's figures: live bytes before and after qwix LoRA, and the largest batch of a LoRA
 fine-tune at scale against sequence length, with and without remat.
 
-Kept apart from `shared.lora` (which builds and trains) so the notebook shows each figure in one
+Kept apart from shared.lora's adapters and training so the notebook shows each figure in one
 call and the drawing conventions (exact boundaries filled, fast-line ones open) live here."""
 
 from __future__ import annotations

@@ -1,0 +1,49 @@
+"""qwix LoRA for any tunix family, what notebook 02 measures and GRPO's policy trains.
+
+- `adapters`: apply qwix LoRA, count and free what the clone does not share, merge, export to
+  safetensors and reload through tunix's loader;
+- `train`: one jitted optax step on the adapters (micro-batches, remat, the chunked loss);
+- `plots`: notebook 02's figures.
+
+The names below are the package's API: `from shared import lora; lora.apply_lora(...)`.
+"""
+
+from shared.lora.adapters import (
+    apply_lora,
+    default_alpha,
+    expected_lora_param_count,
+    export_safetensors,
+    free_base,
+    load_safetensors,
+    lora_param_count,
+    merge_lora,
+    shared_base_arrays,
+)
+from shared.lora.train import (
+    LOSSES,
+    fp32_opt_init,
+    init_opt_state,
+    lora_train_executable,
+    lora_train_step,
+    shard_batch,
+    split_lora,
+)
+
+__all__ = [
+    "LOSSES",
+    "apply_lora",
+    "default_alpha",
+    "expected_lora_param_count",
+    "export_safetensors",
+    "fp32_opt_init",
+    "free_base",
+    "init_opt_state",
+    "load_safetensors",
+    "lora_param_count",
+    "lora_train_executable",
+    "lora_train_step",
+    "merge_lora",
+    "shard_batch",
+    "shared_base_arrays",
+    "split_lora",
+]

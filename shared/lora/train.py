@@ -1,0 +1,171 @@
+"""Training qwix LoRA adapters: one jitted optax step on the LoRA parameters only.
+
+`lora_train_step` runs the chunked loss of shared.logits (no [B, T, V] logits) over
+micro-batches whose fp32 gradients shared.optim accumulates; plan mode lowers the same function
+with abstract arguments (`lora_train_executable`).
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import nnx
+
+from shared import logits, models, optim
+from shared.errors import BadInput, choose
+from shared.lora.adapters import default_alpha
+from shared.measure import Executable
+from shared.models import PAD_ID, StaticGraph
+from shared.sharding import (
+    abstract_like,
+    batch_sharding,
+    check_batch,
+    on_mesh,
+    opt_state_shardings,
+)
+
+LOSSES = ("chunked", "full")
+
+
+def _lm_loss(model, tokens, pad_id, loss: str = "chunked"):
+    """Mean next-token loss over non-pad targets, tokens [B, T+1].
+
+    "chunked": shared.logits' cross-entropy from the hidden states, never forming [B, T, V];
+    "full": the model's own [B, T, V] logits then log-softmax, as tunix's trainers compute it
+    (the comparison plan mode makes)."""
+    targets = jnp.where(tokens[:, 1:] == pad_id, -1, tokens[:, 1:])
+    if loss == "full":
+        logp = jax.nn.log_softmax(
+            models.forward_logits(model, tokens[:, :-1], pad_id).astype(jnp.float32)
+        )
+        picked = jnp.take_along_axis(logp, jnp.maximum(targets, 0)[..., None], axis=-1)[..., 0]
+        keep = targets >= 0
+        return -(picked * keep).sum() / jnp.maximum(keep.sum(), 1)
+    hidden = models.hidden_states(model, tokens[:, :-1], pad_id)
+    return logits.cross_entropy(
+        hidden, models.head_table(model), targets, softcap=models.final_softcap(model)
+    )
+
+
+# Training the LoRA parameters: an optax step on the nnx.LoRAParam state only, rather than
+# tunix's PeftTrainer. The trainer wants a TrainingConfig, checkpoint and metrics managers and
+# an input pipeline of TrainingInput, and its step is internal, so plan mode could not lower it
+# with abstract arguments; this is one plain jitted function of explicit pytrees.
+@functools.partial(
+    jax.jit,
+    static_argnames=("graphdef", "optimizer", "pad_id", "microbatches", "loss"),
+    donate_argnames=("lora_params", "opt_state"),
+)
+def lora_train_step(
+    graphdef,
+    optimizer,
+    lora_params,
+    base_params,
+    opt_state,
+    tokens,
+    pad_id: int = PAD_ID,
+    microbatches: int = 1,
+    loss: str = "chunked",
+):
+    """One optimizer step on the LoRA parameters; base weights frozen (no gradient taken).
+
+    graphdef, lora_params, base_params = split_lora(model) (graphdef is a StaticGraph);
+    tokens [B, T+1] int32 from shard_batch, split into `microbatches` whose fp32 gradients are
+    accumulated (shared.optim) so activations are held for B/microbatches rows at a time.
+    Returns (lora_params, opt_state, loss). lora_params and opt_state are donated: the
+    arrays passed in (including the model's own, straight from split_lora) are invalid
+    afterwards, so rebind them and finish with nnx.update(model, lora_params).
+    """
+
+    def loss_fn(lp, micro):
+        # copy=True: fresh Variables at this trace level. Merged in place, the base weights would
+        # keep their Variables from the jit level, and tunix's nnx.remat (remat="block") writes
+        # back into them from inside the gradient trace, which flax refuses.
+        model = nnx.merge(graphdef.graphdef, lp, base_params, copy=True)
+        return _lm_loss(model, micro, pad_id, loss)
+
+    mean_loss, grads = optim.accumulate_gradients(
+        loss_fn, lora_params, optim.split_microbatches(tokens, microbatches)
+    )
+    updates, opt_state = optimizer.update(grads, opt_state, lora_params)
+    return optax.apply_updates(lora_params, updates), opt_state, mean_loss
+
+
+def split_lora(model):
+    """(StaticGraph, lora_params, base_params); write trained params back with
+    nnx.update(model, lora_params)."""
+    graphdef, lora_params, base_params = nnx.split(model, nnx.LoRAParam, ...)
+    return StaticGraph(graphdef), lora_params, base_params
+
+
+def shard_batch(tokens, mesh) -> jax.Array:
+    """Int32 token batch [B, T] on `mesh`, batch over "fsdp" (the layout plan mode assumes)."""
+    tokens = jnp.asarray(tokens, jnp.int32)
+    return jax.device_put(tokens, batch_sharding(mesh, tokens.ndim))
+
+
+def init_opt_state(optimizer, lora_params, *, mesh):
+    """`fp32_opt_init` laid out by opt_state_shardings (the same layout plan mode compiles)."""
+    return jax.jit(
+        functools.partial(fp32_opt_init, optimizer),
+        out_shardings=opt_state_shardings(optimizer, lora_params, mesh),
+    )(lora_params)
+
+
+def fp32_opt_init(optimizer, lora_params):
+    """optimizer.init on fp32 views of the (bf16) adapters.
+
+    The step hands the optimizer fp32 gradients (shared.optim accumulates in fp32), so Adam's
+    moments are fp32 from the first update on, whatever dtype they start in. Initialised from
+    the bf16 adapters they would start bf16: the optimizer state would double after step one,
+    the step would compile a second time for the new dtype, and plan mode would count half
+    the state the run holds.
+    """
+    return optimizer.init(jax.tree.map(lambda x: x.astype(jnp.float32), lora_params))
+
+
+def lora_train_executable(
+    name: str,
+    batch: int,
+    seq_len: int,
+    rank: int,
+    *,
+    mesh,
+    optimizer=None,
+    vocab_size: int | None = None,
+    remat: str = "none",
+    microbatches: int = 1,
+    loss: str = "chunked",
+) -> Executable:
+    """`lora_train_step` with abstract arguments on `mesh`, for plan mode: tokens
+    [batch, seq_len + 1] sharded over "fsdp", optimizer state laid out as init_opt_state; the
+    base weights, adapters and optimizer state are the run's resident buffers."""
+    check_batch(batch, mesh)
+    choose("loss", loss, LOSSES)
+    if batch % (mesh.shape["fsdp"] * microbatches):
+        raise BadInput(
+            f"batch {batch} does not split into {microbatches} micro-batches that "
+            f"each divide the fsdp axis of {mesh.shape['fsdp']}"
+        )
+    optimizer = optimizer or optax.adamw(1e-4)
+    abstract = models.abstract_model(
+        name, vocab_size=vocab_size, lora_rank=rank, lora_alpha=default_alpha(rank), remat=remat
+    )
+    models.check_divisible(abstract, mesh, name)
+    graphdef, lora_abs, base_abs = split_lora(abstract)
+    lora_abs, base_abs = on_mesh(lora_abs, mesh), on_mesh(base_abs, mesh)
+    opt_abs = abstract_like(
+        jax.eval_shape(functools.partial(fp32_opt_init, optimizer), lora_abs),
+        opt_state_shardings(optimizer, lora_abs, mesh),
+    )
+    tokens = jax.ShapeDtypeStruct((batch, seq_len + 1), jnp.int32, sharding=batch_sharding(mesh))
+    return Executable(
+        "lora_train_step",
+        lora_train_step,
+        (graphdef, optimizer, lora_abs, base_abs, opt_abs, tokens),
+        {"microbatches": microbatches, "loss": loss},
+        note=f"rank {rank}, adamw on the adapters, remat {remat}, {microbatches} micro-batches, "
+        f"{loss} loss, {models.dtype_name(base_abs)} weights",
+        resident_args={2: "adapters", 3: "weights", 4: "optimizer state"},
+    )
