@@ -1,5 +1,5 @@
 """GRPO benchmark: the plan's verdict for a recipe, how large a log-prob micro-batch fits with
-tunix's compute_per_token_logps ([B, T, V] logits) against shared.token_logprobs' chunked one,
+tunix's compute_per_token_logps ([B, T, V] logits) against shared.grpo.token_logprobs' chunked one,
 and (--parts local) the real tunix loop on tiny models on this CPU, timed per phase.
 
 plan (deviceless: libtpu, no TPU needed): for the recipe (default: gemma3-1b on a v5e-8, tunix's

@@ -49,9 +49,9 @@ import jax.numpy as jnp  # noqa: E402
 
 from shared import budget, hardware, plan  # noqa: E402
 from shared import logits as L  # noqa: E402
-from shared import logits_compare as compare  # noqa: E402
 from shared.data import files  # noqa: E402
 from shared.errors import BadInput, run_cli  # noqa: E402
+from shared.logits import compare  # noqa: E402
 
 MiB = 2**20
 EXACT = {

@@ -110,8 +110,8 @@ import numpy as np
 from flax import nnx
 
 from shared import hardware, models, prices
-from shared import logits_compare as compare
 from shared.errors import BadInput, choose
+from shared.logits import compare
 from shared.rollout import sampler as rollout
 from shared.sharding import make_mesh
 

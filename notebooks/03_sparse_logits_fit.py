@@ -107,8 +107,8 @@ import matplotlib.pyplot as plt
 from flax import nnx
 
 from shared import budget, hardware, ledger, measure, models, plan, prices
-from shared import logits_compare as compare
 from shared.errors import BadInput, choose
+from shared.logits import compare
 from shared.rollout import sampler as rollout
 from shared.sharding import batch_sharding, make_mesh
 

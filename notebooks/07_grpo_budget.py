@@ -35,7 +35,7 @@
 #
 # **What to change: the log-probs.** tunix 0.1.7's `compute_per_token_logps` materialises
 # [B, T, V] logits, so a log-prob call fits at most **72 sequences** (80 is refused). The
-# chunked log-probs of `shared.token_logprobs` (equal to tunix's in `tests/test_grpo.py`)
+# chunked log-probs of `shared.grpo.token_logprobs` (equal to tunix's in `tests/test_grpo.py`)
 # never form them: **1,744 sequences** fit (1,752 is refused), 24x as many. Set
 # `LOGPS = "chunked"` here, or wrap your own run in `token_logprobs.chunked_logps()`.
 # `python -m shared.plan grpo --model gemma3-1b --target v5e-8 --prompt-len 256
@@ -116,7 +116,7 @@ COMPLETION_LEN = None  # generated tokens per completion: 8 | 768
 NUM_GENERATIONS = None  # completions per prompt (G): 2 | 4
 MICRO_BATCH = None  # sequences per call of every phase (prompts x G): 8 | 8
 LORA_RANK = None  # 4 | 64
-LOGPS = "tunix"  # the log-prob phases: tunix | chunked (shared.token_logprobs, no [B, T, V])
+LOGPS = "tunix"  # the log-prob phases: tunix | chunked (shared.grpo.token_logprobs, no [B, T, V])
 BETA = 0.08  # KL weight; 0: no reference model and no reference phase
 TRAIN_STEPS = None  # live runs: GRPO steps, the first compiles: 3 | 10
 SEARCH = True  # plan mode: the largest micro-batch per phase, log-probs with both functions
@@ -259,7 +259,7 @@ if MODE == "device" and MODEL in measured:  # measured beside predicted, kept in
 # `compute_logps_micro_batch_size`, `train_micro_batch_size`, times G) may be, and the least
 # of them is the largest micro-batch for every phase at once. The log-prob phase is searched
 # with tunix's `compute_per_token_logps`, which forms the [B, T, V] logits (V = 262,144), and
-# with the chunked one (`shared.token_logprobs`, equal to tunix's in the tests), which never
+# with the chunked one (`shared.grpo.token_logprobs`, equal to tunix's in the tests), which never
 # does: `LOGPS = "chunked"`, or `with token_logprobs.chunked_logps():` around your own run.
 
 # %%

@@ -14,7 +14,7 @@ shared.grpo runs, each with its micro-batch of sequences placed as tunix places 
     policy_update                     tunix's own jitted `_train_step` (GRPO loss, LoRA grads,
                                       optax), hooked by GRPOLearner itself
 
-The log-prob phases compile tunix's function or shared.token_logprobs' chunked one
+The log-prob phases compile tunix's function or shared.grpo.token_logprobs' chunked one
 (`request.logps`). Units: `request.batch` is the sequences per call (a tunix micro-batch of
 prompts times num_generations) of every phase whose own `*_micro` is unset, so `--max-batch`
 answers "the largest micro-batch that fits"; `request.steps` is the completion length.
@@ -39,9 +39,9 @@ from tunix.rl import trainer as rl_trainer
 from tunix.rl.grpo import grpo_learner
 from tunix.sft import sharding_utils
 
-from shared import budget, models, prices, token_logprobs
+from shared import budget, models, prices
 from shared.errors import BadInput
-from shared.grpo import GRPOSettings, arithmetic_reward
+from shared.grpo import GRPOSettings, arithmetic_reward, token_logprobs
 from shared.measure import Executable, Workload, is_out_of_memory
 from shared.plan.verdict import FAST_COMPILE
 from shared.rollout import sampler as rollout

@@ -1,4 +1,4 @@
-"""shared.grpo, shared.grpo_plan, shared.token_logprobs: the arithmetic task and reward, a real
+"""shared.grpo, shared.grpo_plan, shared.grpo.token_logprobs: the arithmetic task and reward, a real
 2-step tunix GRPO run on gemma3-tiny (8 CPU devices, chunked log-probs swapped in), chunked
 log-probs against tunix's, and the grpo plan workload compiled for a TPU v5e-8 topology."""
 
@@ -12,8 +12,9 @@ from flax import nnx
 from jax.sharding import PartitionSpec as P
 from tunix.rl import common
 
-from shared import grpo, grpo_plan, models, plan, token_logprobs
+from shared import grpo, grpo_plan, models, plan
 from shared.errors import BadInput
+from shared.grpo import token_logprobs
 from shared.hardware import parse_target
 from shared.plan import verdict
 from shared.plan.__main__ import main as plan_cli

@@ -11,6 +11,7 @@ from jax.sharding import PartitionSpec as P
 
 from shared import logits as L
 from shared.errors import BadInput
+from shared.logits import chunked, tiling
 
 
 def make(B, T, D, V, dtype, seed=0, ignore=0):
@@ -144,14 +145,14 @@ def test_accelerator_code_path_on_cpu():
     """The non-CPU branch (plain bf16 slices) computes the same; on CPU it is not otherwise run."""
     h, e, t = make(2, 13, 16, 700, jnp.bfloat16, ignore=2)
     k, C, Vc = 7, 5, 300
-    v, i = jax.jit(functools.partial(L._top_k_impl, k=k, C=C, Vc=Vc, bits=False))(h, e)
+    v, i = jax.jit(functools.partial(chunked._top_k_impl, k=k, C=C, Vc=Vc, bits=False))(h, e)
     assert_top_k_matches(v, i, h, e, k)
-    fwd = functools.partial(L._ce_forward, C=C, Vc=Vc, softcap=None)
+    fwd = functools.partial(chunked._ce_forward, C=C, Vc=Vc, softcap=None)
     loss, lse, valid, n = jax.jit(functools.partial(fwd, bits=False))(h, e, t)
     loss_cpu, lse_cpu, *_ = jax.jit(functools.partial(fwd, bits=True))(h, e, t)
     np.testing.assert_array_equal(loss, loss_cpu)
     scale = jnp.where(valid, 1.0 / n, 0.0)
-    bwd = functools.partial(L._ce_backward_impl, C=C, Vc=Vc, softcap=None)
+    bwd = functools.partial(chunked._ce_backward_impl, C=C, Vc=Vc, softcap=None)
     out = jax.jit(functools.partial(bwd, bits=False))(h, e, t, lse, scale)
     out_cpu = jax.jit(functools.partial(bwd, bits=True))(h, e, t, lse_cpu, scale)
     for a, b in zip(out, out_cpu, strict=True):
@@ -200,9 +201,9 @@ def test_bad_inputs_fail_early_with_one_line():
 
 
 def test_default_chunks_even_out_the_sequence():
-    assert L._seq_chunk(None, 8, 1024) == L.DEFAULT_BLOCK_TOKENS // 8
-    assert L._seq_chunk(None, 3, 1024) == 256  # at most 341 steps: 4 chunks of 256, no padding
-    assert L._seq_chunk(None, 1, 100) == 100
-    assert L._seq_chunk(5000, 1, 100) == 100
-    assert L._vocab_chunk(None, 262144, 128, 8192) == 8192
-    assert L._vocab_chunk(None, 1000, 1000, 512) == 1000  # at least k, at most V
+    assert tiling.seq_chunk(None, 8, 1024) == L.DEFAULT_BLOCK_TOKENS // 8
+    assert tiling.seq_chunk(None, 3, 1024) == 256  # at most 341 steps: 4 chunks of 256, no padding
+    assert tiling.seq_chunk(None, 1, 100) == 100
+    assert tiling.seq_chunk(5000, 1, 100) == 100
+    assert tiling.vocab_chunk(None, 262144, 128, 8192) == 8192
+    assert tiling.vocab_chunk(None, 1000, 1000, 512) == 1000  # at least k, at most V

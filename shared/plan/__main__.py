@@ -81,9 +81,9 @@ def print_bill(point: dict, args) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from shared.grpo.token_logprobs import IMPLEMENTATIONS
     from shared.lora import LOSSES
     from shared.rollout.sampler import SEMANTICS
-    from shared.token_logprobs import IMPLEMENTATIONS
 
     parser = argparse.ArgumentParser(
         prog="python -m shared.plan",

@@ -27,8 +27,8 @@ DEFAULT_GRIDS: dict[str, dict[str, list]] = {
     "forward": {"logits": ["full", "topk"], "batch": [1, 2, 4]},
     "rollout": {"batch": [1, 2, 4, 8]},
     "lora-rollout": {"batch": [1, 2, 4, 8]},
-    # GRPO: tunix's [B, T, V] log-probs or shared.token_logprobs' chunked ones, at 1x and 2x the
-    # sequences per call of every phase (4 settings: each compiles every phase)
+    # GRPO: tunix's [B, T, V] log-probs or shared.grpo.token_logprobs' chunked ones, at 1x and
+    # 2x the sequences per call of every phase (4 settings: each compiles every phase)
     "grpo": {"logps": ["tunix", "chunked"], "batch": [1, 2]},
 }
 

@@ -5,7 +5,7 @@ keeps the completion's [B, C, V], divides by the temperature and takes an f32 lo
 Gemma's V = 262,144 that is the largest buffer of the reference and old-policy log-prob phases
 (4.4 GiB per v5e chip at one 1024-token sequence per chip). `compute_per_token_logps` here has
 tunix's signature and semantics but stops at the final hidden states (`models.hidden_states`)
-and runs a forward-only log-sum-exp over vocabulary chunks with shared.logits' chunking, so no
+and runs a forward-only log-sum-exp over vocabulary chunks with shared.logits.tiling, so no
 more than a few [B, c, Vc] blocks exist at once.
 
     logps = compute_per_token_logps(graphdef, state, prompt_tokens, completion_tokens,
@@ -34,19 +34,13 @@ from tunix.rl import common
 
 from shared import models
 from shared.errors import choose
-
-# shared.logits' chunking helpers: sequence/vocabulary chunk sizes, the shifted last vocabulary
-# chunk, padded time, CPU-safe slicing. Private there; the one other module that tiles [B, T, V].
-from shared.logits import (
+from shared.logits.tiling import (
     DEFAULT_VOCAB_CHUNK_LOSS,
-    _check,
-    _pad_time,
-    _per_platform,
-    _put,
-    _seq_chunk,
-    _take,
-    _vocab_chunk,
-    _vocab_window,
+    check_inputs,
+    chunked_logsumexp,
+    per_platform,
+    seq_chunk,
+    vocab_chunk,
 )
 
 IMPLEMENTATIONS = ("tunix", "chunked")  # the two log-prob functions plan mode compiles
@@ -68,50 +62,26 @@ def chunked_token_logps(
     hidden [B, T, D] (final-normed), table [V, D] (the LM head), targets [B, T] ids in [0, V).
     Blocks of [B, chunk_size, vocab_chunk_size] (defaults as shared.logits.cross_entropy's);
     the running max, sum and target logit are f32 [B, T]."""
-    B, T, _, V = _check(hidden, table)
-    C = _seq_chunk(chunk_size, B, T)
-    Vc = _vocab_chunk(vocab_chunk_size, V, 1, DEFAULT_VOCAB_CHUNK_LOSS)
+    B, T, _, V = check_inputs(hidden, table)
+    C = seq_chunk(chunk_size, B, T)
+    Vc = vocab_chunk(vocab_chunk_size, V, 1, DEFAULT_VOCAB_CHUNK_LOSS)
     scale = None if temperature in (0.0, 1.0) else float(temperature)  # as tunix skips both
     fn = functools.partial(_logps_impl, C=C, Vc=Vc, softcap=softcap, temperature=scale)
-    return _per_platform(fn, hidden, table, targets)
+    return per_platform(fn, hidden, table, targets)
 
 
 def _logps_impl(hidden, table, targets, *, C, Vc, softcap, temperature, bits):
-    B, T, _ = hidden.shape
-    V = table.shape[0]
+    T = hidden.shape[1]
     dtype = jnp.result_type(hidden.dtype, table.dtype)  # the head matmul's output dtype
-    hp, nC = _pad_time(hidden, C)
-    tp, _ = _pad_time(targets, C)
 
-    def vocab_step(j, carry):
-        start, keep = _vocab_window(j, Vc, V)
-        e = _take(table, start, Vc, 0, bits)
-        col = start + jnp.arange(Vc)
+    def block_logits(h, e):  # tunix's rounding: the head's dtype, then the temperature
+        z = jnp.einsum("bcd,vd->bcv", h, e, preferred_element_type=jnp.float32).astype(dtype)
+        z = models.capped(z, softcap)
+        return (z if temperature is None else z / temperature).astype(jnp.float32)
 
-        def seq_step(i, carry):
-            m, s, zt = (_take(x, i * C, C, 1) for x in carry)
-            z = jnp.einsum(
-                "bcd,vd->bcv", _take(hp, i * C, C, 1, bits), e, preferred_element_type=jnp.float32
-            ).astype(dtype)
-            z = models.capped(z, softcap)
-            z = (z if temperature is None else z / temperature).astype(jnp.float32)
-            hit = col == _take(tp, i * C, C, 1)[..., None]
-            if keep is not None:
-                z, hit = jnp.where(keep, z, -jnp.inf), hit & keep
-            m_new = jnp.maximum(m, jnp.max(z, axis=-1))
-            s = s * jnp.exp(m - m_new) + jnp.sum(jnp.exp(z - m_new[..., None]), axis=-1)
-            zt = zt + jnp.sum(jnp.where(hit, z, 0.0), axis=-1)
-            return tuple(_put(x, y, i * C, 1) for x, y in zip(carry, (m_new, s, zt), strict=True))
-
-        return lax.fori_loop(0, nC, seq_step, carry)
-
-    shape = (B, nC * C)
-    init = (
-        jnp.full(shape, -jnp.inf, jnp.float32),
-        jnp.zeros(shape, jnp.float32),
-        jnp.zeros(shape, jnp.float32),
+    m, s, zt = chunked_logsumexp(
+        hidden, table, targets, C=C, Vc=Vc, bits=bits, block_logits=block_logits
     )
-    m, s, zt = lax.fori_loop(0, -(-V // Vc), vocab_step, init)
     return (zt - m - jnp.log(s))[:, :T]
 
 
