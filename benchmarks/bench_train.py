@@ -1,4 +1,5 @@
-"""Time the pretraining step (shared.train's own jitted step) and report tok/s and MFU as JSON.
+"""Time the pretraining step (shared.pretrain.train's own jitted step) and report tok/s and MFU as
+JSON.
 
 MFU uses shared.sizing's MaxText convention (causal attention halved) against the devices'
 bf16 peak; the PaLM convention (non-causal, as tpuchat reports) is printed beside it. Inputs
@@ -24,8 +25,9 @@ from pathlib import Path
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from shared import measure, model, optim, sharding, sizing, train  # noqa: E402
+from shared import measure, sharding, sizing  # noqa: E402
 from shared.errors import run_cli  # noqa: E402
+from shared.pretrain import model, optim, train  # noqa: E402
 
 
 def bench_point(

@@ -61,10 +61,11 @@
 # benchmarks/results/pretrain_plan.json -- -p MODE plan -p KEY_FIGURES True` (compiler) and
 # the same with `pretrain_cpu.json` and no MODE (CPU); each run below checks its own against them.
 #
-# The pieces: a flax nnx decoder (`shared.model`), AdamW with fp32 gradient accumulation
-# (`shared.optim`), notebook 03's chunked loss (`shared.logits`) and a loop that resumes exactly
-# after a kill (`shared.train`, also `python -m shared.train` on a TPU VM). MFU counts FLOPs the
-# MaxText way (causal attention halved, `shared.sizing`): 11% below the PaLM way at T=2048.
+# The pieces: a flax nnx decoder (`shared.pretrain.model`), AdamW with fp32 gradient accumulation
+# (`shared.pretrain.optim`), notebook 03's chunked loss (`shared.logits`) and a loop that resumes
+# exactly after a kill (`shared.pretrain.train`, also `python -m shared.pretrain.train` on a TPU
+# VM). MFU counts FLOPs the MaxText way (causal attention halved, `shared.sizing`): 11% below the
+# PaLM way at T=2048.
 
 # %%
 # On Colab or Kaggle: install this project as a package, with its pinned requirements (and
@@ -118,9 +119,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from shared import budget, hardware, ledger, measure, plan, prices, sizing
-from shared import model as model_lib
 from shared.errors import BadInput, choose
 from shared.plan import frontier
+from shared.pretrain import model as model_lib
 
 out = report.results_dir(RESULTS_DIR)
 MODEL = report.by_mode(MODE, MODEL, "tiny", REAL_ARM["model"])
@@ -164,7 +165,7 @@ ARM_CHANGES = {"baseline": ({}, {}), "relu2": ({"mlp": "relu2"}, {}),
                "microbatches": ({}, {"microbatches": 2}), "attention": ({"attention": "xla"}, {})}
 runs, curves, rows = {}, {}, []
 for arm in ARMS if MODE != "plan" else []:
-    from shared import train
+    from shared.pretrain import train
 
     (model_changes, train_changes), metrics = ARM_CHANGES[choose("arm", arm, ARM_CHANGES)], \
         out / f"{arm}.jsonl"

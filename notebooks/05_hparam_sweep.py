@@ -51,11 +51,11 @@
 # own against them.
 #
 # How it runs: the sweep is one wandb sweep config (`notebooks/05_sweep.yaml`, shipped with the
-# package as `shared.sweep_config.NOTEBOOK_05` for installs without this repository, as on
-# Colab). With a wandb account and `USE_WANDB = True`, wandb creates the sweep and `wandb agent`
-# runs it; without one, `shared.sweep` expands the grid itself and runs each trial as `python -m
-# shared.train` in its own process, with offline wandb runs to `wandb sync` later. A restarted
-# sweep runs only the trials that did not finish.
+# package as `shared.sweep_config.NOTEBOOK_05` for installs without this repository, as on Colab).
+# With a wandb account and `USE_WANDB = True`, wandb creates the sweep and `wandb agent` runs it;
+# without one, `shared.sweep` expands the grid itself and runs each trial as `python -m
+# shared.pretrain.train` in its own process, with offline wandb runs to `wandb sync` later. A
+# restarted sweep runs only the trials that did not finish.
 
 # %%
 # On Colab or Kaggle: install this project as a package, with its pinned requirements (and
@@ -103,8 +103,9 @@ MODE = report.use_mode(MODE)
 import matplotlib.pyplot as plt
 import yaml
 
-from shared import budget, ledger, model, plan, sweep, sweep_config
+from shared import budget, ledger, plan, sweep, sweep_config
 from shared.paths import ROOT
+from shared.pretrain import model
 
 out = report.results_dir(RESULTS_DIR)
 MODEL = report.by_mode(MODE, MODEL, "tiny", REAL_TRIAL["model"])
@@ -123,7 +124,7 @@ quoted = (report.committed("sweep_cpu") or {}).get("tables", {})
 # %% [markdown]
 # ## 1 · The search space
 # Peak learning rate on a half-decade grid from 1e-4 to 1e-1 (3e-4, the field's default, and
-# 3e-3, `shared.train`'s, among them) × weight decay 0 or 0.1; the arm's architecture knobs
+# 3e-3, `shared.pretrain.train`'s, among them) × weight decay 0 or 0.1; the arm's architecture knobs
 # and the training settings stay fixed.
 
 # %%
@@ -205,7 +206,7 @@ if done:
                 "o-", label=f"weight decay {wd}")
     ax.plot(best["lr"], best[metric], "*", color="black", markersize=16,
             label=f"best: lr {best['lr']:.3g}, wd {best['wd']}")
-    for lr, name in ((3e-4, "3e-4, the field's default"), (3e-3, "3e-3, shared.train's")):
+    for lr, name in ((3e-4, "3e-4, the field's default"), (3e-3, "3e-3, shared.pretrain.train's")):
         ax.axvline(lr, color="grey", ls=":")
         ax.annotate(name, (lr, 0.97), xycoords=("data", "axes fraction"), rotation=90,
                     ha="right", va="top", fontsize=7, color="grey")
@@ -268,7 +269,7 @@ if MODE == "device" and point is not None and MODEL == real.model and done:
                   "estimated step (s)": est["estimated_s"] / est["runs"],
                   "measured step, median of trials (s)": sorted(measured)[len(measured) // 2]}],
                 out, "predicted_vs_measured")
-    if ledger.plot(plt.subplots(figsize=(5, 4))[1], ledger.read()):  # shared.train's rows
+    if ledger.plot(plt.subplots(figsize=(5, 4))[1], ledger.read()):  # shared.pretrain.train's rows
         plt.show()
 
 # %% [markdown]

@@ -15,7 +15,7 @@ The config is wandb's own YAML form (`notebooks/05_sweep.yaml`; read, checked an
   a hash of the trial's parameters, so a restarted sweep skips the trials whose summary holds
   the metric and runs only the missing ones. `OUT/trials.csv` lists every trial.
 
-Trials are `python -m shared.train` processes in the repository root; the project is
+Trials are `python -m shared.pretrain.train` processes in the repository root; the project is
 installed, so they import `shared` with no PYTHONPATH. They share a persistent JAX compilation
 cache (`OUT/jax_cache`, unless JAX_COMPILATION_CACHE_DIR is set): programs that do not depend
 on the learning rate or weight decay (the initialiser, the evaluation step) are read from disk
@@ -82,7 +82,7 @@ __all__ = [
 
 DEFAULT_OUT = "results/05_hparam_sweep"
 DEFAULT_PROJECT = "tpu-budget-lab"
-# What a trial's summary contributes to trials.csv (shared.train prints these).
+# What a trial's summary contributes to trials.csv (shared.pretrain.train prints these).
 SUMMARY_KEYS = ("val_loss", "val_bpb", "final_loss", "tok_per_s", "mfu")
 
 

@@ -1,7 +1,7 @@
 """Notebook 05's sweep config: wandb's YAML form, checked, and expanded into trials locally.
 
 The sweep is a wandb sweep config in wandb's own YAML form (`notebooks/05_sweep.yaml`):
-method, metric, parameters and the command that runs one trial (`python -m shared.train
+method, metric, parameters and the command that runs one trial (`python -m shared.pretrain.train
 ${args}`). wandb's sweep server reads the same file; this module is what the local runner
 (`shared.sweep`) needs without that server:
 
@@ -50,7 +50,7 @@ DISTRIBUTIONS = (
     "q_log_uniform_values",
 )
 GRID_DISTRIBUTIONS = ("constant", "categorical", "int_uniform", "q_uniform")
-# shared.train's architecture knobs: those fixed in a sweep name its ablation arm.
+# shared.pretrain.train's architecture knobs: those fixed in a sweep name its ablation arm.
 ARM_KNOBS = ("mlp", "qk-norm", "tied", "embed-norm", "logit-softcap")
 SIGNIFICANT_DIGITS = 4  # sampled floats are rounded so trial ids and arguments stay readable
 
@@ -58,8 +58,15 @@ NOTEBOOK_05 = {  # = notebooks/05_sweep.yaml (its comments say what each entry m
     "name": "05-lr-wd",
     "description": "Held-out loss against peak learning rate and weight decay for one arm.",
     "project": "tpu-budget-lab",
-    "program": "shared/train.py",
-    "command": ["${env}", "${interpreter}", "-m", "shared.train", "${args}", "--no-progress"],
+    "program": "shared/pretrain/train.py",
+    "command": [
+        "${env}",
+        "${interpreter}",
+        "-m",
+        "shared.pretrain.train",
+        "${args}",
+        "--no-progress",
+    ],
     "method": "grid",
     "metric": {"name": "val_loss", "goal": "minimize"},
     "parameters": {
@@ -338,18 +345,18 @@ def trial_command(config: dict, params: dict) -> list[str]:
 
 def check_train_args(command: list[str]) -> None:
     """A misspelled parameter fails here, once, instead of in every trial."""
-    if "shared.train" not in command:
+    if "shared.pretrain.train" not in command:
         return
-    from shared import train_config
+    from shared.pretrain import config as train_config
 
     stderr = io.StringIO()
     try:
         with contextlib.redirect_stderr(stderr):
-            train_config.parse_args(command[command.index("shared.train") + 1 :])
+            train_config.parse_args(command[command.index("shared.pretrain.train") + 1 :])
     except SystemExit:
         reason = (stderr.getvalue().strip().splitlines() or ["bad arguments"])[-1]
         raise BadInput(
-            f"shared.train rejects the sweep's parameters ({reason}); parameter "
+            f"shared.pretrain.train rejects the sweep's parameters ({reason}); parameter "
             "names are its flags without the dashes"
         ) from None
 

@@ -9,9 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from shared import attention as A
 from shared import sharding
 from shared.errors import BadInput
+from shared.pretrain import attention as A
 
 
 def qkv(B=2, T=128, N=4, K=2, H=32, dtype=jnp.float32, seed=0):

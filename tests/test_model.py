@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from shared import model as M
 from shared import sharding, sizing
 from shared.errors import BadInput
+from shared.pretrain import model as M
 
 
 @pytest.fixture(scope="module")

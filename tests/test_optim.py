@@ -7,9 +7,9 @@ import optax
 import pytest
 from flax import nnx
 
-from shared import model as M
-from shared import optim
 from shared.errors import BadInput
+from shared.pretrain import model as M
+from shared.pretrain import optim
 
 
 def test_schedule_boundaries():

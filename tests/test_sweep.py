@@ -2,8 +2,8 @@
 the wandb path.
 
 Most runner tests use a stand-in training program (a few lines of Python that write what
-shared.train writes), so they count launches in milliseconds; one test runs the real
-notebooks/05_sweep.yaml through shared.train with two 3-step trials.
+shared.pretrain.train writes), so they count launches in milliseconds; one test runs the real
+notebooks/05_sweep.yaml through shared.pretrain.train with two 3-step trials.
 """
 
 import csv
@@ -212,7 +212,7 @@ def test_trial_arguments_are_the_wandb_agents_and_typos_fail_early():
     params = sweep_config.expand(config, 1)[0]
     assert params["lr"] == 3e-4 and params["qk-norm"] is True and params["mlp"] == "relu2"
     command = sweep_config.trial_command(config, params)
-    assert command[:3] == [sys.executable, "-m", "shared.train"]
+    assert command[:3] == [sys.executable, "-m", "shared.pretrain.train"]
     assert "--lr=0.0003" in command and "--qk-norm=True" in command
     assert command[-1] == "--no-progress"
     assert sweep_config.arm(config) == "mlp=relu2+qk-norm=True"

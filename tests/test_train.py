@@ -19,9 +19,10 @@ import jax.numpy as jnp
 import pytest
 from conftest import without_forced_devices
 
-from shared import data, train
-from shared.checkpoints import Checkpoints
+from shared import data
 from shared.errors import BadInput
+from shared.pretrain import train
+from shared.pretrain.checkpoints import Checkpoints
 
 # --eval-batches keeps each process short; one test below covers the whole split.
 ARGS = [
@@ -49,7 +50,7 @@ def _command(tmp: Path, name: str, *extra: str) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "shared.train",
+        "shared.pretrain.train",
         *ARGS,
         "--ckpt-dir",
         str(tmp / f"ckpt-{name}"),
@@ -240,7 +241,7 @@ def test_training_evaluates_the_whole_heldout_split(tmp_path, jax_cache):
     # batch 32: a quarter of the held-out batches that batch 8 would take, the same tokens
     run = _run(
         jax_cache,
-        *[sys.executable, "-m", "shared.train", "--config", "tiny", "--no-progress"],
+        *[sys.executable, "-m", "shared.pretrain.train", "--config", "tiny", "--no-progress"],
         *["--steps", "4", "--batch", "32", "--warmup", "1", "--seq", "64", "--vocab-size", "512"],
         *["--summary", str(tmp_path / "summary.json")],
     )

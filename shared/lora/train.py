@@ -1,9 +1,8 @@
 """Training qwix LoRA adapters: one jitted optax step on the LoRA parameters only.
 
-`lora_train_step` runs the chunked loss of shared.logits (no [B, T, V] logits) over
-micro-batches whose fp32 gradients shared.optim accumulates; plan mode lowers the same function
-with abstract arguments (`lora_train_executable`).
-"""
+`lora_train_step` runs the chunked loss of shared.logits (no [B, T, V] logits) over micro-batches
+whose fp32 gradients shared.pretrain.optim accumulates; plan mode lowers the same function with
+abstract arguments (`lora_train_executable`)."""
 
 import functools
 
@@ -12,11 +11,12 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
-from shared import logits, models, optim
+from shared import logits, models
 from shared.errors import BadInput, choose
 from shared.lora.adapters import default_alpha
 from shared.measure import Executable
 from shared.models import PAD_ID, StaticGraph
+from shared.pretrain import optim
 from shared.sharding import (
     abstract_like,
     batch_sharding,
@@ -72,7 +72,7 @@ def lora_train_step(
 
     graphdef, lora_params, base_params = split_lora(model) (graphdef is a StaticGraph);
     tokens [B, T+1] int32 from shard_batch, split into `microbatches` whose fp32 gradients are
-    accumulated (shared.optim) so activations are held for B/microbatches rows at a time.
+    accumulated (shared.pretrain.optim) so activations are held for B/microbatches rows at a time.
     Returns (lora_params, opt_state, loss). lora_params and opt_state are donated: the
     arrays passed in (including the model's own, straight from split_lora) are invalid
     afterwards, so rebind them and finish with nnx.update(model, lora_params).
@@ -116,12 +116,11 @@ def init_opt_state(optimizer, lora_params, *, mesh):
 def fp32_opt_init(optimizer, lora_params):
     """optimizer.init on fp32 views of the (bf16) adapters.
 
-    The step hands the optimizer fp32 gradients (shared.optim accumulates in fp32), so Adam's
-    moments are fp32 from the first update on, whatever dtype they start in. Initialised from
-    the bf16 adapters they would start bf16: the optimizer state would double after step one,
-    the step would compile a second time for the new dtype, and plan mode would count half
-    the state the run holds.
-    """
+    The step hands the optimizer fp32 gradients (shared.pretrain.optim accumulates in fp32), so
+    Adam's moments are fp32 from the first update on, whatever dtype they start in. Initialised from
+    the bf16 adapters they would start bf16: the optimizer state would double after step one, the
+    step would compile a second time for the new dtype, and plan mode would count half the state the
+    run holds."""
     return optimizer.init(jax.tree.map(lambda x: x.astype(jnp.float32), lora_params))
 
 

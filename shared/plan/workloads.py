@@ -117,7 +117,7 @@ def _lora_train(request, mesh: Mesh) -> Workload:
 
 
 def _train(request, mesh: Mesh) -> Workload:
-    from shared import train
+    from shared.pretrain import train
 
     return Workload(
         train.train_executables(

@@ -2,10 +2,10 @@
 
 - The train step is one jitted function with donated state: the chunked loss of
   `shared.logits.cross_entropy` (no [B, T, V] logits), gradients accumulated over
-  micro-batches in fp32 (`shared.optim`), one AdamW update. Plan mode compiles this same
+  micro-batches in fp32 (`shared.pretrain.optim`), one AdamW update. Plan mode compiles this same
   function for a TPU target (`train_executables`).
 - Evaluation covers the whole held-out split, every token once: loss and bits per byte.
-- Checkpoints (`shared.checkpoints`, orbax) every N steps and on SIGTERM hold parameters,
+- Checkpoints (`shared.pretrain.checkpoints`, orbax) every N steps and on SIGTERM hold parameters,
   optimizer state, the step and the data position. Batch i is a pure function of (seed, i)
   (`shared.data`), so a run killed at any moment and restarted from its latest checkpoint
   repeats the uninterrupted run's per-step losses exactly; metrics lines past the checkpoint
@@ -16,7 +16,7 @@
   (causal attention halved) against the chips' bf16 peak; on CPU against a measured matmul
   peak, labelled `mfu_peak: cpu-measured`.
 
-    python -m shared.train --config tiny --steps 200 --batch 8 --seq 256 \\
+    python -m shared.pretrain.train --config tiny --steps 200 --batch 8 --seq 256 \\
         --ckpt-dir /tmp/ckpt --ckpt-every 20 --metrics /tmp/metrics.jsonl --seed 0
 """
 
@@ -33,12 +33,13 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
-from shared import data, hardware, ledger, logits, measure, model, optim, sharding, sizing
-from shared.checkpoints import Checkpoints
+from shared import data, hardware, ledger, logits, measure, sharding, sizing
 from shared.errors import BadInput, run_cli
 from shared.measure import Executable
-from shared.train_config import TrainConfig, parse_args
-from shared.train_records import Metrics, Preemption, wandb_run
+from shared.pretrain import model, optim
+from shared.pretrain.checkpoints import Checkpoints
+from shared.pretrain.config import TrainConfig, parse_args
+from shared.pretrain.records import Metrics, Preemption, wandb_run
 
 # Columns that measure the machine, not the maths: they differ between two identical runs.
 TIMING_KEYS = ("tok_per_s", "mfu", "step_s", "time")
@@ -268,7 +269,7 @@ def train(cfg: TrainConfig, *, progress: bool = True) -> Run:
         ledger.append(
             [
                 ledger.row(
-                    "shared.train",
+                    "shared.pretrain.train",
                     workload="train",
                     model=config.name,
                     batch=cfg.batch,

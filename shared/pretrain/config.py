@@ -1,11 +1,12 @@
-"""One training run's settings (`TrainConfig`) and the `python -m shared.train` flags that set
-them. Kept apart from `shared.train`, which runs them; the sweep runner checks a trial's
-arguments with the same parser before it starts a process."""
+"""One training run's settings (`TrainConfig`) and the `python -m shared.pretrain.train` flags
+that set them. Kept apart from `shared.pretrain.train`, which runs them; the sweep runner checks
+a trial's arguments with the same parser before it starts a process."""
 
 import argparse
 from dataclasses import dataclass, field
 
-from shared import data, model
+from shared import data
+from shared.pretrain import model
 
 
 @dataclass(frozen=True)
@@ -49,9 +50,9 @@ class TrainConfig:
 
 def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     """The command line's flags (also what the sweep runner validates trial arguments with);
-    `description` is what --help prints above them (shared.train's docstring)."""
+    `description` is what --help prints above them (shared.pretrain.train's docstring)."""
     p = argparse.ArgumentParser(
-        prog="python -m shared.train",
+        prog="python -m shared.pretrain.train",
         description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -97,7 +98,8 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
 def parse_args(
     argv: list[str] | None = None, description: str | None = None
 ) -> tuple[TrainConfig, argparse.Namespace]:
-    """`python -m shared.train`'s arguments as a TrainConfig, and the flags it does not hold."""
+    """`python -m shared.pretrain.train`'s arguments as a TrainConfig, and the flags it does not
+    hold."""
     args = build_parser(description).parse_args(argv)
     overrides = {
         k: getattr(args, k)

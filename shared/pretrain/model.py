@@ -38,8 +38,8 @@ import jax.numpy as jnp
 from flax import nnx
 
 from shared import sizing
-from shared.attention import IMPLS, PLATFORMS, attention
 from shared.errors import BadInput, choose
+from shared.pretrain.attention import IMPLS, PLATFORMS, attention
 
 MLPS = ("swiglu", "relu2")
 DTYPES = ("float32", "bfloat16")
@@ -68,7 +68,7 @@ class ModelConfig:
     logit_softcap: float | None = None  # logits -> c·tanh(logits/c)
     param_dtype: str = "float32"
     dtype: str = "bfloat16"  # compute dtype
-    attention: str | None = None  # shared.attention implementation; None: platform default
+    attention: str | None = None  # shared.pretrain.attention implementation; None: platform default
     attn_block_q: int | None = None  # Pallas kernel tile sizes (None: attention's defaults)
     attn_block_kv: int | None = None
     attn_block_bwd: int | None = None

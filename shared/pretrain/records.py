@@ -1,6 +1,6 @@
 """What a training run writes and listens to beside its step: JSON metrics lines that survive
 a resume, the wandb run, and SIGTERM as a request to checkpoint and stop. Kept apart from
-`shared.train`, which owns the step, the state and the loop."""
+`shared.pretrain.train`, which owns the step, the state and the loop."""
 
 import json
 import os
