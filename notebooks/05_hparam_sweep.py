@@ -51,7 +51,7 @@
 # own against them.
 #
 # How it runs: the sweep is one wandb sweep config (`notebooks/05_sweep.yaml`, shipped with the
-# package as `shared.sweep_config.NOTEBOOK_05` for installs without this repository, as on Colab).
+# package as `shared.sweep.config.NOTEBOOK_05` for installs without this repository, as on Colab).
 # With a wandb account and `USE_WANDB = True`, wandb creates the sweep and `wandb agent` runs it;
 # without one, `shared.sweep` expands the grid itself and runs each trial as `python -m
 # shared.pretrain.train` in its own process, with offline wandb runs to `wandb sync` later. A
@@ -103,9 +103,10 @@ MODE = report.use_mode(MODE)
 import matplotlib.pyplot as plt
 import yaml
 
-from shared import budget, ledger, plan, sweep, sweep_config
+from shared import budget, ledger, plan, sweep
 from shared.paths import ROOT
 from shared.pretrain import model
+from shared.sweep import config as sweep_config
 
 out = report.results_dir(RESULTS_DIR)
 MODEL = report.by_mode(MODE, MODEL, "tiny", REAL_TRIAL["model"])
@@ -136,7 +137,7 @@ yaml_path = ROOT / "notebooks" / "05_sweep.yaml"
 if yaml_path.exists():  # in a clone: the YAML wandb reads and the package's copy must agree
     same = yaml.safe_load(yaml_path.read_text()) == sweep_config.NOTEBOOK_05
     print(f"{yaml_path.name} {'equals' if same else 'DIFFERS from'} the package's copy "
-          f"(shared.sweep_config.NOTEBOOK_05){'' if same else ': change both'}")
+          f"(shared.sweep.config.NOTEBOOK_05){'' if same else ': change both'}")
 
 # %% [markdown]
 # ## 2 · What the real sweep costs

@@ -1,4 +1,4 @@
-"""The sweep: config expansion (shared.sweep_config), the local runner's restarts and records,
+"""The sweep: config expansion (shared.sweep.config), the local runner's restarts and records,
 the wandb path.
 
 Most runner tests use a stand-in training program (a few lines of Python that write what
@@ -17,9 +17,11 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from shared import sweep, sweep_config
+from shared import sweep
 from shared.errors import BadInput, run_cli
 from shared.paths import ROOT
+from shared.sweep import config as sweep_config
+from shared.sweep import runner as sweep_runner
 
 NOTEBOOK_CONFIG = ROOT / "notebooks" / "05_sweep.yaml"
 
@@ -270,11 +272,11 @@ def test_trials_csv_records_every_trial_and_failures_do_not_stop_the_sweep(
 
 def test_trials_run_offline_unless_wandb_is_disabled(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "online")
-    env = sweep._trial_env(tmp_path)
+    env = sweep_runner._trial_env(tmp_path)
     assert env["WANDB_MODE"] == "offline" and env["WANDB_DIR"] == str(tmp_path)
     assert env.get("PYTHONPATH") == os.environ.get("PYTHONPATH")  # the project is installed
     monkeypatch.setenv("WANDB_MODE", "disabled")
-    assert sweep._trial_env(tmp_path)["WANDB_MODE"] == "disabled"
+    assert sweep_runner._trial_env(tmp_path)["WANDB_MODE"] == "disabled"
 
 
 def test_notebook_config_runs_through_shared_train(tmp_path, one_cpu_device):

@@ -1,7 +1,7 @@
-"""Notebook 05's hyper-parameter sweep: one wandb sweep config, run by wandb or locally.
+"""Running notebook 05's sweep: one wandb sweep config, run by wandb or locally.
 
 The config is wandb's own YAML form (`notebooks/05_sweep.yaml`; read, checked and expanded by
-`shared.sweep_config`). Two ways to run it:
+`shared.sweep.config`). Two ways to run it:
 
 - With a wandb account: `wandb.sweep` creates the sweep on the wandb server (which picks the
   trials, bayes included) and the `wandb agent` command line runs them, each trial in its own
@@ -22,7 +22,7 @@ on the learning rate or weight decay (the initialiser, the evaluation step) are 
 instead of compiled again, about a third of a short CPU trial. It holds compiled programs only:
 no device memory or in-process state carries over between trials.
 
-`recommend` (in `shared.sweep_results`, read through this module) reads the trials back: the
+`recommend` (shared.sweep.results) reads the trials back: the
 best lr / wd, whether the best lr sits at the edge of the range tried, how wide the basin is.
 
     python -m shared.sweep --config notebooks/05_sweep.yaml --count 6 --set steps=30 seq=128
@@ -39,9 +39,9 @@ from pathlib import Path
 import numpy as np
 
 from shared import report
-from shared.errors import BadInput, run_cli
+from shared.errors import BadInput
 from shared.paths import ROOT
-from shared.sweep_config import (
+from shared.sweep.config import (
     arm,
     check_train_args,
     expand,
@@ -54,7 +54,7 @@ from shared.sweep_config import (
     trial_command,
     trial_id,
 )
-from shared.sweep_results import read_curve, recommend, usable
+from shared.sweep.results import read_curve, recommend, usable
 
 # The config and result names notebooks read through this module (`sweep.load_config(...)`,
 # `sweep.recommend(...)`) as well.
@@ -397,7 +397,3 @@ def main(argv: list[str] | None = None) -> int:
         recommend(rows, config["metric"]["name"], config["metric"].get("goal", "minimize"))["text"]
     )
     return 1 if rows and all(r["status"] == "failed" for r in rows) else 0
-
-
-if __name__ == "__main__":
-    run_cli(main)
