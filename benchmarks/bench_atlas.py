@@ -44,7 +44,7 @@ from shared.errors import BadInput, choose, run_cli  # noqa: E402
 from shared.hardware import parse_target  # noqa: E402
 from shared.paths import ROOT  # noqa: E402
 from shared.plan.search import unit_for  # noqa: E402
-from shared.plan.target import VERSIONED  # noqa: E402
+from shared.versions import VERSIONED  # noqa: E402
 
 STORE = ROOT / "benchmarks" / "results" / "atlas.jsonl"
 MARKDOWN = ROOT / "docs" / "atlas.md"
@@ -63,7 +63,7 @@ MODELS = (
 TARGETS = ("v5e-1", "v6e-1", "v5e-8", "v6e-8", "v5p-8", "tpu7x-8")
 PRICE_KINDS = ("on-demand", "spot")
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(plan.Request)}
-# What a GRPO step's default recipe is made of (the fields shared.grpo_plan reads).
+# What a GRPO step's default recipe is made of (the fields shared.plan.workloads.grpo reads).
 _GRPO_FIELDS = (
     "prompt_len",
     "steps",

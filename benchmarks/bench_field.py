@@ -20,10 +20,10 @@ os.environ.setdefault("WANDB_MODE", "disabled")
 
 from tqdm import tqdm  # noqa: E402
 
-from shared import compiled_buffers, plan  # noqa: E402
+from shared import plan  # noqa: E402
 from shared.data import files  # noqa: E402
 from shared.errors import run_cli  # noqa: E402
-from shared.plan import field  # noqa: E402
+from shared.plan import buffers, field  # noqa: E402
 
 
 def row(point: field.FieldPoint, verdict: dict) -> dict:
@@ -40,7 +40,7 @@ def row(point: field.FieldPoint, verdict: dict) -> dict:
         "bytes_per_device": verdict["bytes_per_device"],
         "hbm_bytes": verdict["hbm_bytes"],
         "worst": verdict["worst"],
-        "largest_buffers": [compiled_buffers.line(b) for b in worst["largest_buffers"][:3]],
+        "largest_buffers": [buffers.line(b) for b in worst["largest_buffers"][:3]],
         "compile_s": verdict["compile_s"],
         "cached": verdict["cached"],
     }

@@ -34,9 +34,10 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax  # noqa: E402  (after JAX_PLATFORMS)
 
-from shared import grpo, grpo_plan, models, plan  # noqa: E402
+from shared import grpo, models, plan  # noqa: E402
 from shared.data import files  # noqa: E402
 from shared.errors import run_cli  # noqa: E402
+from shared.plan.workloads import grpo as grpo_plan  # noqa: E402
 
 
 def _point_row(point: dict) -> dict:

@@ -47,11 +47,12 @@ os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")  # compile only: no loc
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from shared import budget, hardware, plan  # noqa: E402
+from shared import hardware, plan  # noqa: E402
 from shared import logits as L  # noqa: E402
 from shared.data import files  # noqa: E402
 from shared.errors import BadInput, run_cli  # noqa: E402
 from shared.logits import compare  # noqa: E402
+from shared.plan import budget  # noqa: E402
 
 MiB = 2**20
 EXACT = {

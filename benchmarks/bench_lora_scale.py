@@ -13,7 +13,7 @@ mode runs: AdamW on the adapters, chunked loss), LoRA rank 16, per (sequence, re
    (the line through the newest exact point with the fast slope picks the next batch);
 3. the frontier over remat x micro-batches x loss at one setting (shared.plan.frontier), and
    the setting to use there;
-4. hours and dollars of a fine-tune of --tokens tokens at that setting (shared.budget).
+4. hours and dollars of a fine-tune of --tokens tokens at that setting (shared.plan.budget).
 Also the local fact notebook 02 re-checks on CPU: qwix's LoRA clone shares the base weights.
 
 Verdicts are cached in .cache/plan (keyed by request, versions and the source of shared/), so an
@@ -38,10 +38,10 @@ from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-from shared import budget, lora, models, plan  # noqa: E402
+from shared import lora, models, plan  # noqa: E402
 from shared.data import files  # noqa: E402
 from shared.errors import run_cli  # noqa: E402
-from shared.plan import frontier  # noqa: E402
+from shared.plan import budget, frontier  # noqa: E402
 from shared.plan.search import unit_for  # noqa: E402
 
 KEEP = (

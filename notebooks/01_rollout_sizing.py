@@ -112,8 +112,9 @@ import jax
 import matplotlib.pyplot as plt
 from packaging.version import Version
 
-from shared import budget, hardware, ledger, models, plan, prices, sizing
+from shared import hardware, ledger, models, plan, prices, sizing
 from shared.errors import BadInput, choose
+from shared.plan import budget
 from shared.rollout import sampler as rollout
 from shared.rollout import sweep as rollout_sweep
 from shared.rollout.plots import plot_measured, plot_searches

@@ -120,10 +120,10 @@ import optax
 from flax import nnx
 from tqdm.auto import tqdm
 
-from shared import budget, data, hardware, ledger, lora, measure, models, plan
+from shared import data, hardware, ledger, lora, measure, models, plan
 from shared.errors import BadInput
 from shared.lora.plots import plot_hbm_stages, plot_scale_boundaries
-from shared.plan import frontier
+from shared.plan import budget, frontier
 from shared.rollout import sweep as rollout_sweep
 from shared.rollout.sampler import make_sampler
 from shared.sharding import check_batch, make_mesh

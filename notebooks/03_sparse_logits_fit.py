@@ -106,9 +106,10 @@ import jax
 import matplotlib.pyplot as plt
 from flax import nnx
 
-from shared import budget, hardware, ledger, measure, models, plan, prices
+from shared import hardware, ledger, measure, models, plan, prices
 from shared.errors import BadInput, choose
 from shared.logits import compare
+from shared.plan import budget
 from shared.rollout import sampler as rollout
 from shared.sharding import batch_sharding, make_mesh
 

@@ -37,7 +37,7 @@
 #
 # **What an arm costs.** An arm of 20 tokens per parameter (3.27B tokens, 49,926 steps of
 # 32 × 2048) on one v6e chip: at least 1.14 h (the roofline), about 2.84 h at the 40% that
-# `shared.budget` assumes, $1.55 at the spot price of $0.54/h, $7.68 on demand (prices read
+# `shared.plan.budget` assumes, $1.55 at the spot price of $0.54/h, $7.68 on demand (prices read
 # 2026-11-22); at tpuchat's measured 46.5% MFU it would take 2.09 h. On Kaggle's free v5e-8 an
 # arm takes about 5.55 h (estimate), so all six arms need 4 9-hour sessions, 2 weeks of the
 # 20-hour weekly quota.
@@ -118,9 +118,9 @@ import jax
 import matplotlib.pyplot as plt
 import numpy as np
 
-from shared import budget, hardware, ledger, measure, plan, prices, sizing
+from shared import hardware, ledger, measure, plan, prices, sizing
 from shared.errors import BadInput, choose
-from shared.plan import frontier
+from shared.plan import budget, frontier
 from shared.pretrain import model as model_lib
 
 out = report.results_dir(RESULTS_DIR)
@@ -292,7 +292,7 @@ if MODE == "plan" and PLAN_SEARCH:
 # %% [markdown]
 # ## 5 · What an arm costs
 # A real arm is `REAL_ARM` (the 130m at 32 sequences of 2048 tokens a step) trained on
-# `TOKENS_PER_PARAM` tokens per parameter (Chinchilla's 20). `shared.budget` turns its steps
+# `TOKENS_PER_PARAM` tokens per parameter (Chinchilla's 20). `shared.plan.budget` turns its steps
 # into hours at the compiler's roofline (a lower bound) and at a named MFU assumption, then
 # dollars at a dated `shared.prices` row. Kaggle's v5e-8 is free within its weekly quota: what
 # counts there is sessions and weeks. Plan mode compiles the step on every `COST_TARGETS`

@@ -39,7 +39,7 @@
 # tokens (`REAL_TRIAL`), on one v6e chip: 28,000 train steps, at least 38 minutes (the roofline, a
 # lower bound), about 1.6 h at 40% MFU, $0.87 at the spot price of $0.54/h or $4.31 on demand
 # (read 2026-11-22), plus each trial's start-up, compile and evaluation (the compiler's roofline
-# from notebook 04's plan, `shared.budget`'s 40% assumption, the dated spot price of
+# from notebook 04's plan, `shared.plan.budget`'s 40% assumption, the dated spot price of
 # `shared.prices`).
 #
 # **What to do.** Run this notebook with `MODE="device"` on the slice you rent, so that every
@@ -103,8 +103,9 @@ MODE = report.use_mode(MODE)
 import matplotlib.pyplot as plt
 import yaml
 
-from shared import budget, ledger, plan, sweep
+from shared import ledger, plan, sweep
 from shared.paths import ROOT
+from shared.plan import budget
 from shared.pretrain import model
 from shared.sweep import config as sweep_config
 
@@ -143,7 +144,7 @@ if yaml_path.exists():  # in a clone: the YAML wandb reads and the package's cop
 # ## 2 · What the real sweep costs
 # On a TPU a trial is `REAL_TRIAL`: the 130m train step of notebook 04 at 32 × 2048 tokens,
 # 2000 times. Plan mode compiles that step for `TARGET`; the other modes read its committed
-# verdict (`benchmarks/results/pretrain_plan.json`, v6e-1 and v5e-8). `shared.budget` turns
+# verdict (`benchmarks/results/pretrain_plan.json`, v6e-1 and v5e-8). `shared.plan.budget` turns
 # trials × steps into hours at the compiler's roofline (a lower bound: no run is faster), at
 # its named MFU assumption, and into dollars at a dated `shared.prices` row. Start-up,
 # compilation and the held-out evaluation of each trial come on top.

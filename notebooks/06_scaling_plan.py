@@ -53,7 +53,7 @@
 # **What to do.** Size activations with remat in mind: with a layer's input as the only
 # checkpoint (tunix `remat="decoder"`), 70B fits in well under 200 chips' HBM and any pod size
 # is a compute decision; without remat it needs ~900 chips before anything else. Check the
-# per-layer bytes for your model with `shared.layer_probe` before trusting either rule, and
+# per-layer bytes for your model with `shared.plan.layer_probe` before trusting either rule, and
 # budget the days at an MFU you have measured. Reproduce everything above:
 # `python benchmarks/record_notebook.py 06 --out benchmarks/results/scaling_plan.json --
 # -p MODE plan -p TARGET v5p-8 -p KEY_FIGURES True` (10 minutes on 2 cores); the run below
@@ -115,7 +115,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import display
 
-from shared import hardware, layer_probe, models, plan, prices, sizing
+from shared import hardware, models, plan, prices, sizing
+from shared.plan import layer_probe
 
 PROBE_MODEL = report.by_mode(MODE, PROBE_MODEL, "llama3-tiny", "llama3.1-70b")
 PROBE_SEQ = report.by_mode(MODE, PROBE_SEQ, 256, 2048)
@@ -205,7 +206,7 @@ print(f"book accounting: 4e6 tokens, no gradients, 96 GB a chip; ours: {BATCH_TO
 
 # %% [markdown]
 # ## 3 · What the compiler keeps: one layer of the real train step
-# `shared.layer_probe` builds tunix's LLaMA-3.1 70B (the same dimensions) cut to one and to two
+# `shared.plan.layer_probe` builds tunix's LLaMA-3.1 70B (the same dimensions) cut to one and to two
 # decoder layers, with a 256-token vocabulary (embedding, head and logits weigh nothing), the
 # FSDP training layout over `TARGET`'s devices, and compiles a full-parameter step (loss and
 # gradient of every weight, no optimizer) with the real TPU compiler, at two batches. The
@@ -282,7 +283,8 @@ import jax.numpy as jnp
 from flax import nnx
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
-from shared import measure, sharding
+from shared import sharding
+from shared.plan import compiled
 
 
 class Embedding(nnx.Module):
@@ -309,7 +311,7 @@ for how, on_mesh, out_shardings in (
     out_shardings = out_shardings or sharding.state_shardings(
         sharding.abstract_module(factory, on_mesh), on_mesh)
     with jax.set_mesh(on_mesh):
-        stats = measure.compiled_memory(jax.jit(lambda: nnx.state(factory()),
+        stats = compiled.compiled_memory(jax.jit(lambda: nnx.state(factory()),
                                                 out_shardings=out_shardings).lower().compile())
     held = stats["output_bytes"] + stats["temp_bytes"]
     init_rows.append({"how": how, "output_MiB": stats["output_bytes"] / 2**20,

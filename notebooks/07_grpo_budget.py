@@ -68,15 +68,14 @@
 # the verdict and both log-prob searches against that file. No TPU or GPU ran it yet: device
 # mode measures a step beside the plan and writes a ledger row.
 #
-# ## How this notebook answers it
-# One GRPO step in tunix 0.1.7 (`GRPOLearner` over a colocated `RLCluster`, a qwix LoRA policy
-# over the frozen base) runs its phases one after another: **rollout** (the Sampler's prefill,
-# then one decode step per completion token), **reference log-probs** (the base model, for the
-# KL term; skipped when `BETA = 0`), **old-policy log-probs** (only with more than one
-# iteration per batch), **rewards** (host Python) and the **policy update** (tunix's jitted
-# train step: GRPO loss, LoRA gradients, AdamW). `shared.grpo` runs that loop for real and times
-# each phase; `shared.grpo_plan` compiles the same jitted functions for `TARGET` with the TPU
-# compiler, deviceless.
+# ## How this notebook answers it One GRPO step in tunix 0.1.7 (`GRPOLearner` over a colocated
+# `RLCluster`, a qwix LoRA policy over the frozen base) runs its phases one after another:
+# **rollout** (the Sampler's prefill, then one decode step per completion token), **reference
+# log-probs** (the base model, for the KL term; skipped when `BETA = 0`), **old-policy log-probs**
+# (only with more than one iteration per batch), **rewards** (host Python) and the **policy update**
+# (tunix's jitted train step: GRPO loss, LoRA gradients, AdamW). `shared.grpo` runs that loop for
+# real and times each phase; `shared.plan.workloads.grpo` compiles the same jitted functions for
+# `TARGET` with the TPU compiler, deviceless.
 #
 # `local` (the default) runs the real loop on the CPU on a tiny Gemma 3 and a tiny Qwen 3
 # (random weights, an arithmetic task whose reward needs no model). `plan` compiles gemma3-1b
@@ -133,8 +132,9 @@ import dataclasses
 
 import matplotlib.pyplot as plt
 
-from shared import grpo, grpo_plan, grpo_plots, hardware, ledger, measure, models, plan
+from shared import grpo, grpo_plots, hardware, ledger, measure, models, plan
 from shared.errors import choose
+from shared.plan.workloads import grpo as grpo_plan
 from shared.sharding import make_mesh
 
 MODEL = report.by_mode(MODE, MODEL, "gemma3-tiny", "gemma3-1b")
@@ -201,7 +201,8 @@ if results:
         held, counted = m["base_copies"], 2 if recipe.beta else 1
         print(f"{name}: the base weights are held {held}x after the first update: "
               + ("as the plan counts them" if held == counted else f"NOT the {counted}x the "
-                 "plan counts: tunix changed, and shared.grpo_plan's resident set must too"))
+                 "plan counts: tunix changed, and shared.plan.workloads.grpo's resident "
+                 "set must too"))
 
 # %% [markdown]
 # ## 2 · Will it fit? The compiler's verdict for the recipe (plan mode; device mode predicts)
@@ -289,7 +290,7 @@ if MODE == "plan" and SEARCH:
 # The roofline (every phase's FLOPs at the chip's peak, or its bytes at HBM bandwidth,
 # whichever is slower, times its calls per step) is a lower bound on a step's time, so the
 # steps it allows are an upper bound, never a prediction. The estimate divides it by an
-# efficiency that is an ASSUMPTION, `shared.budget`'s for this workload (printed with its
+# efficiency that is an ASSUMPTION, `shared.plan.budget`'s for this workload (printed with its
 # source); a CPU run's phase times say nothing about a TPU's, so they are not used for it. A
 # device run's measured step over the plan's roofline (section 2) is the number to replace it
 # with. Kaggle's v5e-8 costs nothing within its weekly quota; GCP prices are dated.

@@ -37,7 +37,7 @@ COLUMNS = (
 
 
 def measured_versions() -> str:
-    from shared.plan.target import versions
+    from shared.versions import versions
 
     return " ".join(f"{k}={v}" for k, v in versions().items() if v)
 

@@ -1,4 +1,4 @@
-"""Measuring on the device: wall time after warm-up, HBM per device, compiled memory, OOM.
+"""Measuring on the device: wall time after warm-up, HBM per device, out-of-memory as data.
 
 Device work is asynchronous, so every timing blocks on the result; the first call (compile
 plus run) is reported apart from the timed trials. `memory_stats()` is None on CPU and its
@@ -8,47 +8,12 @@ a fresh process.
 
 import collections
 import gc
-import re
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 import jax
-
-from shared import compiled_buffers
-
-
-@dataclass
-class Executable:
-    """One jitted function and the abstract arguments device mode would call it with.
-
-    Plan mode lowers and compiles exactly this (`fn.lower(*args, **kwargs)`), so what it reads
-    is what the device would run. `resident_args` names the positional arguments that are
-    buffers the whole run keeps alive (weights shared by several executables, optimizer state):
-    a workload counts those once, not once per executable.
-    """
-
-    label: str
-    fn: Callable  # the jax.jit object itself, not a re-implementation
-    args: tuple
-    kwargs: dict = field(default_factory=dict)
-    repeats: int = 1  # how many times one workload run calls it (decode steps, for the roofline)
-    note: str = ""
-    resident_args: dict[int, str] = field(default_factory=dict)  # arg index -> resident name
-
-
-@dataclass
-class Workload:
-    """What a real run holds: executables run one after another, and resident buffers alive for
-    the whole run. Resident buffers are named by the executables' `resident_args` and, when no
-    executable takes them as an argument (a second copy of the weights, a batch the caller
-    keeps), listed in `resident` as abstract arrays carrying their shardings."""
-
-    executables: list[Executable]
-    resident: dict[str, Any] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -122,106 +87,6 @@ def live_bytes_per_device() -> int:
     for shard in (s for x in jax.live_arrays() for s in x.addressable_shards):
         per_device[shard.device] += shard.data.nbytes
     return max(per_device.values(), default=0)
-
-
-def compiled_memory(compiled) -> dict[str, int]:
-    """Per-device bytes of a compiled executable: arguments + outputs + temps − aliased.
-
-    Aliased bytes are outputs written in place of donated arguments, counted once.
-    """
-    stats = compiled.memory_analysis()
-    summary = {
-        "argument_bytes": int(stats.argument_size_in_bytes),
-        "output_bytes": int(stats.output_size_in_bytes),
-        "temp_bytes": int(stats.temp_size_in_bytes),
-        "alias_bytes": int(stats.alias_size_in_bytes),
-        "generated_code_bytes": int(stats.generated_code_size_in_bytes),
-    }
-    summary["total_bytes"] = (
-        summary["argument_bytes"]
-        + summary["output_bytes"]
-        + summary["temp_bytes"]
-        - summary["alias_bytes"]
-    )
-    return summary
-
-
-def compile_executable(exe: Executable, options: dict | None = None) -> dict:
-    """Lower and compile one executable: see compile_lowered."""
-    return compile_lowered(exe.fn.lower(*exe.args, **exe.kwargs), options)
-
-
-def compile_lowered(lowered, options: dict | None = None) -> dict:
-    """Compile a lowered function; its bytes (compiled_memory), FLOPs (compiled_cost), its
-    largest per-device buffers (shared.compiled_buffers) and compile seconds. A compiler that
-    refuses for lack of HBM is a data point (`refusal`), any other error propagates.
-    Thread-safe: XLA compiles outside the GIL."""
-    start = time.perf_counter()
-    try:
-        compiled = lowered.compile(options)
-        summary = {
-            **compiled_memory(compiled),
-            **compiled_cost(compiled),
-            "largest_buffers": compiled_buffers.largest(compiled.as_text()),
-            "refused": None,
-            "compiler_hbm_bytes": None,
-        }
-    except Exception as err:  # the TPU compiler refuses programs that cannot fit
-        summary = refusal(err)
-    return {**summary, "compile_s": time.perf_counter() - start}
-
-
-_SIZE = r"([0-9.]+)([KMGT])"
-# The two ways libtpu words a refusal (sizes in binary units):
-_OVER_TEMPS = re.compile(rf"required for [^(]*\({_SIZE}\) exceeds available HBM \({_SIZE}\)")
-_OVER_USED = re.compile(rf"Used {_SIZE} of {_SIZE} hbm\. Exceeded hbm capacity by {_SIZE}")
-
-
-def _bytes(number: str, unit: str) -> int:
-    return int(float(number) * 1024 ** ("KMGT".index(unit) + 1))
-
-
-def refusal(err: Exception) -> dict:
-    """An executable the TPU compiler refused for lack of HBM, kept as a data point.
-
-    libtpu names what it needed and what it has ("HLO temporaries (15.78G) exceeds available
-    HBM (15.75G)", or "Used 15.75G of 15.75G hbm. Exceeded hbm capacity by 5.19M"): the needed
-    bytes stand in for the total (a lower bound) and the available bytes are the chip's usable
-    HBM, a little under the datasheet's (15.75 of 16 GiB on v5e).
-    """
-    if not is_out_of_memory(err):
-        raise err
-    message = str(err).strip().splitlines()[0]
-    needed = available = 0
-    if match := _OVER_TEMPS.search(message):
-        needed, available = _bytes(*match.group(1, 2)), _bytes(*match.group(3, 4))
-    elif match := _OVER_USED.search(message):
-        available = _bytes(*match.group(3, 4))
-        needed = _bytes(*match.group(1, 2)) + _bytes(*match.group(5, 6))
-    return {
-        "argument_bytes": 0,
-        "output_bytes": 0,
-        "temp_bytes": needed,
-        "alias_bytes": 0,
-        "generated_code_bytes": 0,
-        "total_bytes": needed,
-        "flops": 0.0,
-        "bytes_accessed": 0.0,
-        "largest_buffers": [],
-        "refused": message[:300],
-        "compiler_hbm_bytes": available or None,
-    }
-
-
-def compiled_cost(compiled) -> dict[str, float]:
-    """XLA's FLOPs and bytes accessed for one call of a compiled executable (per device)."""
-    cost = compiled.cost_analysis()
-    if isinstance(cost, list):  # older jax returned one dict per partition
-        cost = cost[0] if cost else {}
-    return {
-        "flops": float(cost.get("flops", 0.0)),
-        "bytes_accessed": float(cost.get("bytes accessed", 0.0)),
-    }
 
 
 def is_out_of_memory(err: BaseException) -> bool:

@@ -11,9 +11,10 @@ import pytest
 from conftest import TEST_VOCAB as V
 
 from benchmarks import bench_activation_sharding as bench
-from shared import compiled_buffers, lora, models, plan
+from shared import lora, models, plan
 from shared.models import activation_sharding
-from shared.plan import verdict
+from shared.plan import buffers, verdict
+from shared.plan.workloads import lora_train
 from shared.rollout import sampler as rollout
 
 RANK = 4
@@ -53,7 +54,7 @@ def test_plan_and_device_lower_the_same_constraints(mesh42):
     all; and tunix's own helpers would have dropped every one of them on this CPU host."""
     base = models.dummy_model("gemma3-tiny", mesh=mesh42, vocab_size=V, seed=1)
     adapted = lora.apply_lora(base, RANK, 2.0 * RANK, mesh=mesh42)
-    exe = lora.lora_train_executable("gemma3-tiny", 8, 16, RANK, mesh=mesh42, vocab_size=V)
+    exe = lora_train.lora_train_executable("gemma3-tiny", 8, 16, RANK, mesh=mesh42, vocab_size=V)
     graph, lora_params, base_params = lora.split_lora(adapted)
     optimizer = exe.args[1]
     opt_state = lora.init_opt_state(optimizer, lora_params, mesh=mesh42)
@@ -98,7 +99,7 @@ def test_the_largest_activation_is_split_over_the_batch(tmp_path, monkeypatch):
     activations = [b for b in buffers if b["layers"]]
     assert activations, buffers
     for buffer in activations[:3]:
-        assert 12 in buffer["shape"] and 96 not in buffer["shape"], compiled_buffers.line(buffer)
+        assert 12 in buffer["shape"] and 96 not in buffer["shape"], buffers.line(buffer)
 
 
 @pytest.mark.parametrize(("target", "batch"), [("v5e-8", 64), ("v5e-1", 8)])
@@ -143,8 +144,8 @@ def test_buffer_lines_name_shape_type_and_layers():
             "}",
         ]
     )
-    rows = compiled_buffers.largest(hlo)
-    assert [compiled_buffers.line(r) for r in rows] == [
+    rows = buffers.largest(hlo)
+    assert [buffers.line(r) for r in rows] == [
         "[8, 2048, 6912] bf16 216.0 MiB: feed_forward, layers 3-4 (x5, 2 other sources)",
         "[8, 16, 4096] f32 2.0 MiB: bcd,vd->bcv",
     ]

@@ -1,4 +1,4 @@
-"""shared.plan.frontier and shared.budget: what to change, and what it costs."""
+"""shared.plan.frontier and shared.plan.budget: what to change, and what it costs."""
 
 import jax
 import jax.numpy as jnp
@@ -6,10 +6,10 @@ import matplotlib.pyplot as plt
 import pytest
 from jax.sharding import NamedSharding, PartitionSpec
 
-from shared import budget, plan
+from shared import plan
 from shared.errors import BadInput
-from shared.measure import Executable, Workload
-from shared.plan import frontier, verdict
+from shared.plan import budget, frontier, verdict
+from shared.plan.executable import Executable, Workload
 
 GIB = 2**30
 

@@ -1,6 +1,6 @@
-"""shared.grpo, shared.grpo_plan, shared.grpo.token_logprobs: the arithmetic task and reward, a real
-2-step tunix GRPO run on gemma3-tiny (8 CPU devices, chunked log-probs swapped in), chunked
-log-probs against tunix's, and the grpo plan workload compiled for a TPU v5e-8 topology."""
+"""shared.grpo, shared.plan.workloads.grpo, shared.grpo.token_logprobs: the arithmetic task and
+reward, a real 2-step tunix GRPO run on gemma3-tiny (8 CPU devices, chunked log-probs swapped in),
+chunked log-probs against tunix's, and the grpo plan workload compiled for a TPU v5e-8 topology."""
 
 import dataclasses
 
@@ -12,12 +12,13 @@ from flax import nnx
 from jax.sharding import PartitionSpec as P
 from tunix.rl import common
 
-from shared import grpo, grpo_plan, models, plan
+from shared import grpo, models, plan
 from shared.errors import BadInput
 from shared.grpo import token_logprobs
 from shared.hardware import parse_target
 from shared.plan import verdict
 from shared.plan.__main__ import main as plan_cli
+from shared.plan.workloads import grpo as grpo_plan
 from shared.sharding import bytes_per_device, make_mesh
 
 TINY = grpo.GRPOSettings(

@@ -2,11 +2,11 @@
 
 import pytest
 
-from shared import layer_probe, models
+from shared import models
 from shared.errors import BadInput
 from shared.hardware import parse_target
-from shared.measure import compile_executable
-from shared.plan import target_mesh
+from shared.plan import layer_probe, target_mesh
+from shared.plan.compiled import compile_executable
 
 
 @pytest.fixture(scope="module")

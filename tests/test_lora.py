@@ -15,6 +15,8 @@ from shared import lora, models
 from shared.hardware import parse_target
 from shared.lora import adapters as lora_adapters
 from shared.plan import target_mesh
+from shared.plan.workloads import lora_train
+from shared.plan.workloads import rollout as rollout_workload
 from shared.rollout import sampler as rollout
 
 RANK, ALPHA = 4, 8.0
@@ -142,7 +144,7 @@ def test_lora_rollout_abstract_lowering_equals_device_lowering(lora42, tok, mesh
         real = sampler._compiled_prefill_fn.lower(
             sampler._flattened_transformer_state, state, None, echo=False
         ).as_text()
-    ar = rollout.abstract_rollout(
+    ar = rollout_workload.abstract_rollout(
         "gemma3-tiny",
         8,
         12,
@@ -162,7 +164,7 @@ def test_lora_rollout_abstract_lowering_equals_device_lowering(lora42, tok, mesh
 
 def test_train_step_device_lowering_equals_the_plan_executable(lora42, mesh42):
     _, adapted = lora42
-    exe = lora.lora_train_executable(
+    exe = lora_train.lora_train_executable(
         "gemma3-tiny", 8, 16, RANK, mesh=mesh42, vocab_size=V, microbatches=2
     )
     assert exe.resident_args == {2: "adapters", 3: "weights", 4: "optimizer state"}
@@ -182,7 +184,7 @@ def test_train_step_device_lowering_equals_the_plan_executable(lora42, mesh42):
 def test_lora_train_compiles_for_a_tpu_topology(family):
     """Every family's LoRA train step, compiled deviceless by libtpu for a v5e-8."""
     mesh = target_mesh(parse_target("v5e-8"), "4x2")
-    exe = lora.lora_train_executable(
+    exe = lora_train.lora_train_executable(
         f"{family}-tiny", 8, 32, RANK, mesh=mesh, vocab_size=V, remat="block", loss="full"
     )
     compiled = exe.fn.lower(*exe.args, **exe.kwargs).compile(

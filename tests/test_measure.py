@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import pytest
 
 from shared import measure
+from shared.plan import compiled
 
 
 def test_time_fn_reports_first_call_and_trials():
@@ -17,8 +18,10 @@ def test_time_fn_reports_first_call_and_trials():
 
 def test_compiled_memory_counts_donated_buffers_once():
     x = jax.ShapeDtypeStruct((256, 256), jnp.float32)
-    plain = measure.compiled_memory(jax.jit(lambda a: a * 2).lower(x).compile())
-    donated = measure.compiled_memory(jax.jit(lambda a: a * 2, donate_argnums=0).lower(x).compile())
+    plain = compiled.compiled_memory(jax.jit(lambda a: a * 2).lower(x).compile())
+    donated = compiled.compiled_memory(
+        jax.jit(lambda a: a * 2, donate_argnums=0).lower(x).compile()
+    )
     assert plain["argument_bytes"] == plain["output_bytes"] == 256 * 256 * 4
     assert plain["total_bytes"] == 2 * 256 * 256 * 4 + plain["temp_bytes"]
     assert donated["alias_bytes"] == 256 * 256 * 4
@@ -27,7 +30,7 @@ def test_compiled_memory_counts_donated_buffers_once():
 
 def test_compiled_cost_has_flops():
     x = jax.ShapeDtypeStruct((128, 128), jnp.float32)
-    cost = measure.compiled_cost(jax.jit(lambda a: a @ a).lower(x).compile())
+    cost = compiled.compiled_cost(jax.jit(lambda a: a @ a).lower(x).compile())
     assert cost["flops"] == pytest.approx(2 * 128**3, rel=0.01)
 
 

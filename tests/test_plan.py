@@ -18,8 +18,8 @@ from jax.sharding import NamedSharding, PartitionSpec
 from shared import plan, report
 from shared.errors import BadInput
 from shared.hardware import parse_target
-from shared.measure import Executable, Workload
 from shared.plan import search, verdict
+from shared.plan.executable import Executable, Workload
 
 GIB = 2**30
 ROW = (4096, 131072)  # one batch row: 1 GiB of bf16

@@ -11,6 +11,7 @@ from conftest import TEST_VOCAB as V
 
 from shared import models
 from shared.errors import BadInput
+from shared.plan.workloads import rollout as rollout_workload
 from shared.rollout import sampler as rollout
 from shared.rollout import sweep as rollout_sweep
 
@@ -85,7 +86,7 @@ def test_bad_rollouts_fail_with_one_line(sampler, mesh8):
     for case in (
         lambda: rollout.init_rollout_state(sampler, np.ones((6, 4), np.int32), 4, mesh=mesh8),
         lambda: rollout.init_rollout_state(sampler, np.ones((8, 30), np.int32), 20, mesh=mesh8),
-        lambda: rollout.abstract_rollout(
+        lambda: rollout_workload.abstract_rollout(
             "gemma3-tiny", 8, 4, 4, 16, mesh=mesh8, vocab_size=V, semantics="0.1.4"
         ),
     ):
@@ -95,7 +96,9 @@ def test_bad_rollouts_fail_with_one_line(sampler, mesh8):
 
 
 def test_abstract_rollout_compiles_and_runs_the_real_arrays(sampler, mesh8, result):
-    ar = rollout.abstract_rollout("gemma3-tiny", B, PROMPT, STEPS, CACHE, mesh=mesh8, vocab_size=V)
+    ar = rollout_workload.abstract_rollout(
+        "gemma3-tiny", B, PROMPT, STEPS, CACHE, mesh=mesh8, vocab_size=V
+    )
     assert all(
         isinstance(x, jax.ShapeDtypeStruct)
         for x in jax.tree.leaves((ar.params, ar.state, ar.decode_state))
@@ -118,7 +121,7 @@ def test_tunix_016_semantics_hold_the_cache_twice_in_decode(mesh8):
     to its inputs; prefill reads one zeros layer for all layers."""
     memory = {}
     for semantics in rollout.SEMANTICS:
-        ar = rollout.abstract_rollout(
+        ar = rollout_workload.abstract_rollout(
             "gemma3-tiny", B, PROMPT, STEPS, CACHE, mesh=mesh8, vocab_size=V, semantics=semantics
         )
         for exe in ar.executables(PROMPT, STEPS):

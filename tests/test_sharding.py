@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import pytest
 from flax import nnx
 
-from shared import measure, sharding
+from shared import sharding
 from shared.errors import BadInput
 
 V, D = 4096, 64
@@ -40,7 +40,7 @@ def test_sharded_init_never_holds_the_whole_table():
     shardings = sharding.state_shardings(sharding.abstract_module(factory, mesh), mesh)
     with jax.set_mesh(mesh):
         compiled = jax.jit(lambda: nnx.state(factory()), out_shardings=shardings).lower().compile()
-    stats = measure.compiled_memory(compiled)
+    stats = compiled.compiled_memory(compiled)
     table_bytes = V * D * 4
     assert stats["output_bytes"] == table_bytes // 8
     assert stats["output_bytes"] + stats["temp_bytes"] < table_bytes  # never a whole table

@@ -10,9 +10,10 @@ from conftest import TEST_VOCAB as V
 from flax import nnx
 from jax.sharding import PartitionSpec as P
 
-from shared import lora, models
+from shared import models
 from shared.plan import workloads
-from shared.rollout import sampler as rollout
+from shared.plan.workloads import lora_train
+from shared.plan.workloads import rollout as rollout_workload
 
 NAME = "gemma3-tiny"
 
@@ -49,7 +50,7 @@ def test_weights_follow_tunixs_sharding_config_in_both_layouts():
 
 
 def test_optimizer_moments_mirror_the_adapters_and_the_count_is_replicated(mesh42):
-    exe = lora.lora_train_executable(NAME, 8, 16, 4, mesh=mesh42, vocab_size=V)
+    exe = lora_train.lora_train_executable(NAME, 8, 16, 4, mesh=mesh42, vocab_size=V)
     adapters = {x.shape: x.sharding for x in jax.tree.leaves(exe.args[2])}
     for x in jax.tree.leaves(exe.args[4]):
         if x.ndim == 0:  # Adam's step count
@@ -59,7 +60,7 @@ def test_optimizer_moments_mirror_the_adapters_and_the_count_is_replicated(mesh4
 
 
 def test_the_kv_cache_is_split_over_the_batch_and_over_tp_when_heads_divide(mesh42):
-    ar = rollout.abstract_rollout(NAME, 8, 12, 20, 40, mesh=mesh42, vocab_size=V)
+    ar = rollout_workload.abstract_rollout(NAME, 8, 12, 20, 40, mesh=mesh42, vocab_size=V)
     caches = [x for x in jax.tree.leaves(ar.state.cache) if x.ndim == 4]
     assert caches
     for x in caches:  # [B, S, K, H]; tiny has K = 1, which tp = 2 does not divide
@@ -68,7 +69,9 @@ def test_the_kv_cache_is_split_over_the_batch_and_over_tp_when_heads_divide(mesh
 
 
 def test_each_micro_batch_is_spread_over_every_fsdp_device(mesh42):
-    exe = lora.lora_train_executable(NAME, 16, 16, 4, mesh=mesh42, vocab_size=V, microbatches=2)
+    exe = lora_train.lora_train_executable(
+        NAME, 16, 16, 4, mesh=mesh42, vocab_size=V, microbatches=2
+    )
     with jax.set_mesh(mesh42):
         lowered = exe.fn.lower(*exe.args, **exe.kwargs).as_text()
     # 16 sequences in 2 micro-batches of 8: the embedding's output of each micro-batch is

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from shared import logits as L
-from shared import measure
+from shared.plan import compiled
 
 TOP_K, LOSS = "top-k", "loss fwd+bwd"
 
@@ -83,7 +83,7 @@ def memory_rows(
     ]
     rows = []
     for B, what, method, fn, args in tqdm(jobs, desc=f"compile on {where}", unit="compile"):
-        got = measure.compile_lowered(jax.jit(fn).lower(*args))
+        got = compiled.compile_lowered(jax.jit(fn).lower(*args))
         rows.append(
             {
                 "where": where,

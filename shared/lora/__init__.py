@@ -2,7 +2,8 @@
 
 - `adapters`: apply qwix LoRA, count and free what the clone does not share, merge, export to
   safetensors and reload through tunix's loader;
-- `train`: one jitted optax step on the adapters (micro-batches, remat, the chunked loss);
+- `train`: one jitted optax step on the adapters (micro-batches, remat, the chunked loss),
+  which plan mode compiles as the `lora-train` workload (shared.plan.workloads.lora_train);
 - `plots`: notebook 02's figures.
 
 The names below are the package's API: `from shared import lora; lora.apply_lora(...)`.
@@ -23,7 +24,6 @@ from shared.lora.train import (
     LOSSES,
     fp32_opt_init,
     init_opt_state,
-    lora_train_executable,
     lora_train_step,
     shard_batch,
     split_lora,
@@ -40,7 +40,6 @@ __all__ = [
     "init_opt_state",
     "load_safetensors",
     "lora_param_count",
-    "lora_train_executable",
     "lora_train_step",
     "merge_lora",
     "shard_batch",

@@ -9,14 +9,18 @@ worst executable's transient bytes, against the HBM the compiler allows.
     python -m shared.plan rollout --model gemma3-1b --target v5e-1 --max-batch \\
         --cache-size 1312 --prompt-len 256 --steps 1024
 
-Modules: `target` (devices, usable HBM, versions), `workloads` (what gets compiled),
-`verdict` (one compile of a workload, cached), `search` (the largest batch), `__main__` (CLI).
+Modules: `target` (devices, usable HBM), `workloads/` (what gets compiled, one file per
+workload), `executable` (the types a workload is made of), `compiled` (compile one executable,
+read its bytes, FLOPs and `buffers`), `verdict` (a whole workload's verdict, cached), `search`
+(the largest batch), `frontier` (what to change), `budget` (hours and dollars), `field`
+(published points we must agree with), `layer_probe` (what a step keeps per layer), `__main__`
+(the command line).
 """
 
+from shared.plan.compiled import FAST_COMPILE
 from shared.plan.search import describe, max_batch
-from shared.plan.target import target_mesh, topology_devices, versions
+from shared.plan.target import target_mesh, topology_devices
 from shared.plan.verdict import (
-    FAST_COMPILE,
     Request,
     cache_path,
     combine,
@@ -24,6 +28,7 @@ from shared.plan.verdict import (
     plan_point,
 )
 from shared.plan.workloads import WORKLOADS
+from shared.versions import versions
 
 __all__ = [
     "FAST_COMPILE",

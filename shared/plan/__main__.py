@@ -7,9 +7,12 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")  # plan mode never needs the local
 import argparse  # noqa: E402
 import json  # noqa: E402
 
-from shared import budget, compiled_buffers, plan  # noqa: E402
+from shared import plan  # noqa: E402
 from shared.errors import choose, run_cli  # noqa: E402
-from shared.plan import frontier  # noqa: E402
+from shared.grpo.token_logprobs import IMPLEMENTATIONS  # noqa: E402
+from shared.lora import LOSSES  # noqa: E402
+from shared.plan import budget, buffers, frontier  # noqa: E402
+from shared.rollout.sampler import SEMANTICS  # noqa: E402
 from shared.sizing import human  # noqa: E402
 
 BUFFERS_SHOWN = 4  # largest per-device buffers printed under each executable (JSON keeps 6)
@@ -52,7 +55,7 @@ def print_point(point: dict) -> None:
         if e["refused"]:
             print(f"      refused by the compiler: {e['refused']}")
         for buffer in e.get("largest_buffers", [])[:BUFFERS_SHOWN]:
-            print(f"      {compiled_buffers.line(buffer)}")
+            print(f"      {buffers.line(buffer)}")
     for note in point["notes"]:
         print(f"  note: {note}")
     print(
@@ -81,10 +84,6 @@ def print_bill(point: dict, args) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from shared.grpo.token_logprobs import IMPLEMENTATIONS
-    from shared.lora import LOSSES
-    from shared.rollout.sampler import SEMANTICS
-
     parser = argparse.ArgumentParser(
         prog="python -m shared.plan",
         description=plan.__doc__,
@@ -142,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-cache", action="store_true", help="recompile even if cached")
     parser.add_argument("--json", action="store_true", help="print JSON")
-    bill = parser.add_argument_group("hours and dollars (shared.budget, shared.prices)")
+    bill = parser.add_argument_group("hours and dollars (shared.plan.budget, shared.prices)")
     bill.add_argument(
         "--runs",
         type=float,

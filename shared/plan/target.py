@@ -1,5 +1,5 @@
 """Where plan mode compiles: a TPU slice's abstract devices (libtpu, no chip needed), or the
-GPU attached to this machine; the HBM the compiler lets a program use; the versions it used.
+GPU attached to this machine; the HBM the compiler lets a program use.
 
 libtpu from PyPI compiles for TPU topologies on a machine without a TPU
 (`jax.experimental.topologies.get_topology_desc`). On a GPU machine the same jitted functions
@@ -9,27 +9,12 @@ users get a verdict first too.
 
 import glob
 import os
-from importlib import metadata
 
 from jax.sharding import Mesh
 
 from shared.errors import BadInput
 from shared.hardware import Target, chip_for_device_kind
 from shared.sharding import make_mesh
-
-VERSIONED = ("jax", "jaxlib", "libtpu", "google-tunix", "qwix", "flax")
-
-
-def versions() -> dict[str, str | None]:
-    """The versions a verdict was compiled with (stated in every verdict, part of its cache key)."""
-
-    def version(package):
-        try:
-            return metadata.version(package)
-        except metadata.PackageNotFoundError:
-            return None
-
-    return {package: version(package) for package in VERSIONED}
 
 
 def _quiet_libtpu_without_tpu() -> None:

@@ -28,19 +28,16 @@ import jax
 
 from shared.errors import BadInput, choose
 from shared.hardware import parse_target
-from shared.measure import Workload, compile_lowered
 from shared.paths import ROOT
-from shared.plan.target import target_devices, usable_hbm_per_device, versions
+from shared.plan.compiled import FAST_COMPILE, compile_lowered
+from shared.plan.executable import Workload
+from shared.plan.target import target_devices, usable_hbm_per_device
 from shared.plan.workloads import WORKLOADS, build_workload
 from shared.sharding import bytes_per_device, make_mesh
+from shared.versions import versions
 
 CACHE_DIR = Path(os.environ.get("TPU_BUDGET_LAB_PLAN_CACHE", ROOT / ".cache" / "plan"))
 
-# A fast compile (exec_time_optimization_effort -1) cuts XLA:TPU's compile time several-fold
-# but schedules buffers differently, so its bytes differ from the real compile's, in either
-# direction: a quick estimate that locates a boundary, never the verdict at it. Device mode
-# compiles at the default effort, which `fast=False` reproduces exactly.
-FAST_COMPILE = {"exec_time_optimization_effort": -1.0}
 WORKERS = max(1, min(4, os.cpu_count() or 1))  # executables compiled at once
 ACTIVATION_SHARDING_NOTE = (
     "tunix's activation shardings applied (batch over fsdp, wide dimensions over tp), as its "
@@ -69,8 +66,8 @@ class Request:
     loss: str = "chunked"
     tunix: str = "0.1.7"  # the Sampler's semantics: "0.1.6" compiles it without donation
     fast: bool = False  # compile with the least optimisation effort: see FAST_COMPILE
-    # grpo (shared.grpo_plan): `batch` is the sequences per call (tunix's micro-batch of prompts
-    # x num_generations) of every phase whose own *_micro is None, so --max-batch finds the
+    # grpo (shared.plan.workloads.grpo): `batch` is the sequences per call (tunix's micro-batch of
+    # prompts x num_generations) of every phase whose own *_micro is None, so --max-batch finds the
     # largest micro-batch that fits; `steps` is the completion length, `cache_size` the KV slots
     prompts_per_step: int | None = None  # None: the least multiple of the phases' micro-batches
     num_generations: int = 4  # G: completions sampled per prompt

@@ -3,7 +3,7 @@
 - The train step is one jitted function with donated state: the chunked loss of
   `shared.logits.cross_entropy` (no [B, T, V] logits), gradients accumulated over
   micro-batches in fp32 (`shared.pretrain.optim`), one AdamW update. Plan mode compiles this same
-  function for a TPU target (`train_executables`).
+  function for a TPU target (shared.plan.workloads.train).
 - Evaluation covers the whole held-out split, every token once: loss and bits per byte.
 - Checkpoints (`shared.pretrain.checkpoints`, orbax) every N steps and on SIGTERM hold parameters,
   optimizer state, the step and the data position. Batch i is a pure function of (seed, i)
@@ -35,7 +35,6 @@ from flax import nnx
 
 from shared import data, hardware, ledger, logits, measure, sharding, sizing
 from shared.errors import BadInput, run_cli
-from shared.measure import Executable
 from shared.pretrain import model, optim
 from shared.pretrain.checkpoints import Checkpoints
 from shared.pretrain.config import TrainConfig, parse_args
@@ -293,44 +292,6 @@ def train(cfg: TrainConfig, *, progress: bool = True) -> Run:
         "flop_convention": "maxtext (causal attention halved)",
     }
     return Run(summary, nnx.merge(graphdef, params), sp)
-
-
-# ---------------------------------------------------------------------------- plan mode
-
-
-def train_executables(
-    config_name: str,
-    mesh,
-    *,
-    batch: int,
-    seq: int,
-    microbatches: int = 1,
-    remat: str = "none",
-    vocab: int | None = None,
-):
-    """The train step exactly as `train` jits it, with abstract state, for shared.plan."""
-    platform = mesh.devices.flat[0].platform
-    overrides = {"T": seq, "remat": remat, "platform": platform}
-    if vocab is not None:
-        overrides["V"] = model.padded_vocab(vocab)
-    config = model.config(config_name, **overrides)
-    tx = optim.make_optimizer(3e-4, 0.1, 1000, 10, 0.2, 1.0)
-    graphdef, params, opt_state = abstract_state(config, tx, mesh)
-    tokens = jax.ShapeDtypeStruct(
-        (batch, seq + 1), jnp.int32, sharding=sharding.batch_sharding(mesh)
-    )
-    step = make_train_step(graphdef, config, tx, microbatches)
-    return [
-        Executable(
-            "train_step",
-            step,
-            (params, opt_state, tokens),
-            resident_args={0: "weights", 1: "optimizer state"},
-            note=f"{config.name}: "
-            f"{sizing.param_counts(config.dims())['total'] / 1e6:.1f}M params, "
-            f"{microbatches} micro-batches, remat={remat}",
-        )
-    ]
 
 
 # ---------------------------------------------------------------------------- command line

@@ -1,7 +1,8 @@
 """Rollouts with tunix's Sampler: what notebook 01 sizes and GRPO's first phase runs.
 
-- `sampler`: the Sampler for any family, its prefill and decode as jitted functions, the abstract
-  twin plan mode compiles (`abstract_rollout`), KV-cache bytes;
+- `sampler`: the Sampler for any family, its prefill and decode as jitted functions, the
+  abstract sampling state plan mode compiles them with (shared.plan.workloads.rollout), KV-cache
+  bytes;
 - `sweep`: the measured batch sweep on a device (time, tokens per second, peak HBM, OOM);
 - `plots`: notebook 01's figures.
 """

@@ -1,9 +1,10 @@
-"""Rollouts with tunix's Sampler, for any family: run them, and their abstract twin for plan mode.
+"""Rollouts with tunix's Sampler, for any family, and the sampling state plan mode builds on.
 
 One code path for the three modes: device mode runs the Sampler's own jitted
 `_compiled_prefill_fn` / `_compiled_decode_fn` on real arrays; plan mode lowers exactly those
-functions with `abstract_rollout(...)` (ShapeDtypeStructs carrying the same shardings, nothing
-allocated). The measured sweep of notebooks 01 and 02 lives in shared.rollout.sweep.
+functions with abstract arguments (shared.plan.workloads.rollout: ShapeDtypeStructs carrying
+the same shardings, nothing allocated). The measured sweep of notebooks 01 and 02 lives in
+shared.rollout.sweep.
 
     mesh = make_mesh()
     model, tok = models.load("gemma3-1b", "real", mesh=mesh, is_sampling=True)
@@ -13,8 +14,8 @@ allocated). The measured sweep of notebooks 01 and 02 lives in shared.rollout.sw
 tunix versions differ in what a rollout holds. From 0.1.7 the Sampler donates its sampling
 state (the KV cache) to prefill and decode, so the cache is updated in place. 0.1.5 and 0.1.6 do
 not donate, so decode holds the cache twice, and their initial cache is one zeros buffer shared
-by every layer (prefill's input is one layer's worth). `abstract_rollout(..., semantics="0.1.6")`
-compiles the rollout that way, to compare with results measured on those versions.
+by every layer (prefill's input is one layer's worth). Plan mode's `semantics="0.1.6"` compiles
+the rollout that way, to compare with results measured on those versions.
 
 Known tunix behaviours handled here: prompts are given at exactly `prompt_len` (tunix pads to a
 power of two unless told); `Sampler.eos_ids` is set only inside `Sampler.__call__`, so
@@ -31,16 +32,14 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import nnx
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 from tunix.generate import sampler as sampler_lib
 from tunix.generate import utils as gen_utils
 
 from shared import models
-from shared.errors import BadInput, choose
-from shared.measure import Executable
-from shared.sharding import abstract_like, check_batch
+from shared.errors import BadInput
+from shared.sharding import check_batch
 
 SEMANTICS = ("0.1.7", "0.1.6")  # tunix's Sampler: donating (0.1.7 on) or not (0.1.5, 0.1.6)
 
@@ -134,7 +133,7 @@ def _init_fn(sampler, steps_total, temperature, top_p, top_k, seed):
     return init
 
 
-def _abstract_state(sampler, batch, prompt_len, steps, temperature, top_p, top_k, seed):
+def abstract_sampling_state(sampler, batch, prompt_len, steps, temperature, top_p, top_k, seed):
     init = _init_fn(sampler, prompt_len + steps, temperature, top_p, top_k, seed)
     with models.family_of_model(sampler.transformer).traced_cache():
         return jax.eval_shape(init, jax.ShapeDtypeStruct((batch, prompt_len), jnp.int32))
@@ -158,7 +157,7 @@ def init_rollout_state(
     key = (batch, prompt_len, steps, temperature, top_p, top_k, seed, mesh)
     jitted = sampler.__dict__.setdefault("_shared_rollout_init", {})  # one compile per shape
     if key not in jitted:
-        abs_state = _abstract_state(
+        abs_state = abstract_sampling_state(
             sampler, batch, prompt_len, steps, temperature, top_p, top_k, seed
         )
         init = _init_fn(sampler, prompt_len + steps, temperature, top_p, top_k, seed)
@@ -241,127 +240,11 @@ def cache_bytes(state) -> int:
     )
 
 
-# ---------------------------------------------------------------------------- plan mode
-
-
-@dataclasses.dataclass
-class AbstractRollout:
-    """Abstract arguments for the Sampler's jitted prefill and decode on a mesh: the SAME
-    functions `prefill` / `decode` call, with the same argument shardings."""
-
-    sampler: Any
-    params: list  # the Sampler's flattened nnx Variables holding sharded ShapeDtypeStructs
-    state: Any  # initial sampling state (prefill input)
-    decode_state: Any  # prefill output (decode input)
-    semantics: str = "0.1.7"
-
-    def executables(self, prompt_len: int, steps: int) -> list[Executable]:
-        """Prefill and decode, the weights a resident buffer both read."""
-        prefill_fn, decode_fn = self.sampler._compiled_prefill_fn, self.sampler._compiled_decode_fn
-        prefill_args, note = (self.params, self.state, None), ""
-        if self.semantics == "0.1.6":
-            prefill_fn, decode_fn, prefill_args = _undonated(self)
-            note = "tunix 0.1.6: no donation, one zeros buffer for every layer's initial cache; "
-        cache = self.sampler.cache_config.cache_size
-        return [
-            Executable(
-                "prefill",
-                prefill_fn,
-                prefill_args,
-                {"echo": False},
-                note=f"{note}prompt {prompt_len}, cache {cache}",
-                resident_args={0: "weights"},
-            ),
-            Executable(
-                "decode",
-                decode_fn,
-                (self.params, self.decode_state),
-                repeats=steps,
-                note="XLA counts the decode while-loop body once: FLOPs and bytes x steps",
-                resident_args={0: "weights"},
-            ),
-        ]
-
-
-def _undonated(ar: AbstractRollout):
-    """Prefill and decode as tunix 0.1.6 ran them: the same Sampler functions, jitted without
-    donation, and prefill fed one zeros layer that every layer's cache entry points to."""
-    sampler = ar.sampler
-    layers = list(ar.state.cache.values())
-    if len({tuple((k, v.shape) for k, v in sorted(layer.items())) for layer in layers}) > 1:
-        raise BadInput(
-            "tunix 0.1.6 semantics apply to models whose layers share one KV-cache "
-            "layout (Gemma 2/3, Llama 3, Qwen 3), not Gemma 4"
-        )
-    layer = layers[0]
-
-    def prefill_shared_zeros(params, state, zeros, echo):
-        cache = {name: dict(zeros) for name in ar.state.cache}
-        return sampler._prefill_fn(params, state.replace(cache=cache), None, echo=echo)
-
-    prefill_fn = jax.jit(prefill_shared_zeros, static_argnames=("echo",))
-    decode_fn = jax.jit(sampler._decode_fn)
-    without_cache = ar.state.replace(cache=None)
-    return prefill_fn, decode_fn, (ar.params, without_cache, layer)
-
-
-def abstract_rollout(
-    name: str,
-    batch: int,
-    prompt_len: int,
-    steps: int,
-    cache_size: int,
-    *,
-    mesh,
-    vocab_size: int | None = None,
-    is_sampling: bool = True,
-    lora_rank: int | None = None,
-    lora_alpha: float | None = None,
-    tokenizer=None,
-    stop_at_eos: bool = True,
-    temperature: float = 0.0,
-    top_p: float | None = None,
-    top_k: int | None = None,
-    seed: int = 0,
-    semantics: str = "0.1.7",
-) -> AbstractRollout:
-    """Abstract prefill/decode arguments, built with nnx.eval_shape / jax.eval_shape only.
-
-    The Sampler is built on the abstract model (its graphdef and variable list are all it
-    needs). `tokenizer` only supplies pad/eos ids (Gemma's 0/1 by default). The default layout
-    is tunix's sampling one (weights not FSDP-sharded: each fsdp slice generates its share).
-    """
-    choose("tunix semantics", semantics, SEMANTICS)
-    check_rollout(batch, prompt_len, steps, cache_size, mesh)
-    abstract = models.abstract_model(
-        name,
-        vocab_size=vocab_size,
-        is_sampling=is_sampling,
-        lora_rank=lora_rank,
-        lora_alpha=lora_alpha,
-    )
-    models.check_divisible(abstract, mesh, name)
-    sampler = make_sampler(
-        abstract, tokenizer or models.IdsOnlyTokenizer(), cache_size, stop_at_eos=stop_at_eos
-    )
-    named = jax.tree.leaves(nnx.get_named_sharding(sampler._transformer_state, mesh))
-    params = [
-        v.replace(jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=s))
-        for v, s in zip(sampler._flattened_transformer_state, named, strict=True)
-    ]
-    state = _abstract_state(sampler, batch, prompt_len, steps, temperature, top_p, top_k, seed)
-    state = abstract_like(state, state_shardings(state, mesh))
-    state = state.replace(num_input_tokens=int(prompt_len))
-    out = jax.eval_shape(lambda p, s: sampler._prefill_fn(p, s, None, echo=False), params, state)
-    decode_state = abstract_like(out, state_shardings(out, mesh))
-    return AbstractRollout(sampler, params, state, decode_state, semantics)
-
-
 def kv_cache_bytes(name: str, batch: int, cache_size: int, *, vocab_size: int | None = None) -> int:
     """Bytes of the KV cache tunix allocates for `batch` rows of `cache_size` slots, read from
     the abstract sampling state (exact for every family: Gemma 4's ring caches and shared
     layers included)."""
     abstract = models.abstract_model(name, vocab_size=vocab_size, is_sampling=True)
     sampler = make_sampler(abstract, models.IdsOnlyTokenizer(), cache_size)
-    state = _abstract_state(sampler, batch, 1, cache_size - 1, 0.0, None, None, 0)
+    state = abstract_sampling_state(sampler, batch, 1, cache_size - 1, 0.0, None, None, 0)
     return cache_bytes(state)

@@ -14,7 +14,7 @@ import statistics
 
 from shared import measure, sizing
 from shared.errors import BadInput
-from shared.rollout.sampler import _abstract_state, random_prompts, rollout, state_shardings
+from shared.rollout.sampler import abstract_sampling_state, random_prompts, rollout, state_shardings
 from shared.sharding import abstract_like, bytes_per_device
 
 
@@ -33,7 +33,7 @@ def kv_bytes(sampler, batch: int, mesh) -> tuple[int, int]:
     """(all devices, one device) bytes of the KV cache the sampler allocates for `batch` rows,
     laid out as `state_shardings` lays it (batch over fsdp, KV heads over tp if they divide)."""
     cache = sampler.cache_config.cache_size
-    state = _abstract_state(sampler, batch, 1, cache - 1, 0.0, None, None, 0)
+    state = abstract_sampling_state(sampler, batch, 1, cache - 1, 0.0, None, None, 0)
     kv = {
         name: {k: v for k, v in layer.items() if k in ("k", "v")}
         for name, layer in state.cache.items()

@@ -6,7 +6,7 @@ runs, with abstract arguments on the target's mesh, and says which buffers stay 
     forward       a teacher-forced pass to top-k logits: full [B, T, V] or chunked
     lora-train    one optax step on the LoRA parameters (remat, micro-batches, loss)
     train         the ~130M pretraining model's train step (notebook 04)
-    grpo          one tunix GRPO step: rollout, log-probs, policy update (shared.grpo_plan)
+    grpo          one tunix GRPO step: rollout, log-probs, policy update
 
 Shardings, against what tunix does on a TPU (tests/test_sharding_audit.py checks each line;
 a mesh is ("fsdp", "tp"), every device on fsdp unless --mesh says otherwise):
@@ -25,7 +25,7 @@ a mesh is ("fsdp", "tp"), every device on fsdp unless --mesh says otherwise):
   count replicated (shared.sharding.opt_state_shardings), as tunix's trainers shard their
   optimizer from the parameters' specs. GRPO: tunix's own nnx.Optimizer over the LoRA params.
 - KV cache (rollout): tunix's Sampler state with the batch over fsdp and KV heads over tp when
-  they divide (shared.rollout.sampler.state_shardings). tunix builds the state uncommitted, so on
+  they divide (shared.plan.workloads.rollout). tunix builds the state uncommitted, so on
   one device it is the same; on several we shard it on purpose: a data-parallel rollout whose
   every chip held every row's cache would not be the program anyone runs.
 - rollout layout: the `rollout` recipe defaults to data parallelism (fsdp = every device,
@@ -44,106 +44,21 @@ a mesh is ("fsdp", "tp"), every device on fsdp unless --mesh says otherwise):
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 from jax.sharding import Mesh
 
-from shared.measure import Executable, Workload
+from shared.plan.executable import Workload
+from shared.plan.workloads import forward, grpo, lora_train, rollout, train
 
-
-def _rollout(request, mesh: Mesh, lora: bool = False) -> Workload:
-    from shared.lora import default_alpha
-    from shared.rollout.sampler import abstract_rollout
-
-    cache = request.cache_size or request.prompt_len + request.steps
-    rank = request.lora_rank if lora else None
-    rollout = abstract_rollout(
-        request.model,
-        request.batch,
-        request.prompt_len,
-        request.steps,
-        cache,
-        mesh=mesh,
-        lora_rank=rank,
-        lora_alpha=default_alpha(rank) if lora else None,
-        semantics=request.tunix,
-    )
-    notes = (
-        []
-        if request.tunix == "0.1.7"
-        else [
-            f"compiled as tunix {request.tunix} runs it: the Sampler does not donate its state, so "
-            "decode holds the KV cache twice"
-        ]
-    )
-    return Workload(rollout.executables(request.prompt_len, request.steps), notes=notes)
-
-
-def _forward(request, mesh: Mesh) -> Workload:
-    from shared import models
-
-    args, kwargs = models.abstract_forward_args(
-        request.model, request.batch, request.seq, mesh=mesh
-    )
-    return Workload(
-        [
-            Executable(
-                f"forward-{request.logits}",
-                models.teacher_forced_top_k,
-                args,
-                {**kwargs, "mode": request.logits, "k": request.k},
-                resident_args={1: "weights"},
-            )
-        ]
-    )
-
-
-def _lora_train(request, mesh: Mesh) -> Workload:
-    from shared import lora
-
-    return Workload(
-        [
-            lora.lora_train_executable(
-                request.model,
-                request.batch,
-                request.seq,
-                request.lora_rank,
-                mesh=mesh,
-                remat=request.remat,
-                microbatches=request.microbatches,
-                loss=request.loss,
-            )
-        ]
-    )
-
-
-def _train(request, mesh: Mesh) -> Workload:
-    from shared.pretrain import train
-
-    return Workload(
-        train.train_executables(
-            request.model,
-            mesh,
-            batch=request.batch,
-            seq=request.seq,
-            microbatches=request.microbatches,
-            remat=request.remat,
-        )
-    )
-
-
-def _grpo(request, mesh: Mesh) -> Workload:
-    from shared import grpo_plan
-
-    return grpo_plan.workload(request, mesh)
-
-
+# name -> builder(request, mesh): one file per workload, each reaching its recipe's jitted functions
 WORKLOADS: dict[str, Callable[..., Workload]] = {
-    "rollout": _rollout,
-    "lora-rollout": lambda request, mesh: _rollout(request, mesh, lora=True),
-    "forward": _forward,
-    "lora-train": _lora_train,
-    "train": _train,
-    "grpo": _grpo,
+    "rollout": rollout.workload,
+    "lora-rollout": partial(rollout.workload, lora=True),
+    "forward": forward.workload,
+    "lora-train": lora_train.workload,
+    "train": train.workload,
+    "grpo": grpo.workload,
 }
 
 

@@ -39,11 +39,13 @@ from tunix.rl import trainer as rl_trainer
 from tunix.rl.grpo import grpo_learner
 from tunix.sft import sharding_utils
 
-from shared import budget, models, prices
+from shared import models, prices
 from shared.errors import BadInput
 from shared.grpo import GRPOSettings, arithmetic_reward, token_logprobs
-from shared.measure import Executable, Workload, is_out_of_memory
-from shared.plan.verdict import FAST_COMPILE
+from shared.measure import is_out_of_memory
+from shared.plan import budget
+from shared.plan.compiled import FAST_COMPILE
+from shared.plan.executable import Executable, Workload
 from shared.rollout import sampler as rollout
 from shared.sharding import abstract_like, bytes_per_device, on_mesh
 from shared.sizing import human
@@ -297,7 +299,7 @@ def _rollout_phases(policy, recipe: GRPOSettings, rows: int, mesh, tokenizer, ca
     # shared.rollout.sampler's abstract initial state (private there; GRPO replicates it instead of
     # sharding it over the batch), built inside the family's traced_cache (Gemma 4).
     state = _replicated(
-        rollout._abstract_state(
+        rollout.abstract_sampling_state(
             sampler,
             rows,
             recipe.prompt_len,
@@ -416,7 +418,7 @@ def _abstract_trainer(policy, recipe: GRPOSettings, tokenizer, mesh):
 
 def session(point: dict, recipe: GRPOSettings, *, hours: float = 9.0) -> dict:
     """What `hours` on the verdict's target buy: GRPO steps (and completions) at the roofline
-    (a lower bound on step time, so "at most": never a prediction) and at shared.budget's
+    (a lower bound on step time, so "at most": never a prediction) and at shared.plan.budget's
     stated efficiency (an assumption, named with its source), and steps per dollar: Kaggle's
     v5e-8 is free within its quota; GCP on-demand and spot from shared.prices (dated)."""
     runs = budget.runs_in(point, hours)

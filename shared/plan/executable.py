@@ -1,0 +1,38 @@
+"""What plan mode compiles: an `Executable` (a jitted function and the abstract arguments device
+mode would call it with) and a `Workload` (the executables of one run and what it keeps
+resident). Each file of shared.plan.workloads builds one Workload."""
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Executable:
+    """One jitted function and the abstract arguments device mode would call it with.
+
+    Plan mode lowers and compiles exactly this (`fn.lower(*args, **kwargs)`), so what it reads
+    is what the device would run. `resident_args` names the positional arguments that are
+    buffers the whole run keeps alive (weights shared by several executables, optimizer state):
+    a workload counts those once, not once per executable.
+    """
+
+    label: str
+    fn: Callable  # the jax.jit object itself, not a re-implementation
+    args: tuple
+    kwargs: dict = field(default_factory=dict)
+    repeats: int = 1  # how many times one workload run calls it (decode steps, for the roofline)
+    note: str = ""
+    resident_args: dict[int, str] = field(default_factory=dict)  # arg index -> resident name
+
+
+@dataclass
+class Workload:
+    """What a real run holds: executables run one after another, and resident buffers alive for
+    the whole run. Resident buffers are named by the executables' `resident_args` and, when no
+    executable takes them as an argument (a second copy of the weights, a batch the caller
+    keeps), listed in `resident` as abstract arrays carrying their shardings."""
+
+    executables: list[Executable]
+    resident: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
