@@ -38,10 +38,13 @@ from pathlib import Path
 os.environ.setdefault("JAX_PLATFORMS", "cpu")  # plan mode never needs the local accelerator
 os.environ.setdefault("WANDB_MODE", "disabled")
 
-from shared import models, plan, prices, sizing  # noqa: E402
+from shared import models, plan, sizing  # noqa: E402
 from shared.data import files  # noqa: E402
 from shared.errors import BadInput, choose, run_cli  # noqa: E402
-from shared.hardware import parse_target  # noqa: E402
+from shared.hardware import (
+    parse_target,  # noqa: E402
+    prices,  # noqa: E402
+)
 from shared.paths import ROOT  # noqa: E402
 from shared.plan.search import unit_for  # noqa: E402
 from shared.versions import VERSIONED  # noqa: E402
@@ -523,7 +526,7 @@ def render(
         md += text
         missing += holes
     md += (
-        "## Prices\n\nDollars an hour for the whole slice (`shared.prices`, us-central1; "
+        "## Prices\n\nDollars an hour for the whole slice (`shared.hardware.prices`, us-central1; "
         "v5p-8 and tpu7x-8 are 4 chips). Re-read the source before spending.\n\n"
         "| slice | on-demand | spot | read | why n/a |\n|---|---|---|---|---|\n"
     )

@@ -167,7 +167,7 @@ LOCAL_RECIPE = grpo.GRPOSettings(
 
 
 def local_part(args, report: dict) -> None:
-    from shared.sharding import make_mesh
+    from shared.hardware.sharding import make_mesh
 
     rows = report["local"] = {
         "recipe": dataclasses.asdict(LOCAL_RECIPE),

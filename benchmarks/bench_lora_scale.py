@@ -152,7 +152,7 @@ def local_sharing(name: str, rank: int) -> dict:
     """On this machine's CPU: bytes of the base, of the adapters, and what free_base frees."""
     import jax
 
-    from shared.sharding import make_mesh
+    from shared.hardware.sharding import make_mesh
 
     mesh = make_mesh(None, jax.devices()[:1])
     base, _ = models.load(name, "dummy", mesh=mesh, is_sampling=True)

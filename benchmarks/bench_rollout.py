@@ -47,9 +47,10 @@ from pathlib import Path
 
 os.environ.setdefault("WANDB_MODE", "disabled")  # `import tunix` imports its wandb logger
 
-from shared import measure, models  # noqa: E402
+from shared import models  # noqa: E402
 from shared.data import files  # noqa: E402
 from shared.errors import BadInput, run_cli  # noqa: E402
+from shared.hardware import measure  # noqa: E402
 from shared.rollout import sampler as rollout  # noqa: E402
 from shared.rollout.sweep import measure_point, recommendation, summarize, sweep  # noqa: E402
 
@@ -115,7 +116,7 @@ def device_info() -> dict:
 def setup(a):
     """(sampler, mesh, vocabulary size) for the model on this process's devices."""
     from shared import hardware
-    from shared.sharding import make_mesh
+    from shared.hardware.sharding import make_mesh
 
     hardware.initialize_distributed()
     mesh = make_mesh(a.mesh)

@@ -25,8 +25,12 @@ from pathlib import Path
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from shared import measure, sharding, sizing  # noqa: E402
+from shared import sizing  # noqa: E402
 from shared.errors import run_cli  # noqa: E402
+from shared.hardware import (
+    measure,  # noqa: E402
+    sharding,  # noqa: E402
+)
 from shared.pretrain import model, optim, train  # noqa: E402
 
 

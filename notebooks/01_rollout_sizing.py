@@ -112,13 +112,15 @@ import jax
 import matplotlib.pyplot as plt
 from packaging.version import Version
 
-from shared import hardware, ledger, models, plan, prices, sizing
+from shared import hardware, models, plan, sizing
 from shared.errors import BadInput, choose
+from shared.hardware import prices
+from shared.hardware.sharding import make_mesh, mesh_shape
 from shared.plan import budget
+from shared.report import ledger
 from shared.rollout import sampler as rollout
 from shared.rollout import sweep as rollout_sweep
 from shared.rollout.plots import plot_measured, plot_searches
-from shared.sharding import make_mesh, mesh_shape
 
 MODEL = report.by_mode(MODE, MODEL, "gemma3-tiny", "gemma3-1b")
 BATCH_SIZES = sorted(set(report.by_mode(MODE, BATCH_SIZES, [1, 4, 8, 12, 16], [
@@ -321,7 +323,7 @@ if searches:
 # ## 5 · Hours and dollars for `ROLLOUTS` rollouts
 # From the plan verdict at the largest batch (this run's in plan mode, else the committed one):
 # the roofline is a lower bound, the estimate divides it by a named efficiency assumption, and
-# dollars come from `shared.prices` with the date they were read. A measured run (local,
+# dollars come from `shared.hardware.prices` with the date they were read. A measured run (local,
 # device) gives its own time at the largest batch that ran, with dollars where the device has
 # a price. Kaggle's v5e-8 costs no dollars: there the hours count against its 9-hour sessions
 # and 20 hours a week.

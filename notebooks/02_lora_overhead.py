@@ -120,13 +120,15 @@ import optax
 from flax import nnx
 from tqdm.auto import tqdm
 
-from shared import data, hardware, ledger, lora, measure, models, plan
+from shared import data, hardware, lora, models, plan
 from shared.errors import BadInput
+from shared.hardware import measure
+from shared.hardware.sharding import check_batch, make_mesh
 from shared.lora.plots import plot_hbm_stages, plot_scale_boundaries
 from shared.plan import budget, frontier
+from shared.report import ledger
 from shared.rollout import sweep as rollout_sweep
 from shared.rollout.sampler import make_sampler
-from shared.sharding import check_batch, make_mesh
 
 MODEL = report.by_mode(MODE, MODEL, "gemma3-tiny", "gemma3-1b")
 BATCH_SIZES = sorted(set(report.by_mode(MODE, BATCH_SIZES, [1, 8], [1, 16, 64, 128])))

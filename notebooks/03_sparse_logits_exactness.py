@@ -109,11 +109,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 from flax import nnx
 
-from shared import hardware, models, prices
+from shared import hardware, models
 from shared.errors import BadInput, choose
+from shared.hardware import prices
+from shared.hardware.sharding import make_mesh
 from shared.logits import compare
 from shared.rollout import sampler as rollout
-from shared.sharding import make_mesh
 
 MODEL = report.by_mode(MODE, MODEL, "gemma3-tiny", "gemma3-1b")
 choose("model", MODEL, models.MODEL_NAMES)

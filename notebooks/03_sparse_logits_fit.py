@@ -106,12 +106,14 @@ import jax
 import matplotlib.pyplot as plt
 from flax import nnx
 
-from shared import hardware, ledger, measure, models, plan, prices
+from shared import hardware, models, plan
 from shared.errors import BadInput, choose
+from shared.hardware import measure, prices
+from shared.hardware.sharding import batch_sharding, make_mesh
 from shared.logits import compare
 from shared.plan import budget
+from shared.report import ledger
 from shared.rollout import sampler as rollout
-from shared.sharding import batch_sharding, make_mesh
 
 choose("model", MODEL, models.MODEL_NAMES)
 choose("price kind", PRICE_KIND, prices.HOURLY_KINDS)

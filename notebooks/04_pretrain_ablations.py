@@ -105,7 +105,7 @@ REAL_ARM = {"model": "130m", "batch": 32, "seq": 2048}  # an arm on a TPU: price
 FRONTIER_BATCH = None  # plan mode: the batch to make fit; None: twice the largest that fits
 COST_TARGETS = ["v6e-1", "v5e-8"]  # where an arm is priced (Kaggle's free TPU is a v5e-8)
 TOKENS_PER_PARAM = 20  # an arm's training tokens per parameter (Chinchilla's ratio)
-PRICE_KIND = "spot"  # on-demand | spot | 1y | 3y (shared.prices); on-demand is shown too
+PRICE_KIND = "spot"  # on-demand | spot | 1y | 3y (shared.hardware.prices); on-demand is shown too
 
 # %%
 from shared import report
@@ -118,10 +118,12 @@ import jax
 import matplotlib.pyplot as plt
 import numpy as np
 
-from shared import hardware, ledger, measure, plan, prices, sizing
+from shared import hardware, plan, sizing
 from shared.errors import BadInput, choose
+from shared.hardware import measure, prices
 from shared.plan import budget, frontier
 from shared.pretrain import model as model_lib
+from shared.report import ledger
 
 out = report.results_dir(RESULTS_DIR)
 MODEL = report.by_mode(MODE, MODEL, "tiny", REAL_ARM["model"])
@@ -290,14 +292,13 @@ if MODE == "plan" and PLAN_SEARCH:
         report.agree(k.replace("_", " "), fit[k], q.get(k))
 
 # %% [markdown]
-# ## 5 · What an arm costs
-# A real arm is `REAL_ARM` (the 130m at 32 sequences of 2048 tokens a step) trained on
-# `TOKENS_PER_PARAM` tokens per parameter (Chinchilla's 20). `shared.plan.budget` turns its steps
-# into hours at the compiler's roofline (a lower bound) and at a named MFU assumption, then
-# dollars at a dated `shared.prices` row. Kaggle's v5e-8 is free within its weekly quota: what
-# counts there is sessions and weeks. Plan mode compiles the step on every `COST_TARGETS`
-# slice; the other modes (local runs a tiny stand-in) read the committed verdicts. On the
-# v5e-8 the committed roofline (2.22 h) exceeds the 1.22 h that 46.5% MFU would take: at 4
+# ## 5 · What an arm costs A real arm is `REAL_ARM` (the 130m at 32 sequences of 2048 tokens a step)
+# trained on `TOKENS_PER_PARAM` tokens per parameter (Chinchilla's 20). `shared.plan.budget` turns
+# its steps into hours at the compiler's roofline (a lower bound) and at a named MFU assumption,
+# then dollars at a dated `shared.hardware.prices` row. Kaggle's v5e-8 is free within its weekly
+# quota: what counts there is sessions and weeks. Plan mode compiles the step on every
+# `COST_TARGETS` slice; the other modes (local runs a tiny stand-in) read the committed verdicts. On
+# the v5e-8 the committed roofline (2.22 h) exceeds the 1.22 h that 46.5% MFU would take: at 4
 # sequences per chip the step is bound by the bytes it moves, not its FLOPs, so an MFU anchor
 # measured on a v6e does not carry over to it.
 

@@ -40,7 +40,7 @@
 # lower bound), about 1.6 h at 40% MFU, $0.87 at the spot price of $0.54/h or $4.31 on demand
 # (read 2026-11-22), plus each trial's start-up, compile and evaluation (the compiler's roofline
 # from notebook 04's plan, `shared.plan.budget`'s 40% assumption, the dated spot price of
-# `shared.prices`).
+# `shared.hardware.prices`).
 #
 # **What to do.** Run this notebook with `MODE="device"` on the slice you rent, so that every
 # trial trains the 130m for `REAL_TRIAL`'s steps. Read the basin, not the single best point: if
@@ -91,7 +91,7 @@ BATCH = None  # sequences per step; None: 8 locally
 SEQ = None  # tokens per sequence; None: 128 locally
 VOCAB_SIZE = None  # Shakespeare tokenizer; None: 4096 locally, MODEL's own V (32768) elsewhere
 REAL_TRIAL = {"model": "130m", "steps": 2000, "batch": 32, "seq": 2048}  # a trial on a TPU
-PRICE_KIND = "spot"  # on-demand | spot | 1y | 3y (shared.prices)
+PRICE_KIND = "spot"  # on-demand | spot | 1y | 3y (shared.hardware.prices)
 BASIN_TOLERANCE = 0.02  # the basin: trials within 2% of the best held-out loss
 TOP_CURVES = 3  # loss curves of the best few trials
 
@@ -103,10 +103,11 @@ MODE = report.use_mode(MODE)
 import matplotlib.pyplot as plt
 import yaml
 
-from shared import ledger, plan, sweep
+from shared import plan, sweep
 from shared.paths import ROOT
 from shared.plan import budget
 from shared.pretrain import model
+from shared.report import ledger
 from shared.sweep import config as sweep_config
 
 out = report.results_dir(RESULTS_DIR)
@@ -146,7 +147,7 @@ if yaml_path.exists():  # in a clone: the YAML wandb reads and the package's cop
 # 2000 times. Plan mode compiles that step for `TARGET`; the other modes read its committed
 # verdict (`benchmarks/results/pretrain_plan.json`, v6e-1 and v5e-8). `shared.plan.budget` turns
 # trials × steps into hours at the compiler's roofline (a lower bound: no run is faster), at
-# its named MFU assumption, and into dollars at a dated `shared.prices` row. Start-up,
+# its named MFU assumption, and into dollars at a dated `shared.hardware.prices` row. Start-up,
 # compilation and the held-out evaluation of each trial come on top.
 
 # %%

@@ -115,7 +115,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from IPython.display import display
 
-from shared import hardware, models, plan, prices, sizing
+from shared import hardware, models, plan, sizing
+from shared.hardware import prices
 from shared.plan import layer_probe
 
 PROBE_MODEL = report.by_mode(MODE, PROBE_MODEL, "llama3-tiny", "llama3.1-70b")
@@ -283,7 +284,7 @@ import jax.numpy as jnp
 from flax import nnx
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
-from shared import sharding
+from shared.hardware import sharding
 from shared.plan import compiled
 
 

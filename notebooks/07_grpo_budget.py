@@ -132,10 +132,12 @@ import dataclasses
 
 import matplotlib.pyplot as plt
 
-from shared import grpo, grpo_plots, hardware, ledger, measure, models, plan
+from shared import grpo, grpo_plots, hardware, models, plan
 from shared.errors import choose
+from shared.hardware import measure
+from shared.hardware.sharding import make_mesh
 from shared.plan.workloads import grpo as grpo_plan
-from shared.sharding import make_mesh
+from shared.report import ledger
 
 MODEL = report.by_mode(MODE, MODEL, "gemma3-tiny", "gemma3-1b")
 choose("model", MODEL, models.MODEL_NAMES)

@@ -100,20 +100,20 @@ def tok(tokenizer_file):
 def mesh1():
     import jax
 
-    from shared.sharding import make_mesh
+    from shared.hardware.sharding import make_mesh
 
     return make_mesh((1, 1), jax.devices()[:1])
 
 
 @pytest.fixture(scope="session")
 def mesh8():
-    from shared.sharding import make_mesh
+    from shared.hardware.sharding import make_mesh
 
     return make_mesh((8, 1))
 
 
 @pytest.fixture(scope="session")
 def mesh42():
-    from shared.sharding import make_mesh
+    from shared.hardware.sharding import make_mesh
 
     return make_mesh((4, 2))

@@ -9,8 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from shared import sharding
 from shared.errors import BadInput
+from shared.hardware import sharding
 from shared.pretrain import attention as A
 
 

@@ -16,10 +16,10 @@ from shared import grpo, models, plan
 from shared.errors import BadInput
 from shared.grpo import token_logprobs
 from shared.hardware import parse_target
+from shared.hardware.sharding import bytes_per_device, make_mesh
 from shared.plan import verdict
 from shared.plan.__main__ import main as plan_cli
 from shared.plan.workloads import grpo as grpo_plan
-from shared.sharding import bytes_per_device, make_mesh
 
 TINY = grpo.GRPOSettings(
     prompt_len=8,

@@ -1,11 +1,11 @@
-"""shared.ledger: measured points beside predictions, appended, never rewritten."""
+"""shared.report.ledger: measured points beside predictions, appended, never rewritten."""
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from shared import ledger  # noqa: E402
+from shared.report import ledger  # noqa: E402
 
 
 def _prediction(bytes_per_device):

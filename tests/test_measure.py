@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from shared import measure
+from shared.hardware import measure
 from shared.plan import compiled
 
 

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from shared import sharding, sizing
+from shared import sizing
 from shared.errors import BadInput
+from shared.hardware import sharding
 from shared.pretrain import model as M
 
 

@@ -13,8 +13,9 @@ import pytest
 from conftest import TEST_VOCAB as V
 from flax import nnx
 
-from shared import lora, models, sharding, sizing
+from shared import lora, models, sizing
 from shared.errors import BadInput
+from shared.hardware import sharding
 
 FAMILIES = sorted(models.FAMILIES)
 

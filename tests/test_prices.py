@@ -4,8 +4,8 @@ import datetime
 
 import pytest
 
-from shared import prices
 from shared.errors import BadInput
+from shared.hardware import prices
 
 
 def test_every_row_has_a_date_a_source_and_a_reason_when_empty():

@@ -5,8 +5,8 @@ import jax.numpy as jnp
 import pytest
 from flax import nnx
 
-from shared import sharding
 from shared.errors import BadInput
+from shared.hardware import sharding
 
 V, D = 4096, 64
 

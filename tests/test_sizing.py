@@ -11,6 +11,7 @@ import pytest
 from shared import sizing
 from shared.errors import BadInput, run_cli
 from shared.hardware import CHIPS
+from shared.sizing import cli as sizing_cli
 
 LLAMA70 = sizing.preset("llama3-70b")
 
@@ -327,9 +328,9 @@ _TRAIN = (
 )
 def test_zero_or_negative_sizes_are_one_line_and_exit_2(args, message, capsys):
     with pytest.raises(BadInput, match=re.escape(message)):
-        sizing.main(list(args))
+        sizing_cli.main(list(args))
     with pytest.raises(SystemExit) as exit_:
-        run_cli(sizing.main, list(args))
+        run_cli(sizing_cli.main, list(args))
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and err.count("\n") == 1 and err.startswith("error: ")
     assert message in err

@@ -356,8 +356,8 @@ def test_account_is_read_from_the_environment_or_netrc(tmp_path, monkeypatch):
 
 def test_the_wandb_path_is_taken_only_with_an_account(monkeypatch, tmp_path):
     calls = []
-    monkeypatch.setattr(sweep, "run_wandb", lambda *a, **k: calls.append("wandb") or [])
-    monkeypatch.setattr(sweep, "run_local", lambda *a, **k: calls.append("local") or [])
+    monkeypatch.setattr(sweep_runner, "run_wandb", lambda *a, **k: calls.append("wandb") or [])
+    monkeypatch.setattr(sweep_runner, "run_local", lambda *a, **k: calls.append("local") or [])
     monkeypatch.setenv("WANDB_MODE", "online")
     for account, use_wandb, expected in [
         (False, None, "local"),
@@ -365,13 +365,13 @@ def test_the_wandb_path_is_taken_only_with_an_account(monkeypatch, tmp_path):
         (True, False, "local"),
         (True, True, "wandb"),
     ]:
-        monkeypatch.setattr(sweep, "has_wandb_account", lambda account=account: account)
+        monkeypatch.setattr(sweep_runner, "has_wandb_account", lambda account=account: account)
         sweep.run(_config(), tmp_path, use_wandb=use_wandb)
         assert calls[-1] == expected
     monkeypatch.setenv("WANDB_MODE", "offline")  # an account, but the user asked for offline
     sweep.run(_config(), tmp_path)
     assert calls[-1] == "local"
-    monkeypatch.setattr(sweep, "has_wandb_account", lambda: False)
+    monkeypatch.setattr(sweep_runner, "has_wandb_account", lambda: False)
     with pytest.raises(BadInput, match="WANDB_API_KEY"):
         sweep.run(_config(), tmp_path, use_wandb=True)
 
@@ -394,7 +394,7 @@ def test_wandb_sweep_creates_runs_an_agent_and_reads_back_the_runs(monkeypatch, 
         wandb, "sweep", lambda config, project: created.append((config, project)) or "abc123"
     )
     monkeypatch.setattr(
-        sweep,
+        sweep_runner,
         "subprocess",
         SimpleNamespace(
             run=lambda cmd, cwd, env: launched.append((cmd, env)) or SimpleNamespace(returncode=0)

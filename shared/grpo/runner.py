@@ -139,7 +139,7 @@ def build_grpo(
     settings.batches()
     if any(t != jax.sharding.AxisType.Auto for t in mesh.axis_types):
         raise BadInput(
-            "tunix's GRPO needs a mesh with Auto axes (shared.sharding.make_mesh "
+            "tunix's GRPO needs a mesh with Auto axes (shared.hardware.sharding.make_mesh "
             "makes one); jax's Explicit axes raise a ShardingTypeError in its models"
         )
     policy = lora.apply_lora(

@@ -23,7 +23,7 @@ from tunix.rl import reshard
 
 from shared import models, sizing
 from shared.errors import BadInput
-from shared.sharding import make_mesh
+from shared.hardware.sharding import make_mesh
 
 
 def default_alpha(rank: int) -> float:

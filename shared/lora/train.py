@@ -12,12 +12,12 @@ import optax
 from flax import nnx
 
 from shared import logits, models
-from shared.models import PAD_ID, StaticGraph
-from shared.pretrain import optim
-from shared.sharding import (
+from shared.hardware.sharding import (
     batch_sharding,
     opt_state_shardings,
 )
+from shared.models import PAD_ID, StaticGraph
+from shared.pretrain import optim
 
 LOSSES = ("chunked", "full")
 

@@ -25,9 +25,9 @@ from jax._src.interpreters import partial_eval
 
 from shared import sizing
 from shared.errors import BadInput, choose
+from shared.hardware.sharding import make_mesh, on_mesh
 from shared.models import gemma2, gemma3, gemma4, llama3, qwen3
 from shared.models.family import WEIGHT_DTYPE, Family
-from shared.sharding import make_mesh, on_mesh
 
 TINY_VOCAB = 4096  # the local SentencePiece tokenizer's size (shared.data)
 FAMILIES: dict[str, Family] = {

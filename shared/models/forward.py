@@ -18,11 +18,11 @@ import jax.numpy as jnp
 from flax import nnx
 from tunix.sft import utils as sft_utils
 
+from shared.hardware.sharding import batch_sharding, on_mesh
 from shared.logits import top_k_logits
 from shared.models.core import FAMILIES, abstract_model, check_divisible
 from shared.models.family import Family
 from shared.models.weights import PAD_ID
-from shared.sharding import batch_sharding, on_mesh
 
 LOGITS_MODES = ("full", "topk")
 

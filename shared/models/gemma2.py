@@ -18,10 +18,10 @@ from tunix.models.gemma import params as gemma_params
 from tunix.models.gemma import params_safetensors as gemma_safetensors
 
 from shared.errors import BadInput
+from shared.hardware.sharding import put_on_mesh
 from shared.models.family import KAGGLE, WEIGHT_DTYPE, Family, remat_table
 from shared.models.gemma3 import orbax_folder
 from shared.models.hf_layout import arr, linear, split_heads
-from shared.sharding import put_on_mesh
 
 PRESETS = {
     # Gemma 1's 2B, which tunix's module also builds: the model of tunix's own SFT table

@@ -20,9 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from shared.errors import BadInput, choose
+from shared.hardware.sharding import make_mesh
 from shared.models.core import TINY_VOCAB, dummy_model, family_of, is_tiny, model_config
 from shared.models.family import HUGGINGFACE, KAGGLE
-from shared.sharding import make_mesh
 
 PAD_ID, EOS_ID, BOS_ID = 0, 1, 2  # Gemma's SentencePiece layout; local tokenizers match it
 WEIGHTS = ("dummy", "real", KAGGLE, HUGGINGFACE)  # kaggle / huggingface: "real", named

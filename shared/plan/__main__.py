@@ -141,7 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-cache", action="store_true", help="recompile even if cached")
     parser.add_argument("--json", action="store_true", help="print JSON")
-    bill = parser.add_argument_group("hours and dollars (shared.plan.budget, shared.prices)")
+    bill = parser.add_argument_group(
+        "hours and dollars (shared.plan.budget, shared.hardware.prices)"
+    )
     bill.add_argument(
         "--runs",
         type=float,

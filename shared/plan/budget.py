@@ -3,7 +3,8 @@
 The roofline (FLOPs at the chip's peak, or bytes at its HBM bandwidth, whichever is slower) is a
 lower bound, never a prediction: no run is faster. An estimate divides it by an efficiency, and
 that efficiency is an assumption, named here with where it comes from. Dollars come from
-shared.prices (dated, sourced). Measured runs replace the assumption: the ledger holds them.
+shared.hardware.prices (dated, sourced). Measured runs replace the assumption: the ledger holds
+them.
 
     est = budget.estimate(point, runs=1000, kind="spot")   # point: a shared.plan verdict
     print(budget.describe(est))
@@ -15,9 +16,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from shared import prices
 from shared.errors import BadInput, choose
-from shared.hardware import parse_target
+from shared.hardware import parse_target, prices
 from shared.sizing import positive
 
 

@@ -5,7 +5,7 @@
 import re
 import time
 
-from shared.measure import is_out_of_memory
+from shared.hardware.measure import is_out_of_memory
 from shared.plan import buffers
 from shared.plan.executable import Executable
 

@@ -31,10 +31,10 @@ from flax import nnx
 
 from shared import logits, models
 from shared.errors import BadInput
+from shared.hardware.sharding import batch_sharding, check_batch, on_mesh
 from shared.models import PAD_ID, StaticGraph
 from shared.plan.compiled import compile_executable
 from shared.plan.executable import Executable
-from shared.sharding import batch_sharding, check_batch, on_mesh
 
 PROBE_VOCAB = 256  # a tiny vocabulary: embedding, LM head and logits become negligible
 

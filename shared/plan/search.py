@@ -21,9 +21,9 @@ import time
 
 from shared.errors import BadInput
 from shared.hardware import parse_target
+from shared.hardware.sharding import mesh_shape
 from shared.plan.target import target_devices
 from shared.plan.verdict import Request, plan_point
-from shared.sharding import mesh_shape
 
 CEILING = 1 << 16  # the largest batch a search tries; reaching it is reported as "at least"
 MAX_EXACT = 8  # exact compiles before the search gives up on a non-linear boundary

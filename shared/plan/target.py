@@ -14,7 +14,7 @@ from jax.sharding import Mesh
 
 from shared.errors import BadInput
 from shared.hardware import Target, chip_for_device_kind
-from shared.sharding import make_mesh
+from shared.hardware.sharding import make_mesh
 
 
 def _quiet_libtpu_without_tpu() -> None:

@@ -28,12 +28,12 @@ import jax
 
 from shared.errors import BadInput, choose
 from shared.hardware import parse_target
+from shared.hardware.sharding import bytes_per_device, make_mesh
 from shared.paths import ROOT
 from shared.plan.compiled import FAST_COMPILE, compile_lowered
 from shared.plan.executable import Workload
 from shared.plan.target import target_devices, usable_hbm_per_device
 from shared.plan.workloads import WORKLOADS, build_workload
-from shared.sharding import bytes_per_device, make_mesh
 from shared.versions import versions
 
 CACHE_DIR = Path(os.environ.get("TPU_BUDGET_LAB_PLAN_CACHE", ROOT / ".cache" / "plan"))

@@ -33,12 +33,14 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
-from shared import data, hardware, ledger, logits, measure, sharding, sizing
+from shared import data, hardware, logits, sizing
 from shared.errors import BadInput, run_cli
+from shared.hardware import measure, sharding
 from shared.pretrain import model, optim
 from shared.pretrain.checkpoints import Checkpoints
 from shared.pretrain.config import TrainConfig, parse_args
 from shared.pretrain.records import Metrics, Preemption, wandb_run
+from shared.report import ledger
 
 # Columns that measure the machine, not the maths: they differ between two identical runs.
 TIMING_KEYS = ("tok_per_s", "mfu", "step_s", "time")

@@ -39,7 +39,7 @@ from tunix.generate import utils as gen_utils
 
 from shared import models
 from shared.errors import BadInput
-from shared.sharding import check_batch
+from shared.hardware.sharding import check_batch
 
 SEMANTICS = ("0.1.7", "0.1.6")  # tunix's Sampler: donating (0.1.7 on) or not (0.1.5, 0.1.6)
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import statistics
 
-from shared import measure, sizing
+from shared import sizing
 from shared.errors import BadInput
+from shared.hardware import measure
+from shared.hardware.sharding import abstract_like, bytes_per_device
 from shared.rollout.sampler import abstract_sampling_state, random_prompts, rollout, state_shardings
-from shared.sharding import abstract_like, bytes_per_device
 
 
 def _timed_rollout(sampler, prompts, steps: int, mesh) -> dict:

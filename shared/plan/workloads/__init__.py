@@ -22,7 +22,7 @@ a mesh is ("fsdp", "tp"), every device on fsdp unless --mesh says otherwise):
 - LoRA parameters: qwix shards lora_a / lora_b like the dimensions they share with their base
   weight, then tunix's reshard puts them on the mesh. Same as tunix's examples.
 - optimizer state: Adam's moments in fp32 laid out like the parameters they mirror, the step
-  count replicated (shared.sharding.opt_state_shardings), as tunix's trainers shard their
+  count replicated (shared.hardware.sharding.opt_state_shardings), as tunix's trainers shard their
   optimizer from the parameters' specs. GRPO: tunix's own nnx.Optimizer over the LoRA params.
 - KV cache (rollout): tunix's Sampler state with the batch over fsdp and KV heads over tp when
   they divide (shared.plan.workloads.rollout). tunix builds the state uncommitted, so on

@@ -39,15 +39,16 @@ from tunix.rl import trainer as rl_trainer
 from tunix.rl.grpo import grpo_learner
 from tunix.sft import sharding_utils
 
-from shared import models, prices
+from shared import models
 from shared.errors import BadInput
 from shared.grpo import GRPOSettings, arithmetic_reward, token_logprobs
-from shared.measure import is_out_of_memory
+from shared.hardware import prices
+from shared.hardware.measure import is_out_of_memory
+from shared.hardware.sharding import abstract_like, bytes_per_device, on_mesh
 from shared.plan import budget
 from shared.plan.compiled import FAST_COMPILE
 from shared.plan.executable import Executable, Workload
 from shared.rollout import sampler as rollout
-from shared.sharding import abstract_like, bytes_per_device, on_mesh
 from shared.sizing import human
 
 Role = rl_cluster_lib.Role
@@ -420,7 +421,7 @@ def session(point: dict, recipe: GRPOSettings, *, hours: float = 9.0) -> dict:
     """What `hours` on the verdict's target buy: GRPO steps (and completions) at the roofline
     (a lower bound on step time, so "at most": never a prediction) and at shared.plan.budget's
     stated efficiency (an assumption, named with its source), and steps per dollar: Kaggle's
-    v5e-8 is free within its quota; GCP on-demand and spot from shared.prices (dated)."""
+    v5e-8 is free within its quota; GCP on-demand and spot from shared.hardware.prices (dated)."""
     runs = budget.runs_in(point, hours)
     per_step = recipe.sequences_per_step
     out = {

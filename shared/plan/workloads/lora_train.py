@@ -11,9 +11,15 @@ import optax
 
 from shared import models
 from shared.errors import BadInput, choose
+from shared.hardware.sharding import (
+    abstract_like,
+    batch_sharding,
+    check_batch,
+    on_mesh,
+    opt_state_shardings,
+)
 from shared.lora import LOSSES, default_alpha, fp32_opt_init, lora_train_step, split_lora
 from shared.plan.executable import Executable, Workload
-from shared.sharding import abstract_like, batch_sharding, check_batch, on_mesh, opt_state_shardings
 
 
 def workload(request, mesh) -> Workload:

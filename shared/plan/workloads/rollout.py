@@ -16,6 +16,7 @@ from flax import nnx
 
 from shared import models
 from shared.errors import BadInput, choose
+from shared.hardware.sharding import abstract_like
 from shared.lora import default_alpha
 from shared.plan.executable import Executable, Workload
 from shared.rollout.sampler import (
@@ -25,7 +26,6 @@ from shared.rollout.sampler import (
     make_sampler,
     state_shardings,
 )
-from shared.sharding import abstract_like
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,7 +5,8 @@
 import jax
 import jax.numpy as jnp
 
-from shared import sharding, sizing
+from shared import sizing
+from shared.hardware import sharding
 from shared.plan.executable import Executable, Workload
 from shared.pretrain import model, optim
 from shared.pretrain.train import abstract_state, make_train_step

@@ -8,7 +8,7 @@ Google Cloud rows are US dollars per chip-hour in one region, us-central1 (Iowa)
 `shared.hardware`: `price_per_hour("v5e-8")` is 8 chips, `"v5p-8"` and `"tpu7x-8"` are 4 chips
 (those names count TensorCores), `"h100"` is one GPU.
 
-    from shared import prices
+    from shared.hardware import prices
     prices.price_per_hour("v6e-8", "spot")       # dollars an hour for the whole slice
     prices.budget(30, "v5e-8")                   # dollars, and how many Kaggle sessions / weeks
     pandas.DataFrame(prices.table())             # every row with its date and source
