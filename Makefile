@@ -43,10 +43,11 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python (tpu-budget-lab)"
 	touch $@
 
-sync: setup ## pair every notebooks/*.py with its .ipynb (jupytext --sync)
+sync: setup ## write the Colab cell (tools/colab_cell.py) into every notebook, then pair each .py with its .ipynb (jupytext --sync)
+	$(PY) -m tools.notebooks colab $(NOTEBOOKS)
 	$(VENV)/bin/jupytext --quiet --sync $(NOTEBOOKS)
 
-check-sync: setup ## fail if a .py and its .ipynb disagree, an .ipynb holds outputs, or a notebook outgrows a story (350 lines, 2.5 code lines per prose line)
+check-sync: setup ## fail if a .py and its .ipynb disagree, an .ipynb holds outputs, a Colab cell differs from the template, or a notebook outgrows a story (350 lines, 2.5 code lines per prose line)
 	$(PY) -m tools.notebooks check $(NOTEBOOKS)
 
 execute: setup ## run notebooks headless into runs/ (NB=06 picks one, PARAMS='-p MODE plan')

@@ -12,13 +12,16 @@ import papermill
 import pytest
 
 from shared.errors import BadInput
+from tools.colab_cell import COLAB_CELL
 from tools.notebooks import (
+    colab_problems,
     execute,
     main,
     notebook_sources,
     pairing_problems,
     parse_parameters,
     story_problems,
+    write_colab_cell,
 )
 
 # Tiny parameters per notebook: enough to exercise every cell on 2 CPU cores in CI. One arm,
@@ -185,6 +188,23 @@ def test_committed_notebooks_are_paired_and_clean():
 def test_committed_notebooks_read_as_stories():
     problems = [p for s in notebook_sources() for p in story_problems(s)]
     assert not problems, problems
+
+
+def test_every_notebook_starts_with_the_colab_template():
+    problems = [p for s in notebook_sources() for p in colab_problems(s)]
+    assert not problems, problems
+
+
+def test_a_drifted_colab_cell_is_found_and_rewritten_from_the_template(tmp_path):
+    source = tmp_path / "99_demo.py"
+    intro = "# %% [markdown]\n# A question.\n\n"
+    rest = "\n\n# %%\nx = 1\n"
+    source.write_text(f"{intro}# %%\n{COLAB_CELL.replace('cuda12', 'cuda11')}{rest}")
+    (problem,) = colab_problems(source)
+    assert "make sync" in problem
+    assert write_colab_cell(source) and colab_problems(source) == []
+    assert source.read_text() == f"{intro}# %%\n{COLAB_CELL}{rest}"
+    assert not write_colab_cell(source)  # already the template: the file is left alone
 
 
 def test_story_check_counts_code_against_prose(tmp_path):

@@ -8,6 +8,7 @@ partial notebook, traceback included, as `runs/NN_name.failed.ipynb` beside the 
 and the exit status is 1.
 
     python -m tools.notebooks check notebooks/*.py
+    python -m tools.notebooks colab notebooks/*.py   # write tools/colab_cell.py into each
     python -m tools.notebooks execute [--select 06] [--out runs] -- -p MODE plan -p TARGET v5e-8
 """
 
@@ -21,6 +22,7 @@ import yaml
 
 from shared.errors import BadInput, run_cli
 from shared.paths import ROOT
+from tools.colab_cell import COLAB_CELL
 
 NOTEBOOK_DIR = ROOT / "notebooks"
 DEFAULT_KERNEL = "tpu-budget-lab"
@@ -65,6 +67,36 @@ def pairing_problems(source: Path) -> list[str]:
         first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         problems.append(f"{source.name} and {paired.name} differ ({first_line}): run `make sync`")
     return problems
+
+
+def _install_cell(source: Path) -> str | None:
+    """The source of the notebook's first code cell (the Colab/Kaggle install cell)."""
+    import jupytext
+
+    code = [c for c in jupytext.read(source).cells if c.cell_type == "code"]
+    return code[0].source if code else None
+
+
+def colab_problems(source: Path) -> list[str]:
+    """Why the notebook's first code cell is not tools/colab_cell.py's template; empty if it is."""
+    if _install_cell(source) == COLAB_CELL:
+        return []
+    return [f"{source.name}: its first code cell is not the Colab template: run `make sync`"]
+
+
+def write_colab_cell(source: Path) -> bool:
+    """Put the template into the notebook's first code cell (the .py source; `jupytext --sync`
+    then updates the .ipynb). True when the file changed."""
+    old = _install_cell(source)
+    if old is None:
+        raise BadInput(f"{source.name} has no code cell for the Colab template")
+    if old == COLAB_CELL:
+        return False
+    text = source.read_text()
+    if text.count(old) != 1:
+        raise BadInput(f"{source.name}: cannot find its first code cell's text once; edit by hand")
+    source.write_text(text.replace(old, COLAB_CELL))
+    return True
 
 
 def story_shape(source: Path) -> dict:
@@ -192,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
         "check", help="fail when a .py and its .ipynb disagree, or a notebook outgrows a story"
     )
     check.add_argument("sources", nargs="*", type=Path)
+    colab = sub.add_parser("colab", help="write the Colab template into each notebook")
+    colab.add_argument("sources", nargs="*", type=Path)
     run = sub.add_parser("execute", help="execute notebooks headless into --out")
     run.add_argument("--select", help="notebook prefix, e.g. 06")
     run.add_argument("--out", type=Path, default=ROOT / "runs")
@@ -203,11 +237,17 @@ def main(argv: list[str] | None = None) -> int:
         problems = [
             p
             for source in (args.sources or notebook_sources())
-            for p in pairing_problems(source) + story_problems(source)
+            for p in pairing_problems(source) + story_problems(source) + colab_problems(source)
         ]
         for problem in problems:
             print(problem, file=sys.stderr)
         return 1 if problems else 0
+
+    if args.command == "colab":
+        for source in args.sources or notebook_sources():
+            if write_colab_cell(source):
+                print(f"wrote the Colab template into {source.name}", file=sys.stderr)
+        return 0
 
     tokens = args.parameters[1:] if args.parameters[:1] == ["--"] else args.parameters
     parameters = parse_parameters(tokens)
