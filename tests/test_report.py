@@ -69,3 +69,12 @@ def test_agree_says_what_a_difference_means(capsys):
     )
     assert report.agree("new", 3, None)
     assert "no committed number" in capsys.readouterr().out
+
+
+def test_evidence_states_how_each_quoted_file_was_made_and_this_runs_versions(capsys):
+    found = report.evidence("activation_sharding", "no_such_result")
+    out = capsys.readouterr().out
+    assert "benchmarks/results/activation_sharding.json" in out and "command:" in out
+    assert found["activation_sharding"]["versions"]["jax"]
+    assert "missing" in found["no_such_result"]
+    assert out.rstrip().splitlines()[-1].startswith("this run: jax ")

@@ -5,6 +5,7 @@ beside their predictions.
 - `modes`: MODE (local | plan | device) and the values each mode runs with;
 - `tables`: tables and figures shown, saved under results/, key figures under docs/figures/;
 - `committed`: the committed numbers (benchmarks/results/) and `agree`;
+- `evidence`: the provenance of the committed numbers a notebook quotes (its last cell);
 - `ledger`: every device run's measurement beside the plan's prediction (results/ledger.csv).
 
 The names below are the package's API: `from shared import report; report.show(...)`.
@@ -18,6 +19,7 @@ from shared.report.committed import (
     committed,
     committed_verdict,
 )
+from shared.report.evidence import evidence
 from shared.report.modes import MODES, by_mode, check_mode, use_mode
 from shared.report.tables import (
     FIGURES,
@@ -43,6 +45,7 @@ __all__ = [
     "check_mode",
     "committed",
     "committed_verdict",
+    "evidence",
     "results_dir",
     "save_figure",
     "save_table",
