@@ -78,3 +78,25 @@ def test_evidence_states_how_each_quoted_file_was_made_and_this_runs_versions(ca
     assert found["activation_sharding"]["versions"]["jax"]
     assert "missing" in found["no_such_result"]
     assert out.rstrip().splitlines()[-1].startswith("this run: jax ")
+
+
+def test_a_setting_is_the_modes_preset_with_the_parameters_the_user_set():
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class Demo:
+        model: str
+        batch: int
+
+        @classmethod
+        def local(cls):
+            return cls("tiny", 2)
+
+        @classmethod
+        def field(cls):
+            return cls("gemma3-1b", 64)
+
+    assert report.setting("local", Demo, MODEL=None, BATCH=None) == Demo("tiny", 2)
+    assert report.setting("plan", Demo, BATCH=8) == Demo("gemma3-1b", 8)
+    with pytest.raises(TypeError, match="STEPS"):
+        report.setting("device", Demo, STEPS=3)

@@ -20,7 +20,7 @@ from shared.report.committed import (
     committed_verdict,
 )
 from shared.report.evidence import evidence
-from shared.report.modes import MODES, by_mode, check_mode, use_mode
+from shared.report.modes import MODES, by_mode, check_mode, setting, use_mode
 from shared.report.tables import (
     FIGURES,
     byte_table,
@@ -49,6 +49,7 @@ __all__ = [
     "results_dir",
     "save_figure",
     "save_table",
+    "setting",
     "show",
     "table",
     "use_mode",

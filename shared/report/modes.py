@@ -1,12 +1,17 @@
-"""A notebook's MODE (local | plan | device) and the parameter values each mode runs with.
+"""A notebook's MODE (local | plan | device) and the setting each mode runs with.
 
 Every notebook starts the same way: its parameters cell, then
 
     from shared import report
     MODE = report.use_mode(MODE)        # before jax: plan mode compiles on the CPU
-    BATCH = report.by_mode(MODE, BATCH, local=[1, 4], real=[64, 128])
+    setting = report.setting(MODE, RolloutSizing, MODEL=MODEL, BATCH_SIZES=BATCH_SIZES)
+
+A notebook's setting is a frozen dataclass in its recipe's package with two presets, in the
+style of tunix's `ModelConfig.gemma3_1b()`: `local()` (tiny, minutes on a CPU) and `field()`
+(the real workload plan and device mode size). Parameters left at None keep the preset's value.
 """
 
+import dataclasses
 import os
 
 from shared.errors import choose
@@ -39,3 +44,17 @@ def by_mode(mode: str, value, local, real):
     """A parameter left at None: the CPU-friendly `local` value in local mode, else the `real`
     one (plan and device mode size the real workload)."""
     return value if value is not None else (local if mode == "local" else real)
+
+
+def setting(mode: str, preset, **parameters):
+    """`preset.local()` in local mode, `preset.field()` in plan and device mode, with each
+    parameter the user set (not None) in place of the preset's value. Parameters are named as
+    in the notebook's parameters cell (upper case); the setting's fields are their lower-case
+    names."""
+    base = preset.local() if check_mode(mode) == "local" else preset.field()
+    names = {field.name for field in dataclasses.fields(base)}
+    unknown = sorted(k for k in parameters if k.lower() not in names)
+    if unknown:
+        raise TypeError(f"{type(base).__name__} has no field for {', '.join(unknown)}")
+    given = {k.lower(): v for k, v in parameters.items() if v is not None}
+    return dataclasses.replace(base, **given)
