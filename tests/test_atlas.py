@@ -1,5 +1,6 @@
-"""benchmarks/bench_atlas.py: its own resumable store, which cells are left, the rendered atlas
-(from a small fake store, no compiles), and one real cell for a tiny model."""
+"""shared.plan.atlas, which benchmarks/bench_atlas.py runs: its own resumable store, which cells are
+left, the rendered atlas (from a small fake store, no compiles), and one real cell for a tiny
+model."""
 
 import csv
 import io
@@ -7,10 +8,9 @@ import json
 
 import pytest
 
-from benchmarks import bench_atlas as atlas
 from shared import plan
 from shared.errors import BadInput
-from shared.plan import search, verdict
+from shared.plan import atlas, search, verdict
 
 VERSIONS = {
     "jax": "0.10.2",

@@ -1,0 +1,59 @@
+"""The atlas: does model M fit slice C for recipe R, and at what batch? One table a recipe.
+
+Each cell is `shared.plan.max_batch`: the largest batch the TPU compiler (libtpu, deviceless)
+says fits at the recipe's stated lengths, the compiler's verdict at the boundary. Cells land in
+their own store, `benchmarks/results/atlas.jsonl`, one JSON line per finished cell (appended,
+flushed and fsynced; an unreadable line, such as a truncated last one, is ignored on read). A
+cell is identified by model, target, recipe, the recipe's settings, its workload revision
+(`revision`) and the versions of jax/libtpu/tunix/qwix/flax, so the store, not shared.plan's
+disk cache (invalidated whenever any shared/*.py changes), is what a run resumes from: cells
+already there are skipped.
+`docs/atlas.md` and `docs/atlas.csv` are rendered from the store at the end of every run.
+
+Cells run cheapest first (small models, single-chip slices), so a partial atlas is useful; a
+big model on a small chip is quick too (not even the smallest batch fits). Grow it piecewise:
+
+    nice -n 19 python benchmarks/bench_atlas.py --limit-minutes 60 \\
+        --only recipe=rollout,model=gemma3-1b,model=gemma2-2b,target=v5e-1,target=v5e-8
+    python benchmarks/bench_atlas.py --render-only
+"""
+
+from shared.plan.atlas.cli import main
+from shared.plan.atlas.render import render
+from shared.plan.atlas.run import run_cell
+from shared.plan.atlas.store import (
+    MODELS,
+    MULTI_DEVICE_REVISIONS,
+    RECIPES,
+    REVISIONS,
+    STORE,
+    TARGETS,
+    Cell,
+    append_row,
+    cells,
+    parse_only,
+    read_store,
+    revision,
+    selected,
+    todo,
+)
+
+__all__ = [
+    "MODELS",
+    "MULTI_DEVICE_REVISIONS",
+    "RECIPES",
+    "REVISIONS",
+    "STORE",
+    "TARGETS",
+    "Cell",
+    "append_row",
+    "cells",
+    "main",
+    "parse_only",
+    "read_store",
+    "render",
+    "revision",
+    "run_cell",
+    "selected",
+    "todo",
+]

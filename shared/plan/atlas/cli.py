@@ -1,0 +1,113 @@
+"""`python benchmarks/bench_atlas.py`: grow the atlas cell by cell, then render it.
+
+    nice -n 19 python benchmarks/bench_atlas.py --limit-minutes 60 \\
+        --only recipe=rollout,model=gemma3-1b,model=gemma2-2b,target=v5e-1,target=v5e-8
+    python benchmarks/bench_atlas.py --render-only
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from pathlib import Path
+
+from shared import models, plan
+from shared.data import files
+from shared.errors import choose
+from shared.hardware import parse_target
+from shared.plan.atlas.render import MARKDOWN, TABLE, render
+from shared.plan.atlas.run import run_cell
+from shared.plan.atlas.store import (
+    MODELS,
+    RECIPES,
+    STORE,
+    TARGETS,
+    append_row,
+    cells,
+    parse_only,
+    read_store,
+    selected,
+    todo,
+)
+
+
+def _names(text: str, valid, kind: str) -> list[str]:
+    return [choose(kind, name, valid) for name in filter(None, text.split(","))]
+
+
+def _stop(signum, frame):
+    raise KeyboardInterrupt  # a SIGTERM stops between writes, like Ctrl-C, and still renders
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--models", default=",".join(MODELS))
+    p.add_argument("--targets", default=",".join(TARGETS))
+    p.add_argument("--recipes", default=",".join(RECIPES))
+    p.add_argument("--only", help="model=...,target=...,recipe=... (repeat a key for several)")
+    p.add_argument(
+        "--limit-minutes",
+        type=float,
+        default=None,
+        help="start no new cell after this many minutes",
+    )
+    p.add_argument("--retry-failed", action="store_true", help="run failed cells again")
+    p.add_argument("--render-only", action="store_true", help="no compiles: rewrite the docs")
+    p.add_argument("--store", type=Path, default=STORE)
+    p.add_argument("--md", type=Path, default=MARKDOWN)
+    p.add_argument("--csv", type=Path, default=TABLE)
+    args = p.parse_args(argv)
+    model_names = _names(args.models, models.MODEL_NAMES, "model")
+    targets = [parse_target(t).name for t in args.targets.split(",") if t]
+    recipes = _names(args.recipes, RECIPES, "recipe")
+    command = "python benchmarks/bench_atlas.py " + " ".join(
+        argv if argv is not None else sys.argv[1:]
+    )
+    grid = selected(cells(model_names, targets, recipes), parse_only(args.only))
+    signal.signal(signal.SIGTERM, _stop)
+    start = time.monotonic()
+    if not args.render_only:
+        versions = plan.versions()
+        skipped = {c.recipe for c in grid if RECIPES[c.recipe]["workload"] not in plan.WORKLOADS}
+        for recipe in sorted(skipped):
+            print(
+                f"skipping {recipe}: shared.plan has no {RECIPES[recipe]['workload']!r} "
+                f"workload (it has {', '.join(plan.WORKLOADS)})",
+                flush=True,
+            )
+        left = todo(
+            [c for c in grid if c.recipe not in skipped],
+            read_store(args.store),
+            versions,
+            args.retry_failed,
+        )
+        print(f"{len(left)} cells to compute ({len(grid)} selected)", flush=True)
+        try:
+            for number, cell in enumerate(left, 1):
+                minutes = (time.monotonic() - start) / 60
+                if args.limit_minutes is not None and minutes >= args.limit_minutes:
+                    print(
+                        f"time budget of {args.limit_minutes:g} min spent ({minutes:.0f} "
+                        f"min): {len(left) - number + 1} cells left for the next run",
+                        flush=True,
+                    )
+                    break
+                row = run_cell(cell)
+                append_row(args.store, row)
+                print(
+                    f"[{number}/{len(left)}] {cell.recipe} {cell.model} on {cell.target}: "
+                    f"{row.get('summary') or row.get('error')} ({row.get('compiles', 0)} "
+                    f"compiles, {row['wall_s']:.0f} s)",
+                    flush=True,
+                )
+        except KeyboardInterrupt:
+            print("stopped: the cell in progress is not stored; rendering", flush=True)
+    md, table = render(read_store(args.store), model_names, targets, recipes, command)
+    files.write_atomic(args.md, md.encode())
+    files.write_atomic(args.csv, table.encode())
+    print(f"wrote {args.md} and {args.csv}", flush=True)
+    return 0

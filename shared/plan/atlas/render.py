@@ -1,0 +1,234 @@
+"""The atlas as a reader sees it: docs/atlas.md (one table a recipe, the largest batch per
+model and slice, with hours and dollars) and docs/atlas.csv, rendered from the store."""
+
+from __future__ import annotations
+
+import collections
+import csv
+import io
+import json
+
+from shared import plan
+from shared.errors import BadInput
+from shared.hardware import parse_target, prices
+from shared.paths import ROOT
+from shared.plan.atlas.store import RECIPES, model_params, newest, revision
+from shared.versions import VERSIONED
+
+MARKDOWN = ROOT / "docs" / "atlas.md"
+
+
+TABLE = ROOT / "docs" / "atlas.csv"
+
+
+PRICE_KINDS = ("on-demand", "spot")
+
+
+TITLES = {
+    "rollout": "Rollout: the tunix Sampler (0.1.7 semantics: it donates its KV cache), "
+    "256-token prompts, 1024 generation steps, KV cache of 1312 tokens",
+    "lora-train": "LoRA fine-tune: one optax step on qwix LoRA parameters (rank 16), "
+    "sequence 2048, no remat, chunked loss (no [B, T, V] logits), one micro-batch",
+    "grpo": "GRPO: one colocated tunix GRPO step with a LoRA policy (rollout, reference "
+    "log-probs, policy update) at the `grpo` workload's defaults: {prompt_len}-token "
+    "prompts, {steps}-token completions, {num_generations} per prompt, KL beta {beta}, "
+    "log-probs `{logps}`, LoRA rank {lora_rank}; the batch is the sequences per call "
+    "of every phase (prompts x generations)".format_map(
+        collections.defaultdict(lambda: "?", RECIPES["grpo"])
+    ),
+}
+
+
+def slice_prices(target: str) -> dict:
+    """Dollars an hour for the whole slice per kind, or None with the table's reason."""
+    out = {"read": None}
+    for kind in PRICE_KINDS:
+        try:
+            out[kind] = prices.price_per_hour(target, kind)
+            out["read"] = prices.lookup(parse_target(target).chip.name, kind).read
+        except BadInput as err:
+            out[kind], out[f"{kind} why"] = None, str(err)
+    return out
+
+
+def cell_text(row: dict | None) -> str:
+    if row is None:
+        return "not yet"
+    if row["status"] != "ok":
+        return "failed"
+    if row["max_batch"] == 0:
+        return f"✗ 0 (✗ {row['first_not_fitting']})"
+    if row["at_least"]:
+        return f"✓ ≥{row['max_batch']}"
+    gap = "" if row["converged"] else " gap"
+    return f"✓ {row['max_batch']} (✗ {row['first_not_fitting']}{gap})"
+
+
+def _dollars(value: float | None) -> str:
+    return "n/a" if value is None else f"${value:.2f}"
+
+
+def _versions_text(versions: dict) -> str:
+    return ", ".join(f"{k} {versions.get(k)}" for k in VERSIONED)
+
+
+def _grid(rows: dict, recipe: str, names: list[str], targets: list[str]) -> tuple[list, list]:
+    """(model names, targets) for a recipe's table: the grid's, then any others in the store."""
+    extra = [(m, t) for (r, m, t) in rows if r == recipe]
+    model_names = list(
+        dict.fromkeys([*names, *sorted({m for m, _ in extra} - set(names), key=model_params)])
+    )
+    columns = list(dict.fromkeys([*targets, *sorted({t for _, t in extra} - set(targets))]))
+    return model_names, columns
+
+
+CSV_COLUMNS = [
+    "recipe",
+    "model",
+    "target",
+    "status",
+    "max_batch",
+    "first_not_fitting",
+    "at_least",
+    "converged",
+    "multiple_of",
+    "bytes_per_device",
+    "hbm_bytes",
+    "usd_per_hour_on_demand",
+    "usd_per_hour_spot",
+    "prices_read",
+    "compiles",
+    "compile_s",
+    "wall_s",
+    "date",
+    *VERSIONED,
+    "settings",
+    "revision",
+    "error",
+]
+
+
+def csv_row(recipe: str, model: str, target: str, row: dict | None, price: dict) -> list:
+    row = row or {"status": "not computed yet"}
+    return [
+        recipe,
+        model,
+        target,
+        row["status"],
+        *[row.get(k, "") for k in CSV_COLUMNS[4:11]],
+        *["n/a" if price[k] is None else price[k] for k in PRICE_KINDS],
+        price["read"],
+        *[row.get(k, "") for k in ("compiles", "compile_s", "wall_s", "date")],
+        *[row.get("versions", {}).get(k, "") for k in VERSIONED],
+        json.dumps(RECIPES[recipe], sort_keys=True),
+        revision(recipe, target),
+        row.get("error", ""),
+    ]
+
+
+def _header(best: list[dict], command: str) -> str:
+    version_sets = sorted({json.dumps(r["versions"], sort_keys=True) for r in best})
+    dates = sorted(r["date"][:10] for r in best) or ["—"]
+    compiled = "; ".join(_versions_text(json.loads(v)) for v in version_sets) or "—"
+    return (
+        "# The atlas: does it fit, and at what batch?\n\n"
+        "The largest batch that fits each model on each TPU slice for three recipes, as the TPU "
+        "compiler says it (libtpu, deviceless: `shared.plan.max_batch`, every answer an exact "
+        "compile at the boundary, never an extrapolation), with the slice's dollars an hour. "
+        "Weights in bf16, batch in multiples of the slice's data-parallel size, bytes per device "
+        "against the HBM the compiler allows (15.75 of a v5e's 16 GiB).\n\n"
+        "- `✓ N (✗ M)`: batch N fits and M (the next multiple) does not.\n"
+        "- `✓ ≥N`: the search reached its ceiling and everything it tried fit: at least N.\n"
+        "- `✗ 0 (✗ M)`: not even the smallest batch M fits.\n"
+        "- `gap`: the search stopped with a gap between N and M; a batch between may fit too.\n"
+        "- `not yet`: not computed yet (listed at the end); `failed`: the reason is below.\n\n"
+        "Multi-chip cells are compiled with tunix's activation shardings applied (batch over "
+        "fsdp, wide dimensions over tp), as tunix's models declare them and its trainers run "
+        "them on a TPU (`shared/models/activation_sharding.py`; tunix's own helpers drop them "
+        "under `jax.set_mesh` and on a CPU host: `benchmarks/results/activation_sharding.json`). "
+        "On one chip they have nothing to split, so single-chip cells did not change.\n\n"
+        f"Generated from `benchmarks/results/atlas.jsonl` by `{command}`; the script resumes "
+        "from that store, so `--only` and `--limit-minutes` grow it piecewise, and "
+        "`--render-only` rewrites this page and `docs/atlas.csv` (every cell with its bytes, "
+        "prices, compile count and time, date and versions).\n\n"
+        f"Compiled with {compiled}{' (cells differ: see the CSV)' if len(version_sets) > 1 else ''}"
+        f"; between {dates[0]} and {dates[-1]}; {sum(r.get('compiles', 0) for r in best)} "
+        f"compiles, {sum(r.get('compile_s', 0) for r in best) / 3600:.1f} h of compile time on "
+        f"{best[0]['host_cpus'] if best else '—'} CPU cores.\n\n"
+    )
+
+
+def _section(
+    recipe: str, best: dict, names: list[str], columns: list[str], priced: dict, table
+) -> tuple[str, list[str]]:
+    """A recipe's markdown table with its notes (and its CSV rows), and its missing cells."""
+    workload = RECIPES[recipe]["workload"]
+    settings = ", ".join(f"{k}={v}" for k, v in RECIPES[recipe].items() if k != "workload")
+    text = (
+        f"## {TITLES[recipe]}\n\nSettings (`shared.plan.Request`): workload `{workload}`, "
+        f"{settings}.\n\n"
+    )
+    for model in names:
+        for target in columns:
+            table.writerow(
+                csv_row(recipe, model, target, best.get((recipe, model, target)), priced[target])
+            )
+    if workload not in plan.WORKLOADS and not any(r == recipe for r, _, _ in best):
+        return text + (
+            f"Not computed yet: this checkout's shared.plan has no `{workload}` "
+            f"workload (it has {', '.join(plan.WORKLOADS)}); the script fills this "
+            "table once it does.\n\n"
+        ), [f"{recipe}: every cell ({len(names) * len(columns)}): no `{workload}` workload"]
+    text += "| model | " + " | ".join(columns) + " |\n|---|" + "---|" * len(columns) + "\n"
+    notes, holes = [], {}
+    for model in names:
+        row_of = {t: best.get((recipe, model, t)) for t in columns}
+        text += f"| {model} | " + " | ".join(cell_text(r) for r in row_of.values()) + " |\n"
+        for target, row in row_of.items():
+            if row is None:
+                holes.setdefault(model, []).append(target)
+            elif row["status"] != "ok":
+                notes.append(f"{model} on {target} failed: {row['error']}")
+            elif row["max_batch"] == 0 or row["at_least"] or not row["converged"]:
+                notes.append(row["summary"])
+    text += (
+        "| *$/h on-demand / spot* | "
+        + " | ".join(
+            f"{_dollars(priced[t]['on-demand'])} / {_dollars(priced[t]['spot'])}" for t in columns
+        )
+        + " |\n\n"
+    )
+    text += "".join(f"- {note}\n" for note in notes) + ("\n" if notes else "")
+    return text, [f"{recipe}: {m} on {', '.join(ts)}" for m, ts in holes.items()]
+
+
+def render(
+    rows: list[dict], model_names: list[str], targets: list[str], recipes: list[str], command: str
+) -> tuple[str, str]:
+    """docs/atlas.md and docs/atlas.csv from the store's rows (pure: no compiles)."""
+    best = newest(rows)
+    grids = {r: _grid(best, r, model_names, targets) for r in recipes}
+    priced = {t: slice_prices(t) for _, columns in grids.values() for t in columns}
+    lines = io.StringIO()
+    table = csv.writer(lines, lineterminator="\n")
+    table.writerow(CSV_COLUMNS)
+    md, missing = _header(list(best.values()), command), []
+    for recipe, (names, columns) in grids.items():
+        text, holes = _section(recipe, best, names, columns, priced, table)
+        md += text
+        missing += holes
+    md += (
+        "## Prices\n\nDollars an hour for the whole slice (`shared.hardware.prices`, us-central1; "
+        "v5p-8 and tpu7x-8 are 4 chips). Re-read the source before spending.\n\n"
+        "| slice | on-demand | spot | read | why n/a |\n|---|---|---|---|---|\n"
+    )
+    for target, pr in priced.items():
+        why = "; ".join(dict.fromkeys(pr[f"{k} why"] for k in PRICE_KINDS if f"{k} why" in pr))
+        md += (
+            f"| {target} | {_dollars(pr['on-demand'])} | {_dollars(pr['spot'])} | "
+            f"{pr['read'] or '—'} | {why} |\n"
+        )
+    md += "\n## Not computed yet\n\n" + (
+        "".join(f"- {m}\n" for m in missing) or "Nothing: every cell of the grid is in the store.\n"
+    )
+    return md, lines.getvalue()

@@ -1,0 +1,80 @@
+"""Computing one atlas cell: `shared.plan.max_batch` for the cell's recipe, model and target,
+and the row the store keeps (the verdict at the boundary, compile counts, wall time, or the
+error in one line)."""
+
+from __future__ import annotations
+
+import datetime
+import math
+import os
+import time
+
+from shared import plan
+from shared.plan.atlas.store import Cell
+from shared.plan.search import unit_for
+
+
+def _utc_now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def one_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0] if text else ''}"[:300]
+
+
+def run_cell(cell: Cell, *, progress: bool = True) -> dict:
+    """plan.max_batch for the cell as a store row: the answer and what it cost, or the error."""
+    settings = cell.settings
+    row = {
+        "model": cell.model,
+        "target": cell.target,
+        "recipe": cell.recipe,
+        "settings": settings,
+        "revision": cell.revision,
+        "versions": plan.versions(),
+        "date": _utc_now(),
+        "host_cpus": os.cpu_count(),
+    }
+    start = time.perf_counter()
+    try:
+        request = plan.Request(model=cell.model, target=cell.target, **settings)
+        # GRPO samples each prompt's group in one call: batches of whole groups
+        unit = math.lcm(unit_for(request, None), settings.get("num_generations") or 1)
+        search = plan.max_batch(request, multiple_of=unit, progress=progress)
+    except Exception as err:  # recorded with its reason; --retry-failed tries again
+        return {
+            **row,
+            "status": "error",
+            "error": one_line(err),
+            "wall_s": time.perf_counter() - start,
+        }
+    probes = search["probes"]
+    at = next((p for p in probes if not p["fast"] and p["batch"] == search["max_batch"]), None)
+    fresh = [p for p in probes if not p["cached"]]
+    return {
+        **row,
+        "status": "ok",
+        "summary": plan.describe(search),
+        **{
+            k: search[k]
+            for k in (
+                "max_batch",
+                "first_not_fitting",
+                "at_least",
+                "converged",
+                "multiple_of",
+                "ceiling",
+            )
+        },
+        "devices": probes[0]["devices"],
+        "dtype": probes[0]["dtype"],
+        "hbm_bytes": probes[0]["hbm_bytes"],
+        "bytes_per_device": at and at["bytes_per_device"],
+        "worst": at and at["worst"],
+        "probes": [[p["batch"], p["fast"], p["fits"]] for p in probes],
+        "compiles": len(fresh),
+        "compile_s": sum(p["compile_s"] for p in fresh),
+        "wall_s": time.perf_counter() - start,
+        "load_average": os.getloadavg(),
+    }

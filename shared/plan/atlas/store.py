@@ -1,0 +1,237 @@
+"""The atlas's grid (models x targets x recipes, each recipe's settings and workload revision)
+and its store, benchmarks/results/atlas.jsonl: one JSON line per finished cell, appended and
+fsynced; a cell already stored at the same settings, revision and versions is not run again."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+
+from shared import models, plan, sizing
+from shared.errors import BadInput, choose
+from shared.hardware import parse_target
+from shared.paths import ROOT
+
+STORE = ROOT / "benchmarks" / "results" / "atlas.jsonl"
+MODELS = (
+    "gemma3-1b",
+    "gemma2-2b",
+    "gemma3-4b",
+    "gemma4-e4b",
+    "llama3.1-8b",
+    "qwen3-8b",
+    "gemma3-12b",
+    "gemma3-27b",
+    "gemma4-31b",
+)
+TARGETS = ("v5e-1", "v6e-1", "v5e-8", "v6e-8", "v5p-8", "tpu7x-8")
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(plan.Request)}
+# What a GRPO step's default recipe is made of (the fields shared.plan.workloads.grpo reads).
+_GRPO_FIELDS = (
+    "prompt_len",
+    "steps",
+    "cache_size",
+    "lora_rank",
+    "num_generations",
+    "num_iterations",
+    "beta",
+    "logps",
+    "remat",
+    "tunix",
+)
+
+# The recipes at their stated lengths: plan.Request fields (everything else at its default).
+RECIPES: dict[str, dict] = {
+    "rollout": {
+        "workload": "rollout",
+        "prompt_len": 256,
+        "steps": 1024,
+        "cache_size": 1312,
+        "tunix": "0.1.7",
+    },
+    "lora-train": {
+        "workload": "lora-train",
+        "seq": 2048,
+        "lora_rank": 16,
+        "remat": "none",
+        "loss": "chunked",
+        "microbatches": 1,
+    },
+    # the grpo workload's default recipe: Request's defaults for the fields it reads
+    "grpo": {"workload": "grpo", **{k: _DEFAULTS[k] for k in _GRPO_FIELDS if k in _DEFAULTS}},
+}
+# What a workload compiles can change with our code while every version stays the same, and
+# the store cannot see our code: bump a recipe's revision when a change to its workload moves
+# the bytes it compiles to, and the next run recomputes that recipe's cells.
+# lora-train 2: the Adam moments start fp32 (12cde66), so the step holds the whole optimizer
+# state from the first call.
+REVISIONS = {"rollout": 1, "lora-train": 2, "grpo": 1}
+# A change that moves only programs spread over several devices bumps these alone, so the
+# single-chip cells it cannot change stand. 2/3/2: tunix's activation shardings honoured
+# (shared.models.activation_sharding); on one device a constraint has nothing to split, and the
+# same LoRA step compiles to the same bytes with and without them
+# (benchmarks/results/activation_sharding.json's v5e-1 point, tests/test_activation_sharding.py).
+MULTI_DEVICE_REVISIONS = {"rollout": 2, "lora-train": 3, "grpo": 2}
+
+
+def revision(recipe: str, target: str) -> int:
+    """The workload revision a cell of `recipe` on `target` is computed at."""
+    multi = parse_target(target).devices > 1
+    return (MULTI_DEVICE_REVISIONS if multi else REVISIONS)[recipe]
+
+
+# ---------------------------------------------------------------------------- the store
+
+
+def cell_key(
+    model: str, target: str, recipe: str, settings: dict, revision: int, versions: dict
+) -> str:
+    blob = json.dumps(
+        {
+            "model": model,
+            "target": target,
+            "recipe": recipe,
+            "settings": settings,
+            "revision": revision,
+            "versions": versions,
+        },
+        sort_keys=True,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+def row_key(row: dict) -> str:
+    fields = ("model", "target", "recipe", "settings", "revision", "versions")
+    return cell_key(*(row[field] for field in fields))
+
+
+def read_store(path: Path) -> list[dict]:
+    """Every readable row; an unreadable line (a truncated last write) is skipped, said once."""
+    if not path.exists():
+        return []
+    rows = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            row_key(row)
+        except (ValueError, KeyError, TypeError) as err:
+            print(
+                f"atlas store: ignoring unreadable line {number} of {path.name} "
+                f"({type(err).__name__})",
+                file=sys.stderr,
+            )
+            continue
+        rows.append(row)
+    return rows
+
+
+def append_row(path: Path, row: dict) -> None:
+    """One line, one write, flushed and fsynced; a line cut short before it is closed first so
+    the new row never glues onto it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = (json.dumps(row, sort_keys=True) + "\n").encode()
+    with open(path, "ab+") as handle:
+        if handle.seek(0, os.SEEK_END):
+            handle.seek(-1, os.SEEK_END)
+            if handle.read(1) != b"\n":
+                line = b"\n" + line
+        handle.write(line)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+# ---------------------------------------------------------------------------- the cells
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    model: str
+    target: str
+    recipe: str
+
+    @property
+    def settings(self) -> dict:
+        return RECIPES[self.recipe]
+
+    @property
+    def revision(self) -> int:
+        return revision(self.recipe, self.target)
+
+
+def model_params(model: str) -> int:
+    return sizing.param_counts(models.model_dims(model))["total"]
+
+
+def cells(model_names, targets, recipes) -> list[Cell]:
+    """Every cell, cheapest first: fewer parameters, then fewer devices, then the recipe."""
+    order = list(recipes)
+    return sorted(
+        (Cell(m, t, r) for m in model_names for t in targets for r in recipes),
+        key=lambda c: (
+            model_params(c.model),
+            parse_target(c.target).devices,
+            order.index(c.recipe),
+        ),
+    )
+
+
+def parse_only(spec: str | None) -> dict[str, set[str]]:
+    """`model=a,model=b,target=v5e-1,recipe=rollout`: repeated keys are alternatives."""
+    only: dict[str, set[str]] = {}
+    for part in filter(None, (spec or "").split(",")):
+        key, sep, value = part.partition("=")
+        if not sep or not value:
+            raise BadInput(f"--only wants key=value pairs separated by commas, got {part!r}")
+        only.setdefault(
+            choose("--only key", key.strip(), ("model", "target", "recipe")), set()
+        ).add(value.strip())
+    return only
+
+
+def selected(all_cells: list[Cell], only: dict[str, set[str]]) -> list[Cell]:
+    for key, values in only.items():
+        known = {getattr(c, key) for c in all_cells}
+        for value in values:
+            choose(f"{key} in the atlas grid", value, sorted(known))
+    return [c for c in all_cells if all(getattr(c, k) in v for k, v in only.items())]
+
+
+def todo(
+    candidates: list[Cell], rows: list[dict], versions: dict, retry_failed: bool = False
+) -> list[Cell]:
+    """The cells without a row for these settings, revision and versions (failed ones too, on
+    request)."""
+    done = {row_key(r) for r in rows if not (retry_failed and r.get("status") != "ok")}
+    return [
+        c
+        for c in candidates
+        if cell_key(c.model, c.target, c.recipe, c.settings, c.revision, versions) not in done
+    ]
+
+
+# ---------------------------------------------------------------------------- rendering
+
+
+def newest(rows: list[dict]) -> dict[tuple[str, str, str], dict]:
+    """Per (recipe, model, target), the newest row at the recipe's current settings and
+    revision."""
+    best: dict[tuple[str, str, str], dict] = {}
+    for row in rows:
+        if row["recipe"] not in RECIPES:
+            continue
+        current = (RECIPES[row["recipe"]], revision(row["recipe"], row["target"]))
+        if current != (row["settings"], row["revision"]):
+            continue
+        key = (row["recipe"], row["model"], row["target"])
+        if key not in best or row["date"] >= best[key]["date"]:
+            best[key] = row
+    return best
+
+
+# ---------------------------------------------------------------------------- the command
