@@ -18,9 +18,7 @@ writing the as-tunix-ships verdicts to it. No TPU needed.
 
 import argparse
 import contextlib
-import datetime
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -30,9 +28,9 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("WANDB_MODE", "disabled")  # `import tunix` imports its wandb logger
 
 from shared import models, plan  # noqa: E402
-from shared.data import files  # noqa: E402
 from shared.errors import run_cli  # noqa: E402
 from shared.plan import verdict  # noqa: E402
+from shared.report import results  # noqa: E402
 
 
 @contextlib.contextmanager
@@ -75,11 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     started = time.perf_counter()
     report = {
-        "command": "python benchmarks/bench_activation_sharding.py "
-        + " ".join(sys.argv[1:] if argv is None else argv),
-        "date": datetime.date.today().isoformat(),
-        "host_cpus": os.cpu_count(),
-        "versions": plan.versions(),
+        **results.header("benchmarks/bench_activation_sharding.py", argv),
         "setting": {
             "workload": "lora-train",
             "model": a.model,
@@ -115,8 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
     report["wall_s"] = time.perf_counter() - started
-    report["load_average"] = os.getloadavg()
-    files.write_json(a.out, report)
+    results.write(a.out, report)
     return 0
 
 

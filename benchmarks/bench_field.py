@@ -9,9 +9,7 @@ The JSON is rewritten after every point, so an interrupted run keeps what it fin
 
 import argparse
 import dataclasses
-import datetime
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -21,9 +19,9 @@ os.environ.setdefault("WANDB_MODE", "disabled")
 from tqdm import tqdm  # noqa: E402
 
 from shared import plan  # noqa: E402
-from shared.data import files  # noqa: E402
 from shared.errors import run_cli  # noqa: E402
 from shared.plan import buffers, field  # noqa: E402
+from shared.report import results  # noqa: E402
 
 
 def row(point: field.FieldPoint, verdict: dict) -> dict:
@@ -54,19 +52,14 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     started = time.perf_counter()
     report = {
-        "command": "python benchmarks/bench_field.py "
-        + " ".join(sys.argv[1:] if argv is None else argv),
-        "date": datetime.date.today().isoformat(),
-        "host_cpus": os.cpu_count(),
-        "versions": plan.versions(),
+        **results.header("benchmarks/bench_field.py", argv),
         "points": [],
     }
     for point in tqdm(field.POINTS, desc="field points", unit="point"):
         verdict = plan.plan_point(point.request)
         report["points"].append(row(point, verdict))
         report["wall_s"] = time.perf_counter() - started
-        report["load_average"] = os.getloadavg()
-        files.write_json(a.out, report)
+        results.write(a.out, report)
         tqdm.write(
             f"{point.setting}: field {'fits' if point.fits else 'does not fit'}, plan "
             f"{'fits' if verdict['fits'] else 'does not fit'} "

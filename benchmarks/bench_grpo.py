@@ -22,11 +22,8 @@ and run times depend on the host, so the JSON records its CPU count and load.
 
 import argparse
 import dataclasses
-import datetime
 import json
 import os
-import platform
-import sys
 import time
 from pathlib import Path
 
@@ -35,9 +32,9 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import jax  # noqa: E402  (after JAX_PLATFORMS)
 
 from shared import grpo, models, plan  # noqa: E402
-from shared.data import files  # noqa: E402
 from shared.errors import run_cli  # noqa: E402
 from shared.plan.workloads import grpo as grpo_plan  # noqa: E402
+from shared.report import results  # noqa: E402
 
 
 def _point_row(point: dict) -> dict:
@@ -67,12 +64,6 @@ def _search(request: plan.Request) -> dict:
     }
 
 
-def _write(report: dict, out: Path) -> None:
-    """Write the report so far; a failed run never leaves a half-written file."""
-    report["load_average"] = os.getloadavg()
-    files.write_atomic(out, json.dumps(report, indent=1, default=str).encode())
-
-
 def plan_part(args, report: dict) -> None:
     recipe = plan.Request(
         "grpo",
@@ -84,7 +75,7 @@ def plan_part(args, report: dict) -> None:
         num_generations=args.num_generations,
         lora_rank=args.lora_rank,
     )
-    report.update({"versions": plan.versions(), "recipe": dataclasses.asdict(recipe)})
+    report["recipe"] = dataclasses.asdict(recipe)
     start = time.perf_counter()
     point = plan.plan_point(recipe)
     report["verdict"] = {
@@ -128,14 +119,14 @@ def plan_part(args, report: dict) -> None:
         f"{point['bytes_per_device'] / 2**30:.2f} GiB per device",
         flush=True,
     )
-    _write(report, args.out)
+    results.write(args.out, report)
     report["logps_search"] = {}
     for logps in ("tunix", "chunked"):
         entry = report["logps_search"][logps] = _search(
             dataclasses.replace(recipe, phases="logps", logps=logps)
         )
         print(f"log-probs {logps}: {entry['summary']} ({entry['wall_s']:.0f} s)", flush=True)
-        _write(report, args.out)
+        results.write(args.out, report)
     found = report["logps_search"]
     report["logps_ratio"] = found["chunked"]["max_batch"] / max(found["tunix"]["max_batch"], 1)
     if not args.per_phase:
@@ -144,7 +135,7 @@ def plan_part(args, report: dict) -> None:
     for phases in ("rollout", "update"):
         entry = report["phase_search"][phases] = _search(dataclasses.replace(recipe, phases=phases))
         print(f"{phases}: {entry['summary']} ({entry['wall_s']:.0f} s)", flush=True)
-        _write(report, args.out)
+        results.write(args.out, report)
     largest = report["largest_all_phases"] = min(
         [e["max_batch"] for e in report["phase_search"].values()] + [found["chunked"]["max_batch"]]
     )
@@ -188,7 +179,7 @@ def local_part(args, report: dict) -> None:
             "base_copies": grpo.base_copies(run),
         }
         print(f"{name}: steady step {result.steady_step_s:.3f} s", flush=True)
-        _write(report, args.out)
+        results.write(args.out, report)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -213,18 +204,12 @@ def main(argv: list[str] | None = None) -> int:
     report = json.loads(args.out.read_text()) if args.out.exists() else {}
     if "command" in report:  # written before the parts were split: it ran the plan part
         report.setdefault("commands", {}).setdefault("plan", report.pop("command"))
-    command = "python benchmarks/bench_grpo.py " + " ".join(argv or sys.argv[1:])
     for part in args.parts.split(","):
-        report.setdefault("commands", {})[part] = command
-        report.update(
-            {
-                "date": datetime.date.today().isoformat(),
-                "host_cpus": os.cpu_count(),
-                "python": platform.python_version(),
-            }
-        )
+        head = results.header("benchmarks/bench_grpo.py", argv)
+        report.setdefault("commands", {})[part] = head.pop("command")
+        report.update(head)
         {"plan": plan_part, "local": local_part}[part](args, report)
-    _write(report, args.out)
+    results.write(args.out, report)
     return 0
 
 

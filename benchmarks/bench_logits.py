@@ -35,7 +35,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -49,10 +48,10 @@ import jax.numpy as jnp  # noqa: E402
 
 from shared import hardware, plan  # noqa: E402
 from shared import logits as L  # noqa: E402
-from shared.data import files  # noqa: E402
 from shared.errors import BadInput, run_cli  # noqa: E402
 from shared.logits import compare  # noqa: E402
 from shared.plan import budget  # noqa: E402
+from shared.report import results  # noqa: E402
 
 MiB = 2**20
 EXACT = {
@@ -347,13 +346,10 @@ def main(argv=None):
     dtype = jnp.dtype(a.dtype)
     dev = jax.devices()[0]
     res = {
-        "command": "python benchmarks/bench_logits.py "
-        + " ".join(sys.argv[1:] if argv is None else argv),
+        **results.header("benchmarks/bench_logits.py", argv),
         "env": {k: os.environ[k] for k in ("JAX_PLATFORMS", "XLA_FLAGS") if k in os.environ},
-        "jax": jax.__version__,
         "backend": jax.default_backend(),
         "device_kind": dev.device_kind,
-        "host": {"machine": platform.machine(), "cpus": os.cpu_count(), "load_average": load()},
     }
     if a.fit:
         res.update(fit(a))
@@ -393,7 +389,7 @@ def main(argv=None):
         res["exactness"] = exactness_section()
         res["targets"] = targets(res)
         res["notes"] = notes(res, a)
-    files.write_atomic(Path(a.out), (json.dumps(res, indent=2, default=str) + "\n").encode())
+    results.write(a.out, res)
     log(
         json.dumps(
             res.get("targets") or {m: v["summary"] for m, v in res["modes"].items()}, indent=2

@@ -27,22 +27,18 @@ One gemma4-31b compile took 4-12 minutes on the 2-core machine (shared with othe
 
 import argparse
 import dataclasses
-import datetime
-import json
 import math
 import os
-import platform
-import sys
 import time
 from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 from shared import lora, models, plan  # noqa: E402
-from shared.data import files  # noqa: E402
 from shared.errors import run_cli  # noqa: E402
 from shared.plan import budget, frontier  # noqa: E402
 from shared.plan.search import unit_for  # noqa: E402
+from shared.report import results  # noqa: E402
 
 KEEP = (
     "workload",
@@ -213,11 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         a.extra_fast.setdefault(f"{seq}:{remat}", set()).add(int(batch))
     start = time.perf_counter()
     report = {
-        "command": "python benchmarks/bench_lora_scale.py " + " ".join(argv or sys.argv[1:]),
-        "date": datetime.date.today().isoformat(),
-        "host_cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "versions": plan.versions(),
+        **results.header("benchmarks/bench_lora_scale.py", argv),
         "setting": {
             "model": a.model,
             "target": a.target,
@@ -241,8 +233,8 @@ def main(argv: list[str] | None = None) -> int:
             row["finetune"] = finetune(at[0], a.tokens)
     if a.frontier_at:
         frontier_at(a, report)
-    report["wall_s"], report["load_average"] = time.perf_counter() - start, os.getloadavg()
-    files.write_atomic(a.out, json.dumps(report, indent=1).encode())
+    report["wall_s"] = time.perf_counter() - start
+    results.write(a.out, report)
     return 0
 
 

@@ -11,10 +11,7 @@ depend on the host, so the JSON records its CPU count and load.
 
 import argparse
 import dataclasses
-import json
 import os
-import platform
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -22,9 +19,9 @@ from pathlib import Path
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 from shared import plan  # noqa: E402
-from shared.data import files  # noqa: E402
 from shared.errors import run_cli  # noqa: E402
 from shared.plan import verdict  # noqa: E402
+from shared.report import results  # noqa: E402
 
 
 def _timed(fn, *args, **kwargs):
@@ -130,10 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     args.lora_batches = [int(b) for b in args.lora_batches.split(",") if b]
     report = {
-        "command": "python benchmarks/bench_plan.py " + " ".join(argv or sys.argv[1:]),
-        "host_cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "versions": plan.versions(),
+        **results.header("benchmarks/bench_plan.py", argv),
         "rollout": {},
         "big_lora": [],
     }
@@ -149,18 +143,11 @@ def main(argv: list[str] | None = None) -> int:
                 f"{entry['fast_verdict']['wall_s']:.0f} s",
                 flush=True,
             )
-            _write(args.out, report)  # each finished part is kept, whatever happens next
+            results.write(args.out, report)  # each finished part is kept, whatever happens next
         if args.lora_batches:
             report["big_lora"] = big_lora(args)
-            _write(args.out, report)
+            results.write(args.out, report)
     return 0
-
-
-def _write(path: Path, report: dict) -> None:
-    """Write to a temporary name, then rename: a failed run never leaves a half-written file."""
-    files.write_atomic(
-        path, json.dumps({**report, "load_average": os.getloadavg()}, indent=1).encode()
-    )
 
 
 if __name__ == "__main__":

@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -48,9 +47,9 @@ from pathlib import Path
 os.environ.setdefault("WANDB_MODE", "disabled")  # `import tunix` imports its wandb logger
 
 from shared import models  # noqa: E402
-from shared.data import files  # noqa: E402
 from shared.errors import BadInput, run_cli  # noqa: E402
 from shared.hardware import measure  # noqa: E402
+from shared.report import results  # noqa: E402
 from shared.rollout import sampler as rollout  # noqa: E402
 from shared.rollout.sweep import measure_point, recommendation, summarize, sweep  # noqa: E402
 
@@ -175,10 +174,6 @@ def _point_in_child(a, batch: int, steps: int) -> dict:
     }
 
 
-def _write_json(path: Path, obj: dict) -> None:
-    files.write_atomic(path, (json.dumps(obj, indent=1, default=str) + "\n").encode())
-
-
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     a = parse_args(argv)
@@ -198,7 +193,7 @@ def main(argv=None):
             trials=a.trials,
             seed=a.seed,
         )
-        _write_json(Path(a.out), {**row, "device": device_info()})
+        results.write(a.out, {**row, "device": device_info()})
         return 0
     if a.fresh:  # the parent never initialises the accelerator: each child owns it alone
         measure_one = lambda b, s: _point_in_child(a, b, s)  # noqa: E731
@@ -227,9 +222,8 @@ def main(argv=None):
     summary = summarize(batch_rows)
     where = f"{info.get('device_kind', '?')} ({a.model}, {max(a.steps_list)} steps)"
     result = {
-        "command": "python benchmarks/bench_rollout.py " + " ".join(argv),
+        **results.header("benchmarks/bench_rollout.py", argv),
         **info,
-        "host": {"machine": platform.machine(), "cpus": os.cpu_count()},
         "model": a.model,
         "weights": a.weights,
         "prompt_len": a.prompt_len,
@@ -253,7 +247,7 @@ def main(argv=None):
             "increasing batch order",
         ],
     }
-    _write_json(Path(a.out), result)
+    results.write(a.out, result)
     print(result["recommendation"], file=sys.stderr)
     return 0
 

@@ -16,9 +16,6 @@ sweep is compiled, warmed up, then timed over `--steps` steps with one device sy
 """
 
 import argparse
-import json
-import platform
-import sys
 import time
 from pathlib import Path
 
@@ -27,11 +24,9 @@ import jax.numpy as jnp  # noqa: E402
 
 from shared import sizing  # noqa: E402
 from shared.errors import run_cli  # noqa: E402
-from shared.hardware import (
-    measure,  # noqa: E402
-    sharding,  # noqa: E402
-)
+from shared.hardware import measure, sharding  # noqa: E402
 from shared.pretrain import model, optim, train  # noqa: E402
+from shared.report import results  # noqa: E402
 
 
 def bench_point(
@@ -143,19 +138,16 @@ def main(argv: list[str] | None = None) -> int:
             )
     device = jax.devices()[0]
     report = {
-        "command": " ".join(sys.argv),
+        **results.header("benchmarks/bench_train.py", argv),
         "backend": device.platform,
         "device_kind": device.device_kind,
         "devices": jax.device_count(),
-        "jax": jax.__version__,
-        "host": platform.node(),
         "flop_convention": "mfu: maxtext (causal attention halved); mfu_palm: non-causal",
         "points": points,
     }
     best = max((pt for pt in points if "mfu" in pt), key=lambda pt: pt["mfu"], default=None)
     report["best"] = best
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1))
+    results.write(args.out, report)
     if best:
         print(
             f"best: B={best['batch']} attention={best['attention']} "

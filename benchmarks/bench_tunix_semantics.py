@@ -13,9 +13,7 @@ the date, with the closed form (weights + KV-cache copies) beside. No TPU needed
 """
 
 import argparse
-import datetime
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -24,9 +22,9 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("WANDB_MODE", "disabled")  # `import tunix` imports its wandb logger
 
 from shared import hardware, models, plan  # noqa: E402
-from shared.data import files  # noqa: E402
 from shared.errors import run_cli  # noqa: E402
 from shared.plan import verdict  # noqa: E402
+from shared.report import results  # noqa: E402
 from shared.rollout import sweep as rollout_sweep  # noqa: E402
 from shared.rollout.sampler import SEMANTICS  # noqa: E402
 
@@ -112,11 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     started = time.perf_counter()
     report = {
-        "command": "python benchmarks/bench_tunix_semantics.py "
-        + " ".join(sys.argv[1:] if argv is None else argv),
-        "date": datetime.date.today().isoformat(),
-        "host_cpus": os.cpu_count(),
-        "versions": plan.versions(),
+        **results.header("benchmarks/bench_tunix_semantics.py", argv),
         "field": FIELD,
         "setting": {
             "model": a.model,
@@ -137,8 +131,7 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
     report["wall_s"] = time.perf_counter() - started
-    report["load_average"] = os.getloadavg()  # compile times depend on what else ran
-    files.write_json(a.out, report)
+    results.write(a.out, report)
     return 0
 
 

@@ -17,10 +17,7 @@ executed notebook is kept in runs/record/ to read the run behind the numbers.
 """
 
 import argparse
-import datetime
 import json
-import os
-import platform
 import sys
 import tempfile
 import time
@@ -28,7 +25,7 @@ from pathlib import Path
 
 from shared.errors import BadInput, run_cli
 from shared.paths import ROOT
-from shared.plan import versions
+from shared.report import results as results_file
 
 sys.path.insert(0, str(ROOT))  # tools/ is not part of the installed package
 from tools.notebooks import execute, notebook_sources, parse_parameters  # noqa: E402
@@ -60,17 +57,13 @@ def main(argv: list[str] | None = None) -> int:
         wall_s = time.perf_counter() - start
         tables = {p.stem: json.loads(p.read_text()) for p in sorted(results.glob("*.json"))}
     record = {
-        "command": " ".join(["python", *sys.argv]),
+        **results_file.header("benchmarks/record_notebook.py", argv),
         "notebook": sources[0].stem,
         "parameters": parameters,
-        "date": datetime.date.today().isoformat(),
-        "versions": versions(),
-        "host": {"cpus": os.cpu_count(), "machine": platform.machine()},
         "wall_s": round(wall_s, 1),
         "tables": tables,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(record, indent=1, default=str) + "\n")
+    results_file.write(args.out, record)
     print(f"{sources[0].stem}: {len(tables)} tables in {wall_s:.0f} s -> {args.out}")
     return 0
 

@@ -100,3 +100,15 @@ def test_a_setting_is_the_modes_preset_with_the_parameters_the_user_set():
     assert report.setting("plan", Demo, BATCH=8) == Demo("gemma3-1b", 8)
     with pytest.raises(TypeError, match="STEPS"):
         report.setting("device", Demo, STEPS=3)
+
+
+def test_every_results_file_starts_with_how_it_was_made_and_is_written_whole(tmp_path):
+    from shared.report import results
+
+    head = results.header("benchmarks/bench_demo.py", ["--out", "x.json"])
+    assert head["command"] == "python benchmarks/bench_demo.py --out x.json"
+    assert head["versions"]["jax"] and head["host_cpus"] >= 1 and head["date"]
+    path = results.write(tmp_path / "out" / "demo.json", {**head, "points": [1]})
+    written = json.loads(path.read_text())
+    assert written["points"] == [1] and len(written["load_average"]) == 3
+    assert [p.name for p in path.parent.iterdir()] == ["demo.json"]  # no temporary left

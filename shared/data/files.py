@@ -36,4 +36,6 @@ def read_json(path: Path) -> dict:
 
 
 def write_json(path: Path, obj: dict) -> None:
-    write_atomic(Path(path), (json.dumps(obj, indent=1) + "\n").encode())
+    """`obj` as indented JSON, atomically (the one JSON writer: data sidecars, benchmark
+    results); values JSON cannot hold (paths, dtypes) are written as their text."""
+    write_atomic(Path(path), (json.dumps(obj, indent=1, default=str) + "\n").encode())

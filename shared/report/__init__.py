@@ -6,6 +6,7 @@ beside their predictions.
 - `tables`: tables and figures shown, saved under results/, key figures under docs/figures/;
 - `committed`: the committed numbers (benchmarks/results/) and `agree`;
 - `evidence`: the provenance of the committed numbers a notebook quotes (its last cell);
+- `results`: the header and atomic writer every benchmark's results file shares;
 - `ledger`: every device run's measurement beside the plan's prediction (results/ledger.csv).
 
 The names below are the package's API: `from shared import report; report.show(...)`.

@@ -1,0 +1,37 @@
+"""What every benchmark writes: one JSON results file that says how it was made.
+
+Each file in benchmarks/results/ starts with the same header (`header`): the command that
+reproduces it, the date, the host (its CPU count and machine: compile and CPU timings depend on
+them), the versions of the stack. `write` adds the load average at the moment of writing
+(timings taken beside other work are not the engine's: a reader must be able to tell) and
+writes atomically, so an interrupted run leaves the previous file whole.
+"""
+
+import datetime
+import os
+import platform
+import sys
+from pathlib import Path
+
+from shared.data import files
+from shared.versions import versions
+
+
+def header(script: str, argv: list[str] | None = None) -> dict:
+    """The first keys of a results file: command (`python SCRIPT ARGS`), date, host, versions."""
+    args = sys.argv[1:] if argv is None else argv
+    return {
+        "command": " ".join(["python", script, *args]),
+        "date": datetime.date.today().isoformat(),
+        "host_cpus": os.cpu_count(),
+        "host_machine": platform.machine(),
+        "python": platform.python_version(),
+        "versions": versions(),
+    }
+
+
+def write(path: str | Path, report: dict) -> Path:
+    """`report` with the load average now, written atomically as indented JSON."""
+    path = Path(path)
+    files.write_json(path, {**report, "load_average": os.getloadavg()})
+    return path
