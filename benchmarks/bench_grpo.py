@@ -33,20 +33,9 @@ import jax  # noqa: E402  (after JAX_PLATFORMS)
 
 from shared import grpo, models, plan  # noqa: E402
 from shared.errors import run_cli  # noqa: E402
+from shared.plan.search import probe_rows  # noqa: E402
 from shared.plan.workloads import grpo as grpo_plan  # noqa: E402
 from shared.report import results  # noqa: E402
-
-
-def _point_row(point: dict) -> dict:
-    return {
-        "batch": point["batch"],
-        "fast": point["fast"],
-        "fits": point["fits"],
-        "bytes_per_device": point["bytes_per_device"],
-        "compile_s": point["compile_s"],
-        "refused": point["refused"],
-        "cached": point["cached"],
-    }
 
 
 def _search(request: plan.Request) -> dict:
@@ -60,7 +49,7 @@ def _search(request: plan.Request) -> dict:
         "summary": plan.describe(found),
         "compiles": found["compiles"],
         "wall_s": time.perf_counter() - start,
-        "probes": [_point_row(p) for p in found["probes"]],
+        "probes": probe_rows(found),
     }
 
 

@@ -51,6 +51,7 @@ from shared import logits as L  # noqa: E402
 from shared.errors import BadInput, run_cli  # noqa: E402
 from shared.logits import compare  # noqa: E402
 from shared.plan import budget  # noqa: E402
+from shared.plan.search import probe_rows  # noqa: E402
 from shared.report import results  # noqa: E402
 
 MiB = 2**20
@@ -325,17 +326,7 @@ def fit(a):
                 )
             },
             "score_run": est and {**est, "describe": budget.describe(est)},
-            "probes": [
-                {
-                    "batch": p["batch"],
-                    "fast": p["fast"],
-                    "fits": p["fits"],
-                    "bytes_per_device": p["bytes_per_device"],
-                    "refused": bool(p["refused"]),
-                    "compile_s": round(p["compile_s"], 1),
-                }
-                for p in search["probes"]
-            ],
+            "probes": probe_rows(search),
         }
         log(f"  {out['modes'][mode]['summary']}")
     return out

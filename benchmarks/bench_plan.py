@@ -21,6 +21,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 from shared import plan  # noqa: E402
 from shared.errors import run_cli  # noqa: E402
 from shared.plan import verdict  # noqa: E402
+from shared.plan.search import probe_rows  # noqa: E402
 from shared.report import results  # noqa: E402
 
 
@@ -64,17 +65,7 @@ def rollout_target(target: str, a) -> dict:
         "compiles": search["compiles"],
         "search_wall_s": search_s,
         "summary": plan.describe(search),
-        "probes": [
-            {
-                "batch": p["batch"],
-                "fast": p["fast"],
-                "fits": p["fits"],
-                "bytes_per_device": p["bytes_per_device"],
-                "skipped": p["skipped"],
-                "compile_s": p["compile_s"],
-            }
-            for p in search["probes"]
-        ],
+        "probes": probe_rows(search),
     }
     for fast in (False, True):  # one verdict each at a fixed batch, nothing cached
         point, wall = _timed(

@@ -24,6 +24,7 @@ os.environ.setdefault("WANDB_MODE", "disabled")  # `import tunix` imports its wa
 from shared import hardware, models, plan  # noqa: E402
 from shared.errors import run_cli  # noqa: E402
 from shared.plan import verdict  # noqa: E402
+from shared.plan.search import probe_rows  # noqa: E402
 from shared.report import results  # noqa: E402
 from shared.rollout import sweep as rollout_sweep  # noqa: E402
 from shared.rollout.sampler import SEMANTICS  # noqa: E402
@@ -83,17 +84,7 @@ def search(semantics: str, a) -> dict:
         "closed_form_max_batch": rollout_sweep.closed_form_max_batch(
             dims, target.chip.compiler_hbm_bytes, a.cache_size, semantics=semantics
         ),
-        "probes": [
-            {
-                "batch": p["batch"],
-                "fast": p["fast"],
-                "fits": p["fits"],
-                "bytes_per_device": p["bytes_per_device"],
-                "skipped": p["skipped"],
-                "compile_s": p["compile_s"],
-            }
-            for p in found["probes"]
-        ],
+        "probes": probe_rows(found),
     }
 
 

@@ -273,3 +273,13 @@ def test_cli_bad_input_exit_2(args, message, tmp_path):
     run = _cli(*args, cache=str(tmp_path))
     assert run.returncode == 2 and message in run.stderr
     assert run.stderr.strip().count("\n") == 0 and "Traceback" not in run.stderr
+
+
+def test_probe_rows_record_each_compile_of_a_search_in_one_shape():
+    from shared.plan.search import PROBE_COLUMNS, probe_rows
+
+    refused = {"batch": 16, "fast": False, "fits": False, "bytes_per_device": 9, "compile_s": 2.04}
+    found = {"probes": [{**refused, "refused": "HLO temporaries exceed", "skipped": []}]}
+    (row,) = probe_rows(found)
+    assert set(row) == {*PROBE_COLUMNS, "compile_s"}
+    assert row["refused"] is True and row["compile_s"] == 2.0 and row["cached"] is None

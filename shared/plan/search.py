@@ -126,6 +126,23 @@ def max_batch(
     }
 
 
+PROBE_COLUMNS = ("batch", "fast", "fits", "bytes_per_device", "refused", "skipped", "cached")
+
+
+def probe_rows(search: dict) -> list[dict]:
+    """One row per verdict a search compiled (or read from the cache): the evidence behind its
+    largest batch, as benchmarks and notebooks record it. `refused` says whether the compiler
+    refused the program for lack of HBM (its message stays in the verdict)."""
+    return [
+        {
+            **{key: p.get(key) for key in PROBE_COLUMNS},
+            "refused": bool(p.get("refused")),
+            "compile_s": round(p["compile_s"], 1),
+        }
+        for p in search["probes"]
+    ]
+
+
 def describe(search: dict) -> str:
     """One line: the answer, the evidence, and what limited it."""
     largest, fail = search["max_batch"], search["first_not_fitting"]
