@@ -12,6 +12,7 @@ from shared import sizing
 from shared.errors import BadInput
 from shared.hardware import sharding
 from shared.pretrain import model as M
+from shared.pretrain import sample
 
 
 @pytest.fixture(scope="module")
@@ -153,12 +154,14 @@ def test_all_knobs_run_and_are_causal():
 
 def test_generate(tiny):
     prompt = tokens(2, 5, tiny.config.V)
-    out = M.generate(tiny, prompt, steps=4, temperature=0.8, key=jax.random.key(0), valid_vocab=100)
+    out = sample.generate(
+        tiny, prompt, steps=4, temperature=0.8, key=jax.random.key(0), valid_vocab=100
+    )
     assert out.shape == (2, 9)
     np.testing.assert_array_equal(out[:, :5], prompt)
     assert bool(jnp.all(out[:, 5:] < 100))
     with pytest.raises(BadInput):
-        M.generate(tiny, prompt, steps=2, temperature=-1.0)
+        sample.generate(tiny, prompt, steps=2, temperature=-1.0)
 
 
 # ---------------------------------------------------------------------------- sharding
