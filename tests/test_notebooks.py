@@ -318,3 +318,28 @@ def test_papermill_reads_every_parameter():
             if "=" in line and not line.startswith((" ", "#"))
         }
         assert set(papermill.inspect_notebook(str(twin))) == assigned, source.name
+
+
+def test_the_colab_install_script_installs_the_pins_the_project_and_cuda_on_a_gpu(tmp_path):
+    """tools/colab_install.sh, run with a stand-in python (and nvidia-smi) that record calls."""
+    import shutil
+    import subprocess
+
+    from shared.paths import ROOT
+
+    log = tmp_path / "calls"
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\necho "$@" >> {log}\n[ "$1" = -c ] && echo 0.10.2\nexit 0\n')
+    python.chmod(0o755)
+    script = [shutil.which("bash"), str(ROOT / "tools" / "colab_install.sh"), str(python)]
+    (tmp_path / "bin").mkdir()  # a PATH without nvidia-smi, whatever this machine has
+    env = {"PATH": str(tmp_path / "bin"), "TPU_BUDGET_LAB_REPO": "me/lab"}
+    subprocess.run(script, check=True, env=env)
+    (install,) = log.read_text().splitlines()
+    assert "-r https://raw.githubusercontent.com/me/lab/main/requirements.txt" in install
+    assert install.endswith("git+https://github.com/me/lab")
+    (tmp_path / "bin" / "nvidia-smi").write_text("#!/bin/sh\nexit 0\n")
+    (tmp_path / "bin" / "nvidia-smi").chmod(0o755)
+    log.unlink()
+    subprocess.run(script, check=True, env=env)
+    assert log.read_text().splitlines()[-1] == "-m pip install -q jax[cuda12]==0.10.2"
