@@ -21,6 +21,13 @@ def choose(kind: str, name: str, valid: Iterable[str]) -> str:
     return name
 
 
+def positive(**values: float | None) -> None:
+    """BadInput naming the first of `values` that is zero or negative (None means not given)."""
+    for name, value in values.items():
+        if value is not None and not value > 0:
+            raise BadInput(f"{name.replace('_', '-')} must be positive, got {value}")
+
+
 def run_cli(main: Callable[[list[str] | None], int | None], argv: list[str] | None = None) -> None:
     """Run a command-line `main`, turning BadInput into one line on stderr and exit 2."""
     try:

@@ -17,9 +17,8 @@ Google Cloud rows are US dollars per chip-hour in one region, us-central1 (Iowa)
 import math
 from dataclasses import asdict, dataclass
 
-from shared.errors import BadInput, choose
+from shared.errors import BadInput, choose, positive
 from shared.hardware import parse_target
-from shared.sizing import positive
 
 REGION = "us-central1"
 HOURLY_KINDS = ("on-demand", "spot", "1y", "3y")  # 1y / 3y: committed-use prices

@@ -16,9 +16,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from shared.errors import BadInput, choose
+from shared.errors import BadInput, choose, positive
 from shared.hardware import parse_target, prices
-from shared.sizing import positive
 
 
 @dataclass(frozen=True)

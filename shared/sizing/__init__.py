@@ -9,15 +9,8 @@ L layers, V vocab.
 import math
 from dataclasses import dataclass, replace
 
-from shared.errors import BadInput, choose
+from shared.errors import BadInput, choose, positive
 from shared.hardware import Chip
-
-
-def positive(**values: float | None) -> None:
-    """BadInput naming the first of `values` that is zero or negative (None means not given)."""
-    for name, value in values.items():
-        if value is not None and not value > 0:
-            raise BadInput(f"{name.replace('_', '-')} must be positive, got {value}")
 
 
 def _fraction_of_peak(mfu_fraction: float) -> None:
