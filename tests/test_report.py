@@ -72,11 +72,13 @@ def test_agree_says_what_a_difference_means(capsys):
 
 
 def test_evidence_states_how_each_quoted_file_was_made_and_this_runs_versions(capsys):
-    found = report.evidence("activation_sharding", "no_such_result")
+    from shared.report.evidence import facts
+
+    assert report.evidence("activation_sharding", "no_such_result") is None
     out = capsys.readouterr().out
     assert "benchmarks/results/activation_sharding.json" in out and "command:" in out
-    assert found["activation_sharding"]["versions"]["jax"]
-    assert "missing" in found["no_such_result"]
+    assert facts("activation_sharding")["versions"]["jax"]
+    assert "missing" in facts("no_such_result") and "missing:" in out
     assert out.rstrip().splitlines()[-1].startswith("this run: jax ")
 
 

@@ -30,13 +30,11 @@ def _line(value) -> str:
     return str(value)
 
 
-def evidence(*names: str) -> dict[str, dict]:
-    """Print, for each committed result file a notebook quotes, how it was made; then this
-    run's versions. Returns the facts, by file name."""
-    found = {name: facts(name) for name in names}
-    for name, fact in found.items():
+def evidence(*names: str) -> None:
+    """Print, for each committed result file a notebook quotes, how it was made (`facts`); then
+    this run's versions. Returns nothing, so a notebook's last line shows only the print."""
+    for name in names:
         print(f"benchmarks/results/{name}.json")
-        for key, value in fact.items():
+        for key, value in facts(name).items():
             print(f"  {key}: {_line(value)}")
     print(f"this run: {_line(versions())}")
-    return found
