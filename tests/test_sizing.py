@@ -1,5 +1,6 @@
 """Sizing formulas against hand-worked values, and the command line."""
 
+import dataclasses
 import json
 import math
 import re
@@ -8,10 +9,12 @@ import sys
 
 import pytest
 
-from shared import sizing
+from shared import report, sizing
 from shared.errors import BadInput, run_cli
 from shared.hardware import CHIPS
 from shared.sizing import cli as sizing_cli
+from shared.sizing import findings
+from shared.sizing.settings import ScalingPlan
 
 LLAMA70 = sizing.preset("llama3-70b")
 
@@ -343,3 +346,82 @@ def test_library_refuses_zero_sizes_too():
         sizing.training_seconds(1e12, 1e9, 1e15, 0.0)
     with pytest.raises(BadInput, match="d-model"):
         sizing.custom(L=1, D=0, F=1, N=1, K=1, H=1, V=1)
+
+
+# ---------------------------------------------------------------------------- notebook 06
+
+
+def test_scaling_plan_presets_plan_the_books_example():
+    field, local = ScalingPlan.field(), ScalingPlan.local()
+    assert field.dims == LLAMA70 and field.chip == CHIPS["v5p"] and field.target == "v5p-8"
+    assert (field.chips, field.tokens, field.batch_tokens, field.mfu) == (8960, 15e12, 2**22, 0.4)
+    probe = (field.probe_model, field.probe_seq, field.probe_batches, field.probe_remats)
+    assert probe == ("llama3.1-70b", 2048, (4, 8), ("none", "decoder"))
+    # local mode plans the same run; only the layer probe is tiny
+    differences = {k: v for k, v in dataclasses.asdict(local).items() if getattr(field, k) != v}
+    assert differences == {"probe_model": "llama3-tiny", "probe_seq": 256, "probe_batches": (8, 16)}
+
+
+def test_scaling_plan_takes_the_notebooks_parameters():
+    setting = report.setting(
+        "plan", ScalingPlan, PROBE_MODEL=None, PROBE_BATCHES=[2, 4], PROBE_REMATS=["none"]
+    )
+    assert setting.probe_model == "llama3.1-70b"  # None keeps the preset's
+    assert setting.probe_batches == (2, 4) and setting.probe_remats == ("none",)  # tuples
+    assert report.setting("local", ScalingPlan, CHIPS=64).chips == 64
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"model": "llama9"}, "unknown model preset 'llama9'"),
+        ({"hardware": "v9z"}, "unknown target 'v9z'"),
+        ({"chips": 0}, "CHIPS must be positive, got 0"),
+        ({"batch_tokens": -1}, "BATCH_TOKENS must be positive"),
+        ({"mfu": 1.5}, "MFU is a fraction of peak in (0, 1]"),
+        ({"probe_batches": (8, 4)}, "PROBE_BATCHES must be two growing global batches"),
+        ({"probe_batches": (4,)}, "PROBE_BATCHES must be two growing global batches"),
+        ({"probe_remats": ()}, "PROBE_REMATS needs at least one"),
+        ({"embed_v": 0}, "EMBED_V must be positive"),
+    ],
+)
+def test_scaling_plan_refuses_bad_values_in_one_line(bad, message):
+    with pytest.raises(BadInput, match=re.escape(message)):
+        dataclasses.replace(ScalingPlan.field(), **bad)
+
+
+def test_probe_rows_name_the_nearest_closed_form():
+    dims = sizing.preset("pretrain-130m")
+    book3 = 2 * sizing.activation_elements_per_token_layer(dims, "book3")
+    probe = {"model": "m", "seq": 64, "tokens_per_device": [8, 16], "per_layer_fixed_bytes": 1}
+    probes = {
+        "none": {**probe, "kept_bytes_per_token_layer": book3 * 1.1, "compile_s": 1.0},
+        "decoder": {**probe, "kept_bytes_per_token_layer": -5.0, "compile_s": 1.0},
+    }
+    rows = findings.probe_rows(probes, dims, "v5p-8")
+    assert [r["closest_policy"] for r in rows] == ["book3", "block"]  # <= 0: the least
+    assert rows[0]["in_D"] == pytest.approx(3.3) and rows[0]["target"] == "v5p-8"
+    assert findings.compiled_totals(probes, dims, LLAMA70, 0.0) == []  # not 70B's width
+    (total, _) = findings.compiled_totals(probes, dims, dims, 1e12)
+    assert total["book_TB"] == pytest.approx(1 + 4e6 * dims.L * book3 * 1.1 / 1e12)
+
+
+def test_the_committed_answer_agrees_with_itself_and_not_with_a_change(capsys):
+    committed = report.committed(findings.COMMITTED)
+    if committed is None:
+        pytest.skip("benchmarks/results/scaling_plan.json is not here")
+    summary = committed["tables"]["summary"]
+    probes = committed["tables"]["layer_probe"]
+    assert findings.agree_with_committed(summary, probes)
+    changed = [
+        {**row, "answer": row["answer"] * 2} if row["question"] == "fwide: book_TB" else row
+        for row in summary
+    ]
+    assert not findings.agree_with_committed(changed, [])
+    assert "fwide: book_TB" in capsys.readouterr().out
+    params = {"total": 70.553706496e9}
+    rows = findings.summary(params, [], [], {"x_opt": 1619.0})
+    assert rows == [
+        {"question": "parameters (B)", "answer": 70.553706496},
+        {"question": "X_opt", "answer": 1619.0},
+    ]

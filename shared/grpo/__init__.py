@@ -3,7 +3,9 @@
 - `recipe`: the reward task and `GRPOSettings` (what plan mode and the real run both read);
 - `runner`: tunix's RLCluster and GRPOLearner built from the settings, run and timed per phase;
 - `token_logprobs`: GRPO's log-prob phases without [B, T, V] logits;
-- `plots`: notebook 07's figures.
+- `plots`: notebook 07's figures;
+- `settings`: `GRPOBudget`, notebook 07's setting (local() and field() presets);
+- `findings`: notebook 07's checks against the committed plan it quotes.
 
 Plan mode compiles the same jitted functions: shared.plan.workloads.grpo.
 """
