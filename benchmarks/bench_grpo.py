@@ -33,6 +33,7 @@ import jax  # noqa: E402  (after JAX_PLATFORMS)
 
 from shared import grpo, models, plan  # noqa: E402
 from shared.errors import run_cli  # noqa: E402
+from shared.plan import budget  # noqa: E402
 from shared.plan.search import probe_rows  # noqa: E402
 from shared.plan.workloads import grpo as grpo_plan  # noqa: E402
 from shared.report import results  # noqa: E402
@@ -102,7 +103,9 @@ def plan_part(args, report: dict) -> None:
         },
         "wall_s": time.perf_counter() - start,
     }
-    report["session"] = grpo_plan.session(point, grpo_plan.settings(recipe))
+    report["session"] = budget.session(
+        point, sequences_per_step=grpo_plan.settings(recipe).sequences_per_step
+    )
     print(
         f"recipe: {'fits' if point['fits'] else 'does not fit'}, "
         f"{point['bytes_per_device'] / 2**30:.2f} GiB per device",
@@ -137,7 +140,9 @@ def plan_part(args, report: dict) -> None:
         "worst": point["worst"],
         "roofline_lower_bound_s": point["roofline_lower_bound_s"],
     }
-    report["largest_session"] = grpo_plan.session(point, grpo_plan.settings(best))
+    report["largest_session"] = budget.session(
+        point, sequences_per_step=grpo_plan.settings(best).sequences_per_step
+    )
     print(f"all phases at {largest}: {'fits' if point['fits'] else 'does not fit'}", flush=True)
 
 

@@ -101,6 +101,7 @@ from shared.grpo import plots as grpo_plots
 from shared.grpo.settings import GRPOBudget
 from shared.hardware import measure
 from shared.hardware.sharding import make_mesh
+from shared.plan import budget
 from shared.plan.workloads import grpo as grpo_plan
 from shared.report import ledger
 
@@ -282,8 +283,8 @@ if searches and largest >= request.batch:
     best = dataclasses.replace(request, batch=largest, logps="chunked")
     configs[f"{largest} sequences per call, chunked"] = (plan.plan_point(best),
                                                          grpo_plan.settings(best))
-rows = [{"config": k, **grpo_plan.session(p, r, hours=setting.hours)}
-        for k, (p, r) in configs.items()]
+rows = [{"config": k, **budget.session(p, sequences_per_step=r.sequences_per_step,
+                                       hours=setting.hours)} for k, (p, r) in configs.items()]
 if rows:
     report.show(rows, out, "session", ["config", "sequences_per_step", "roofline_step_s",
                                        "steps_at_most", "estimated_step_s", "steps_estimated",

@@ -106,3 +106,13 @@ def test_a_slice_without_a_price_keeps_its_times():
         {"workload": "rollout", "target": "tpu7x-8", "roofline_lower_bound_s": 1.0}
     )
     assert est["dollars_per_hour"] is None and "no dollars" in budget.describe(est)
+
+
+def test_a_session_counts_steps_and_their_price_and_says_kaggle_is_free():
+    point = {"workload": "grpo", "target": "v5e-8", "roofline_lower_bound_s": 9.0}
+    s = budget.session(point, sequences_per_step=32, hours=9)
+    assert s["steps_at_most"] == 3600 and s["steps_estimated"] < s["steps_at_most"]
+    assert s["completions_estimated"] == 32 * s["steps_estimated"]
+    assert s["steps_per_dollar_spot"] > s["steps_per_dollar_on-demand"] > 0
+    assert s["kaggle"].startswith("free: $0 within Kaggle's quota")
+    assert "kaggle" not in budget.session({**point, "target": "v5p-8"}, sequences_per_step=32)

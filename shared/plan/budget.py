@@ -105,6 +105,44 @@ def runs_in(point: dict, hours: float) -> dict:
     }
 
 
+def session(point: dict, *, sequences_per_step: int, hours: float = 9.0) -> dict:
+    """What `hours` on the verdict's target buy, one step being the verdict's workload (a GRPO
+    step: `sequences_per_step` completions): steps at the roofline (a lower bound on step time,
+    so "at most": never a prediction) and at this module's stated efficiency (an assumption,
+    named with its source), and steps per dollar: Kaggle's v5e-8 is free within its quota; GCP
+    on-demand and spot from shared.hardware.prices (dated)."""
+    runs = runs_in(point, hours)
+    per_step = sequences_per_step
+    out = {
+        "hours": hours,
+        "target": point["target"],
+        "sequences_per_step": per_step,
+        "roofline_step_s": point["roofline_lower_bound_s"],
+        "estimated_step_s": point["roofline_lower_bound_s"] / runs["assumed_efficiency"],
+        "steps_at_most": runs["at_most"],
+        "steps_estimated": runs["estimated"],
+        "completions_estimated": runs["estimated"] * per_step,
+        "assumed_efficiency": runs["assumed_efficiency"],
+        "efficiency_source": runs["efficiency_source"],
+    }
+    for kind in ("on-demand", "spot"):
+        est = estimate(point, runs=max(runs["estimated"], 1), kind=kind)
+        if est["dollars_per_hour"] is not None:
+            out[f"dollars_per_hour_{kind}"] = est["dollars_per_hour"]
+            out[f"steps_per_dollar_{kind}"] = (
+                3600 / out["estimated_step_s"] / est["dollars_per_hour"]
+            )
+            out["price_read"] = est["price_read"]
+    if point["target"] == "v5e-8":
+        quota = prices.lookup("kaggle-tpu", "quota")
+        out["kaggle"] = (
+            f"free: $0 within Kaggle's quota of {quota.value:g} {quota.unit} "
+            f"(read {quota.read}), {prices.lookup('kaggle-tpu', 'session').value:g}"
+            "-hour sessions"
+        )
+    return out
+
+
 def describe(est: dict) -> str:
     """One paragraph: roofline, estimate with its assumption, and dollars with their date."""
     runs = f"{est['runs']:g} run{'s' if est['runs'] != 1 else ''}"

@@ -42,10 +42,8 @@ from tunix.sft import sharding_utils
 from shared import models
 from shared.errors import BadInput
 from shared.grpo import GRPOSettings, arithmetic_reward, token_logprobs
-from shared.hardware import prices
 from shared.hardware.measure import is_out_of_memory
 from shared.hardware.sharding import abstract_like, bytes_per_device, on_mesh
-from shared.plan import budget
 from shared.plan.compiled import FAST_COMPILE
 from shared.plan.executable import Executable, Workload
 from shared.rollout import sampler as rollout
@@ -412,43 +410,3 @@ def _abstract_trainer(policy, recipe: GRPOSettings, tokenizer, mesh):
     )
     grpo_learner.GRPOLearner(stand_in, recipe.algo_config(), reward_fns=[arithmetic_reward])
     return trainer
-
-
-# ---------------------------------------------------------------------------- time and money
-
-
-def session(point: dict, recipe: GRPOSettings, *, hours: float = 9.0) -> dict:
-    """What `hours` on the verdict's target buy: GRPO steps (and completions) at the roofline
-    (a lower bound on step time, so "at most": never a prediction) and at shared.plan.budget's
-    stated efficiency (an assumption, named with its source), and steps per dollar: Kaggle's
-    v5e-8 is free within its quota; GCP on-demand and spot from shared.hardware.prices (dated)."""
-    runs = budget.runs_in(point, hours)
-    per_step = recipe.sequences_per_step
-    out = {
-        "hours": hours,
-        "target": point["target"],
-        "sequences_per_step": per_step,
-        "roofline_step_s": point["roofline_lower_bound_s"],
-        "estimated_step_s": point["roofline_lower_bound_s"] / runs["assumed_efficiency"],
-        "steps_at_most": runs["at_most"],
-        "steps_estimated": runs["estimated"],
-        "completions_estimated": runs["estimated"] * per_step,
-        "assumed_efficiency": runs["assumed_efficiency"],
-        "efficiency_source": runs["efficiency_source"],
-    }
-    for kind in ("on-demand", "spot"):
-        est = budget.estimate(point, runs=max(runs["estimated"], 1), kind=kind)
-        if est["dollars_per_hour"] is not None:
-            out[f"dollars_per_hour_{kind}"] = est["dollars_per_hour"]
-            out[f"steps_per_dollar_{kind}"] = (
-                3600 / out["estimated_step_s"] / est["dollars_per_hour"]
-            )
-            out["price_read"] = est["price_read"]
-    if point["target"] == "v5e-8":
-        quota = prices.lookup("kaggle-tpu", "quota")
-        out["kaggle"] = (
-            f"free: $0 within Kaggle's quota of {quota.value:g} {quota.unit} "
-            f"(read {quota.read}), {prices.lookup('kaggle-tpu', 'session').value:g}"
-            "-hour sessions"
-        )
-    return out
