@@ -14,43 +14,18 @@
 # ---
 
 # %% [markdown]
-# # 01 · Rollout sizing: which batch fits and runs fastest for Gemma 3 with the tunix Sampler?
+# # 01 · Rollout sizing: which batch fits Gemma 3 with the tunix Sampler, and what does it cost?
 #
-# ## What we found
-# **Which tunix you need: 0.1.7 or later.** gemma3-1b rollouts with tunix's Sampler on one v5e
-# chip (16 GiB, of which libtpu lets a program use 15.75) at the field's setting (prompts padded
-# to 128 tokens, 1024 generation steps, a 1312-slot KV cache): the real TPU compiler, deviceless
-# (jax 0.10.2, libtpu 0.0.42.1, tunix 0.1.7, 2026-11-22), puts the largest batch at **212 with
-# tunix 0.1.6's Sampler** (213 is refused) and at **395 with 0.1.7's** (396 is refused): 1.86x
-# as many rollouts per chip. The field ran the tunix of December 2025 and saw batch 200 run and
-# 256 run out of HBM; 212 lies between them. The difference is donation: tunix 0.1.5 and 0.1.6
-# do not donate the Sampler's state, so decode holds the KV cache twice (33.3 MiB per row per
-# copy); 0.1.7 donates it and updates it in place. **Pin `google-tunix>=0.1.7`** (this project
-# pins 0.1.7). Stuck on 0.1.6? Stay at or below 212 rows, or shrink the cache to prompt + steps.
-#
-# **What the compiler adds.** Weights (1.86 GiB in bf16) plus the KV copies alone would allow
-# 426 rows with 0.1.7 and 213 with 0.1.6. At batch 395 the compiler needs 1.02 GiB more than
-# that closed form: prefill sets the limit there (the cache plus the prompt's activations), so
-# longer prompts fit fewer rows: 374 at 256-token prompts (`plan_cpu.json`, from
-# `benchmarks/bench_plan.py`). At batch 212 under 0.1.6, decode sets it and adds only 53 MiB
-# to weights plus two caches. The closed form is an upper bound; the compiler's is the answer.
-#
-# **Hours and dollars.** 100,000 rollouts at batch 395 (254 batches) on a v5e-1: at least
-# 1.91 h (the roofline, a lower bound), about 4.77 h at an assumed 40% of it (no public
-# measurement of the Sampler's efficiency yet), $5.72 on demand at $1.20/h ($1.17 spot; prices
-# read 2026-11-22). With 0.1.6 (batch 212, 472 batches): 4.81 h at least, about 12 h, $14.43.
-# Donation lets more rows share each step's weight reads, and decode stops copying the cache.
-#
-# **Which batch runs fastest: not measured yet.** No TPU or GPU ran in the session that wrote
-# this, so the field's "64 and 128 beat 68 and 132 per token" is neither confirmed nor refuted
-# here. Device mode measures those batches on the attached chip, beside the plan's prediction,
-# and writes ledger rows: `make tpu-execute TPU=... ZONE=... NB=01 PARAMS='-p MODE device'`.
-#
-# **Evidence and how to reproduce.** Each search made 2-3 fast compiles to find the line, then
-# exact compiles at the boundary (7 compiles for 0.1.7, 6 for 0.1.6; 81 minutes in all on a
-# heavily shared 2-core machine): `python benchmarks/bench_tunix_semantics.py --out
-# benchmarks/results/rollout_tunix_semantics.json`. This notebook re-runs both searches with
-# `make execute NB=01 PARAMS='-p MODE plan'` and checks its answer against that file.
+# ## Takeaway
+# **Pin `google-tunix>=0.1.7`.** On one v5e chip (16 GiB, 15.75 of them usable) the real TPU
+# compiler fits gemma3-1b rollouts at the field's setting (prompts padded to 128 tokens, 1024
+# steps, a 1312-slot KV cache) up to **395 rows with tunix 0.1.7's Sampler and 212 with 0.1.6's**
+# (396 and 213 are refused): 0.1.5 and 0.1.6 do not donate the Sampler's state, so decode holds
+# the 33.3 MiB-per-row KV cache twice. The field's boundary (200 ran, 256 ran out) lies between.
+# 100,000 rollouts at batch 395 on a v5e-1 take at least 1.91 h (roofline), about 4.77 h at an
+# assumed 40% of it, $5.72 on demand; at 212 under 0.1.6 about 12 h and $14.43. Which batch runs
+# fastest is not answered here: speed per batch (the field's "64 and 128 beat 68 and 132 per
+# token") is measured only in device mode, on an attached TPU or GPU.
 #
 # ![gemma3-1b rollouts on one v5e chip: bytes per batch](../docs/figures/01_tunix_bytes.png)
 #
@@ -60,7 +35,8 @@
 # `plan` compiles the Sampler's own prefill and decode for `TARGET` with the real TPU compiler,
 # deviceless (gemma3-1b by default), and searches the largest batch under each tunix semantics.
 # `device` measures on the attached TPU or GPU, puts the plan's prediction beside every point
-# and appends both to the ledger (`results/ledger.csv`).
+# and appends both to the ledger (`results/ledger.csv`). The sizes each mode starts from are the
+# presets of `shared.rollout.settings.RolloutSizing`: `local()` and the field's `field()`.
 
 # %%
 # On Colab or Kaggle: install this project as a package, with its pinned requirements (and
@@ -113,69 +89,56 @@ import matplotlib.pyplot as plt
 from packaging.version import Version
 
 from shared import hardware, models, plan, sizing
-from shared.errors import BadInput, choose
-from shared.hardware import prices
 from shared.hardware.sharding import make_mesh, mesh_shape
 from shared.plan import budget
 from shared.report import ledger
+from shared.rollout import findings
 from shared.rollout import sampler as rollout
 from shared.rollout import sweep as rollout_sweep
 from shared.rollout.plots import plot_measured, plot_searches
+from shared.rollout.settings import RolloutSizing
 
-MODEL = report.by_mode(MODE, MODEL, "gemma3-tiny", "gemma3-1b")
-BATCH_SIZES = sorted(set(report.by_mode(MODE, BATCH_SIZES, [1, 4, 8, 12, 16], [
-    1, 4, 16, 60, 64, 68, 124, 128, 132, 196, 200, 204, 252, 256, 260, 384])))
-STEPS = sorted(set(report.by_mode(MODE, STEPS, [8, 16, 32], [128, 256, 512, 1024])))
-PROMPT_LEN = report.by_mode(MODE, PROMPT_LEN, 16, 128)
-choose("model", MODEL, models.MODEL_NAMES)
-choose("weights", WEIGHTS, models.WEIGHTS)
-[choose("tunix semantics", s, rollout.SEMANTICS) for s in TUNIX]
-if not BATCH_SIZES or not STEPS or min(BATCH_SIZES + STEPS + [PROMPT_LEN, TRIALS, ROLLOUTS]) < 1:
-    raise BadInput("BATCH_SIZES, STEPS, PROMPT_LEN, TRIALS and ROLLOUTS must be positive")
-STEPS_MAX = max(STEPS)
-CACHE = report.by_mode(MODE, CACHE_SIZE, None, 1312) or PROMPT_LEN + STEPS_MAX + 32
-if PROMPT_LEN + STEPS_MAX > CACHE:
-    raise BadInput(f"CACHE_SIZE {CACHE} < PROMPT_LEN + max(STEPS) = {PROMPT_LEN + STEPS_MAX}")
+setting = report.setting(MODE, RolloutSizing, MODEL=MODEL, WEIGHTS=WEIGHTS, TUNIX=TUNIX,
+                         BATCH_SIZES=BATCH_SIZES, STEPS=STEPS, PROMPT_LEN=PROMPT_LEN,
+                         CACHE_SIZE=CACHE_SIZE, TRIALS=TRIALS, ROLLOUTS=ROLLOUTS)
+print(setting)
 if MODE == "device":  # join a multi-host slice first; then plan for the slice attached
     hardware.initialize_distributed()
     TARGET = hardware.current_target_name() or TARGET
 target = hardware.parse_target(TARGET)
 fsdp, tp = mesh_shape(MESH, target.chips)
 usable = target.chip.compiler_hbm_bytes or target.chip.hbm_bytes  # what a program may use
-dims, out = models.model_dims(MODEL), report.results_dir(RESULTS_DIR)
-quoted = report.committed("rollout_tunix_semantics")  # the numbers "What we found" quotes
-same_setting = bool(quoted) and MESH is None and quoted["setting"] == {
-    "model": MODEL, "target": TARGET, "prompt_len": PROMPT_LEN, "steps": STEPS_MAX,
-    "cache_size": CACHE}
+dims, out = models.model_dims(setting.model), report.results_dir(RESULTS_DIR)
+# The rollout plan mode compiles, with the Sampler semantics of the tunix installed here.
+installed = "0.1.7" if Version(plan.versions()["google-tunix"]) >= Version("0.1.7") else "0.1.6"
+request = plan.Request("rollout", setting.model, TARGET, batch=fsdp, mesh=MESH, tunix=installed,
+                       prompt_len=setting.prompt_len, steps=setting.steps_max,
+                       cache_size=setting.cache)
+quoted = report.committed(findings.QUOTED)  # the numbers the Takeaway quotes
 
 # %% [markdown]
 # ## 1 · The closed form: weights plus KV cache, once or twice
-# tunix allocates every layer's KV cache at the full `CACHE` slots (Gemma 3's sliding window
-# is only a mask): `2 · L · K · H · 2` bytes per token in bf16, 26 KiB for gemma3-1b, 33 MiB
-# per row at 1312 slots. The weights (bf16, replicated over "fsdp" as tunix samples, split over
-# "tp") come once. tunix 0.1.5 and 0.1.6 do not donate the Sampler's state, so decode holds
-# the cache it reads and the one it writes: two copies; 0.1.7 donates, one copy. Weights plus
-# those copies is a lower bound on a batch's bytes, so the batch it allows is an upper bound
-# on the compiler's answer. Local mode re-derives the committed setting's closed form.
+# tunix allocates every layer's KV cache at the full `CACHE_SIZE` slots (Gemma 3's sliding
+# window is only a mask): `2 · L · K · H · 2` bytes per token in bf16, 26 KiB for gemma3-1b,
+# 33 MiB per row at 1312 slots. The weights (bf16, replicated over "fsdp" as tunix samples,
+# split over "tp") come once. tunix 0.1.5 and 0.1.6 do not donate the Sampler's state, so
+# decode holds the cache it reads and the one it writes: two copies; 0.1.7 donates it and
+# updates it in place: one copy.
+# Weights plus those copies is a lower bound on a batch's bytes, so the batch it allows is an
+# upper bound on the compiler's answer: at the field's setting the weights (1.86 GiB) and the
+# copies alone would allow 426 rows with 0.1.7 and 213 with 0.1.6. Local mode re-derives those
+# two bounds from the committed setting and checks them against the committed file.
 
 # %%
-closed_max = {s: rollout_sweep.closed_form_max_batch(dims, usable, CACHE, fsdp, tp, semantics=s)
-              for s in rollout.SEMANTICS}
+closed_max = {s: rollout_sweep.closed_form_max_batch(dims, usable, setting.cache, fsdp, tp,
+                                                     semantics=s) for s in rollout.SEMANTICS}
 report.show([{"tunix": s, "weights_bytes": 2 * sizing.param_counts(dims)["total"],
-              "kv_cache_bytes_per_row": sizing.kv_cache_bytes(dims, 1, CACHE),
+              "kv_cache_bytes_per_row": sizing.kv_cache_bytes(dims, 1, setting.cache),
               "kv_copies": rollout_sweep.KV_COPIES[s], "usable_hbm_bytes": usable,
               "closed_form_max_batch": closed_max[s]} for s in rollout.SEMANTICS],
             out, "closed_form")
-if MODE == "local" and not quoted:
-    print("no committed plan result here (benchmarks/results/): nothing to check against")
-elif MODE == "local":
-    q = quoted["setting"]
-    for s, entry in quoted["semantics"].items():
-        report.agree(f"closed-form largest batch, {q['model']} on {q['target']}, tunix {s}",
-                     rollout_sweep.closed_form_max_batch(
-                         models.model_dims(q["model"]), hardware.parse_target(
-                             q["target"]).chip.compiler_hbm_bytes, q["cache_size"], semantics=s),
-                     entry["closed_form_max_batch"])
+if MODE == "local":
+    findings.check_closed_form(quoted)
 
 # %% [markdown]
 # ## 2 · Measured: rollout time against batch (local and device mode)
@@ -184,7 +147,8 @@ elif MODE == "local":
 # token buffer. Points run in increasing batch order in one process, so the process-wide peak
 # after a point is that point's; out of memory is a data point and larger batches are skipped.
 # Whether 64 and 128 beat 68 and 132 per token is a property of the chip's tiles: only device
-# mode answers it.
+# mode answers it. No TPU or GPU ran in the session that wrote the Takeaway, so the field's
+# claim is neither confirmed nor refuted there; a device run writes its points to the ledger.
 
 # %%
 measured = MODE != "plan"
@@ -192,29 +156,31 @@ if measured:
     devices = jax.devices() if MODE == "device" or MESH else jax.devices()[:1]
     mesh = make_mesh(MESH, devices)
     unit = mesh.shape["fsdp"]  # every batch splits over the data-parallel axis
-    if dropped := [b for b in BATCH_SIZES if b % unit]:
+    dropped = [b for b in setting.batch_sizes if b % unit]
+    if dropped:
         print(f"left out batches {dropped}: not multiples of the {unit} data-parallel devices")
-    model, tok = models.load(MODEL, WEIGHTS, mesh=mesh, seed=SEED, is_sampling=True)
-    sampler = rollout.make_sampler(model, tok, CACHE, stop_at_eos=False)
-    where, V = f"{len(devices)}x {devices[0].device_kind}", models.dims(MODEL, model.config).V
+    model, tok = models.load(setting.model, setting.weights, mesh=mesh, seed=SEED,
+                             is_sampling=True)
+    sampler = rollout.make_sampler(model, tok, setting.cache, stop_at_eos=False)
+    where = f"{len(devices)}x {devices[0].device_kind}"
+    V = models.dims(setting.model, model.config).V
     rows = rollout_sweep.sweep(lambda b, s: rollout_sweep.measure_point(
-        sampler, mesh, V, batch=b, steps=s, prompt_len=PROMPT_LEN, trials=TRIALS, seed=SEED),
-        list(dict.fromkeys([(unit, s) for s in STEPS]
-                           + [(b, STEPS_MAX) for b in BATCH_SIZES if b % unit == 0])))
-    batch_rows = [r for r in rows if r["steps"] == STEPS_MAX]
+        sampler, mesh, V, batch=b, steps=s, prompt_len=setting.prompt_len,
+        trials=setting.trials, seed=SEED), setting.points(unit))
+    batch_rows = [r for r in rows if r["steps"] == setting.steps_max]
     ok = [r for r in batch_rows if r["status"] == "ok"]
     report.show(rows, out, "rollouts", [
         "batch", "steps", "status", "ttft_ms", "decode_ms_per_token", "tokens", "tokens_per_s",
         "compile_s", "peak_bytes_per_device", "kv_cache_bytes_per_device", "error"])
     print(rollout_sweep.recommendation(rollout_sweep.summarize(batch_rows), batch_rows,
-                                       f"{where}, {MODEL}, {STEPS_MAX} steps"))
+                                       f"{where}, {setting.model}, {setting.steps_max} steps"))
     if MODE == "local":
-        print(f"No TPU or GPU ran here: these are {MODEL} on {where}; the aligned-batch question "
-              "(64, 128 vs 68, 132) stays open until device mode runs on a chip.")
+        print(f"No TPU or GPU ran here: these are {setting.model} on {where}; the aligned-batch "
+              "question (64, 128 vs 68, 132) stays open until device mode runs on a chip.")
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
     plot_measured(axes, batch_rows)
-    fig.suptitle(f"Measured rollouts: {MODEL} ({WEIGHTS} weights) on {where}, prompt "
-                 f"{PROMPT_LEN}, {STEPS_MAX} steps, cache {CACHE}")
+    fig.suptitle(f"Measured rollouts: {setting.model} ({setting.weights} weights) on {where}, "
+                 f"prompt {setting.prompt_len}, {setting.steps_max} steps, cache {setting.cache}")
     fig.tight_layout()
     report.save_figure(fig, out, "measured", key="01_measured_rollouts" if KEY_FIGURES else None)
     plt.show()
@@ -225,16 +191,15 @@ if measured:
 # kept for every later run to compare with.
 
 # %%
-installed = "0.1.7" if Version(plan.versions()["google-tunix"]) >= Version("0.1.7") else "0.1.6"
-request = plan.Request("rollout", MODEL, TARGET, batch=fsdp, prompt_len=PROMPT_LEN,
-                       steps=STEPS_MAX, cache_size=CACHE, mesh=MESH, tunix=installed)
 if MODE == "device":
     predicted = {r["batch"]: plan.plan_point(dataclasses.replace(request, batch=r["batch"]))
                  for r in batch_rows if r["status"] != "skipped"}
+    shape = (f"prompt {setting.prompt_len}, steps {setting.steps_max}, cache {setting.cache}, "
+             f"tunix {installed}")
     ledger.append([ledger.row(
-        "01_rollout_sizing", workload="rollout", model=MODEL, batch=r["batch"], status=r["status"],
-        shape=f"prompt {PROMPT_LEN}, steps {STEPS_MAX}, cache {CACHE}, tunix {installed}",
-        peak_bytes=r.get("peak_bytes_per_device"), prediction=predicted.get(r["batch"]),
+        "01_rollout_sizing", workload="rollout", model=setting.model, batch=r["batch"],
+        status=r["status"], shape=shape, peak_bytes=r.get("peak_bytes_per_device"),
+        prediction=predicted.get(r["batch"]),
         seconds=r["prefill_s"] + r["decode_s"] if r["status"] == "ok" else None)
         for r in batch_rows])
     fig, ax = plt.subplots(figsize=(5, 4))
@@ -252,49 +217,33 @@ if MODE == "device":
 # with 0.1.6's single zeros layer as every layer's initial cache. A gemma3-1b search takes a
 # few minutes on 2 cores (verdicts are cached in `.cache/plan/`). To check the field's two
 # points directly: `-p TUNIX '["0.1.6"]' -p PLAN_BATCHES "[200, 256]"`.
+#
+# At the field's setting donation is worth 1.86x as many rollouts per chip (395 against 212).
+# The field ran the tunix of December 2025 and saw batch 200 run and 256 run out of HBM: 212
+# lies between them. This project pins 0.1.7. Stuck on 0.1.6? Stay at or below 212 rows, or
+# shrink the cache to prompt plus steps. Local and device mode compile nothing here: they draw
+# the committed searches.
 
 # %%
-searches = {}
-for s in TUNIX if MODE == "plan" else []:
-    found = dataclasses.replace(request, tunix=s)
-    if PLAN_BATCHES is None:
-        found = plan.max_batch(found)
-        print(f"tunix {s}: {plan.describe(found)}; evidence: {len(found['probes'])} probes "
-              f"({sum(not p['fast'] for p in found['probes'])} exact), {found['compiles']} "
-              f"compiled now in {found['wall_s']:.0f} s; closed form: {closed_max[s]}")
-    else:  # only the batches asked for, exact
-        probes = [plan.plan_point(dataclasses.replace(found, batch=b)) for b in PLAN_BATCHES]
-        found = {"probes": probes, "max_batch": max([0] + [p["batch"] for p in probes
-                                                           if p["fits"]])}
-        print(f"tunix {s}: fits at {[p['batch'] for p in probes if p['fits']]}, not at "
-              f"{[p['batch'] for p in probes if not p['fits']]}")
-    searches[s] = found
-    report.agree(f"largest batch, tunix {s}", found["max_batch"],
-                 quoted["semantics"][s]["max_batch"] if same_setting and PLAN_BATCHES is None
-                 else None)
-shown = {"model": MODEL, "target": TARGET, "prompt_len": PROMPT_LEN, "steps": STEPS_MAX,
-         "cache_size": CACHE}
-drawn = searches
-if not searches and quoted:  # local and device mode draw the committed searches instead
-    drawn = {s: quoted["semantics"][s] for s in TUNIX if s in quoted["semantics"]}
-    shown = quoted["setting"]
-    print(f"the committed searches ({quoted['command']}, {quoted['date']}):")
+searches = {}  # this run's answers by tunix semantics: plan mode only
+for s in setting.tunix if MODE == "plan" else []:
+    asked = dataclasses.replace(request, tunix=s)
+    if PLAN_BATCHES is None:  # search: fast compiles locate the line, exact ones confirm it
+        searches[s] = plan.max_batch(asked)
+        print(f"tunix {s}: {plan.describe(searches[s])}; "
+              + findings.search_evidence(searches[s], closed_max[s]))
+    else:  # only the batches asked for, each an exact compile
+        searches[s] = findings.exact_points(
+            [plan.plan_point(dataclasses.replace(asked, batch=b)) for b in PLAN_BATCHES], s)
+findings.check_searches(searches, quoted, request, PLAN_BATCHES)
+drawn, shown = findings.searches_to_draw(searches, quoted, setting.tunix, request)
 if drawn:
-    report.show([{"tunix": s, **{k: p.get(k) for k in ("batch", "fast", "fits", "bytes_per_device",
-                                                        "worst", "compile_s", "cached")}}
-                 for s, found in drawn.items() for p in found["probes"]], out, "probes")
-    bench = (report.committed("plan_cpu") or {}).get("rollout", {})  # bench_plan.py: tunix 0.1.7
-    if "0.1.7" in searches and PLAN_BATCHES is None and MESH is None and (
-            MODEL, PROMPT_LEN, STEPS_MAX, CACHE) == ("gemma3-1b", 256, 1024, 1312):
-        report.agree(f"largest batch, 256-token prompts on {TARGET} (plan_cpu.json)",
-                     searches["0.1.7"]["max_batch"], bench.get(TARGET, {}).get("max_batch"))
-    shown_chip = hardware.parse_target(shown["target"])
-    f, t = mesh_shape(MESH, shown_chip.chips)
+    report.show(findings.probe_rows(drawn), out, "probes")
+    shown_target = hardware.parse_target(shown["target"])
+    f, t = mesh_shape(MESH, shown_target.chips)
     fig, ax = plt.subplots(figsize=(9, 4.8))
-    plot_searches(
-        ax, drawn, shown, fsdp=f, tp=t,
-        usable_bytes=shown_chip.chip.compiler_hbm_bytes or shown_chip.chip.hbm_bytes,
-        field=quoted["field"] if quoted and shown == quoted["setting"] else None)
+    plot_searches(ax, drawn, shown, fsdp=f, tp=t, field=findings.field_points(quoted, shown),
+                  usable_bytes=shown_target.chip.compiler_hbm_bytes or shown_target.chip.hbm_bytes)
     report.save_figure(fig, out, "predicted_bytes", key="01_tunix_bytes" if KEY_FIGURES else None)
     plt.show()
 
@@ -306,18 +255,17 @@ if drawn:
 # decode holding two caches, and little else. One decode step's `[B, V]` logits in f32 are
 # shown for scale (V = 262144 for Gemma 3). Near the HBM line trust the compiler, not a line
 # through small batches: XLA schedules for the memory it has.
+#
+# At the field's setting, batch 395 under 0.1.7 needs 1.02 GiB more than the closed form, and
+# 256-token prompts fit 374 rows (`plan_cpu.json`, from `benchmarks/bench_plan.py`); batch 212
+# under 0.1.6 adds only 53 MiB to weights plus two caches. The closed form is an upper bound;
+# the compiler's is the answer. Plan mode shows the table for the searches it ran.
 
 # %%
-at_max = {s: next((p for p in found["probes"] if not p["fast"] and p["batch"]
-                   == found["max_batch"]), None) for s, found in searches.items()}
+at_max = findings.at_largest(searches)
 if searches:
-    report.show([{"tunix": s, "batch": p["batch"], "compiler_bytes": p["bytes_per_device"],
-                  "closed_form_bytes": (closed := rollout_sweep.closed_form_bytes_per_device(
-                      dims, p["batch"], CACHE, fsdp, tp, s)),
-                  "compiler_adds_bytes": p["bytes_per_device"] - closed, "worst": p["worst"],
-                  "worst_temp_bytes": p["executables"][p["worst"]]["temp_bytes"],
-                  "logits_f32_bytes": p["batch"] // fsdp * dims.V * 4}
-                 for s, p in at_max.items() if p], out, "compiler_vs_closed_form")
+    report.show(findings.compiler_vs_closed_form(at_max, dims, setting.cache, fsdp, tp), out,
+                "compiler_vs_closed_form")
 
 # %% [markdown]
 # ## 5 · Hours and dollars for `ROLLOUTS` rollouts
@@ -327,24 +275,40 @@ if searches:
 # device) gives its own time at the largest batch that ran, with dollars where the device has
 # a price. Kaggle's v5e-8 costs no dollars: there the hours count against its 9-hour sessions
 # and 20 hours a week.
+#
+# At the field's setting, 100,000 rollouts at batch 395 are 254 batches: at least 1.91 h, about
+# 4.77 h at an assumed 40% of the roofline (no public measurement of the Sampler's efficiency
+# yet), $5.72 on demand at $1.20/h or $1.17 spot. With 0.1.6 (batch 212, 472 batches): at least
+# 4.81 h, about 12 h, $14.43. Donation lets more rows share each step's weight reads, and decode
+# stops copying the cache.
 
 # %%
-if not searches and quoted:
-    at_max = {s: {**e["at_max"], "workload": "rollout", "target": quoted["setting"]["target"]}
-              for s, e in quoted["semantics"].items()}
-    print(f"from the committed plan verdicts for {quoted['setting']}:")
-for s, point in at_max.items():
+for s, point in findings.points_to_price(searches, quoted).items():
     if point:
-        runs = math.ceil(ROLLOUTS / point["batch"])
+        runs = math.ceil(setting.rollouts / point["batch"])
         print(f"tunix {s}, batch {point['batch']} ({runs:,} batches): "
               + budget.describe(budget.estimate(point, runs=runs, kind=PRICE_KIND)))
 if measured and ok:
-    best = max(ok, key=lambda r: r["batch"])
-    runs, seconds = math.ceil(ROLLOUTS / best["batch"]), best["prefill_s"] + best["decode_s"]
-    try:
-        dollars = (f"${prices.price_per_hour(TARGET, PRICE_KIND) * runs * seconds / 3600:,.2f} "
-                   f"{PRICE_KIND} on {TARGET}" if MODE == "device" else "no dollars for a CPU")
-    except BadInput as err:
-        dollars = str(err)
-    print(f"measured on {where}: {ROLLOUTS:,} rollouts of {STEPS_MAX} steps at batch "
-          f"{best['batch']} take {runs * seconds / 3600:.3g} h; {dollars}")
+    best = max(ok, key=lambda r: r["batch"])  # the largest batch that ran
+    print(f"measured on {where}: "
+          + findings.measured_bill(best, setting.rollouts, TARGET, PRICE_KIND, MODE == "device"))
+
+# %% [markdown]
+# ## Evidence
+# The largest batches, bytes and bills above come from `rollout_tunix_semantics.json`: the real
+# TPU compiler, deviceless (jax 0.10.2, libtpu 0.0.42.1, tunix 0.1.7, 2026-11-22). Each search
+# made 2-3 fast compiles to find the line, then exact compiles at the boundary: 7 compiles for
+# 0.1.7, 6 for 0.1.6, 81 minutes in all on a heavily shared 2-core machine. Prices were read
+# 2026-11-22. The 256-token answer (374) is `plan_cpu.json`'s. No TPU or GPU ran in the session
+# that wrote the Takeaway, so nothing in it is measured speed. To reproduce:
+# - both searches: `python benchmarks/bench_tunix_semantics.py --out
+#   benchmarks/results/rollout_tunix_semantics.json`;
+# - this notebook's own searches, checked against that file: `make execute NB=01 PARAMS='-p MODE
+#   plan'`;
+# - the 256-token prompts: `python benchmarks/bench_plan.py --targets v5e-1 --lora-batches ""
+#   --out benchmarks/results/plan_cpu.json`;
+# - speed per batch, measured beside the plan's prediction and written to the ledger:
+#   `make tpu-execute TPU=... ZONE=... NB=01 PARAMS='-p MODE device'`.
+
+# %%
+report.evidence(findings.QUOTED, "plan_cpu")

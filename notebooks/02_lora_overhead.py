@@ -14,57 +14,21 @@
 # ---
 
 # %% [markdown]
-# # 02 · LoRA overhead, and LoRA fine-tuning at scale
+# # 02 · LoRA overhead: what does qwix LoRA cost in HBM and speed, and what fits at 31B?
 #
-# ## What we found
-# **The question.** What does qwix LoRA cost in HBM and in speed, how do I train it and export
-# it, and for a big model: which batch and sequence fit a LoRA fine-tune, with and without
-# remat, and what will it cost?
-#
-# **HBM: only the adapters.** qwix's `apply_lora_to_model` clones the model, and the field's
-# advice was to delete the base because HBM doubled. With flax 0.12.x the clone shares every base
-# weight buffer (74 of 74 arrays of gemma3-tiny; `free_base` frees 0 bytes), so memory grows by
-# the adapters alone: rank 16 adds 0.48 MiB to that 3.73 MiB model. At scale the TPU compiler
-# counts, per v5p chip, 14.30 GiB of gemma4-31b weights, 0.18 GiB of rank-16 adapters and
-# 0.71 GiB of fp32 AdamW state for them: LoRA's own bytes are 6.2% of the weights. Keep
-# `free_base` as a check (it returns the bytes it freed); there is nothing to delete.
-#
-# **Speed: "hardly affects" holds.** Decoding reads every weight once per step; rank-16 adapters
-# add 1.2% to the bytes read (their share of the parameters), so a memory-bound rollout slows by
-# about that much. The CPU timings below are too noisy to resolve it; device mode measures it.
-#
-# **Gemma 4 31B, LoRA rank 16, TPU v5p-8, sequences of 2048** (arXiv:2605.25645 needed
-# gradient checkpointing there): the real TPU compiler, deviceless (libtpu 0.0.42.1, jax
-# 0.10.2, tunix 0.1.7 with its activation shardings applied, as its trainers run on a TPU;
-# 2026-11-25), of the 95.74 GiB per chip it lets a program use:
-#
-# | remat | largest batch | bytes per chip | roofline per sequence |
-# |---|---|---|---|
-# | none | **4**, one sequence per chip (8 is refused: 122.35 GiB) | 55.36 GiB | 148 ms |
-# | block | **32** (36 compiles to 96.54 GiB: does not fit) | 89.66 GiB | 196 ms |
-#
-# Without remat one sequence per chip takes 55 GiB and two would take 122: the published need
-# for checkpointing is reproduced. Block remat (each block's input kept, the rest recomputed)
-# fits 8x the batch for a third more work per sequence. Bytes need not grow with the batch:
-# 28 sequences compile to 94.95 GiB, more than 32's 89.66 (the compiler schedules each
-# program its own way), which is why every answer is an exact compile at the boundary.
-#
-# **What to do, and the bill.** Use `remat="block"` when you need batches over 4 sequences
-# (gradient noise, packing); otherwise no remat is cheaper per token on the roofline. A
-# fine-tune reading 1e8 tokens: without remat 12,208 steps of 4 × 2048, at least 2.0 h
-# (roofline), about 5.0 h at an assumed 40% MFU, $84 on demand or $17 spot ($16.80/$3.34 an
-# hour for a v5p-8, read 2026-11-22); with block remat at 32, 1,526 steps, at least 2.7 h,
-# about 6.7 h, $112 or $22.22. (Until 2026-11-24 the plan compiled tunix's models without
-# their activation shardings: no remat then needed 89.42 GiB at batch 4.)
+# ## Takeaway
+# **HBM: only the adapters.** With flax 0.12 the model qwix's `apply_lora_to_model` clones
+# shares every base weight buffer (74 of 74 arrays of gemma3-tiny; `free_base` frees 0 bytes),
+# so rank 16 adds 0.48 MiB to that 3.73 MiB model; per v5p chip the TPU compiler counts 0.18 GiB
+# of gemma4-31b adapters and 0.71 GiB of their fp32 AdamW state beside 14.30 GiB of weights.
+# **Speed:** rank-16 adapters add 1.2% to the bytes a decode step reads, so "hardly affects"
+# holds on the roofline; CPU timings cannot resolve it, only device mode measures it.
+# **At scale:** a rank-16 fine-tune of gemma4-31b on a v5p-8 at 2048 tokens fits 4 sequences
+# without remat (55.36 GiB a chip; 8 need 122.35) and 32 with block remat (89.66 of 95.74 GiB),
+# as arXiv:2605.25645 found. 1e8 tokens: about 5.0 h and $84 on demand without remat, 6.7 h and
+# $112 with block remat (40% MFU assumed); pay for block remat only to run over 4 sequences.
 #
 # ![Largest gemma4-31b LoRA batch on a v5p-8](../docs/figures/02_lora_scale.png)
-#
-# Numbers: `benchmarks/results/lora_scale.json`, from `python benchmarks/bench_lora_scale.py
-# --seqs 2048 --remats none,block --exact 2048:none,2048:block --most-exact 3 --frontier-at ""
-# --out benchmarks/results/lora_scale.json` (22 minutes alone on 2 cores; one gemma4-31b
-# compile holds up to 17 GB of host memory, so run it alone; cached in `.cache/plan`). The
-# local facts: gemma3-tiny on this CPU.
-# Local mode reruns the small facts on CPU; plan mode recompiles the chosen setting.
 
 # %%
 # On Colab or Kaggle: install this project as a package, with its pinned requirements (and
@@ -104,7 +68,7 @@ TOKENS = 1e8  # tokens a LoRA fine-tune reads: steps, hours and dollars
 FRONTIER_GRID = {"remat": ["none", "block"], "microbatches": [1, 2]}  # plan mode: what to try
 RESULTS_DIR = "results/02_lora_overhead"
 SEED = 0
-KEY_FIGURES = False  # also write the figures "What we found" shows to docs/figures/
+KEY_FIGURES = False  # also write the key figures to docs/figures/ (the ones committed)
 
 # %%
 from shared import report
@@ -121,35 +85,38 @@ from flax import nnx
 from tqdm.auto import tqdm
 
 from shared import data, hardware, lora, models, plan
-from shared.errors import BadInput
 from shared.hardware import measure
 from shared.hardware.sharding import check_batch, make_mesh
+from shared.lora import findings
 from shared.lora.plots import plot_hbm_stages, plot_scale_boundaries
+from shared.lora.settings import LoraOverhead
 from shared.plan import budget, frontier
 from shared.report import ledger
 from shared.rollout import sweep as rollout_sweep
 from shared.rollout.sampler import make_sampler
 
-MODEL = report.by_mode(MODE, MODEL, "gemma3-tiny", "gemma3-1b")
-BATCH_SIZES = sorted(set(report.by_mode(MODE, BATCH_SIZES, [1, 8], [1, 16, 64, 128])))
-STEPS = report.by_mode(MODE, STEPS, 32, 1024)
-PROMPT_LEN = report.by_mode(MODE, PROMPT_LEN, 16, 256)
-TRAIN_SEQ = report.by_mode(MODE, TRAIN_SEQ, 64, 512)
-if min(BATCH_SIZES + [RANK, STEPS, PROMPT_LEN, TRIALS, TRAIN_STEPS, TRAIN_BATCH, TRAIN_SEQ]) < 1:
-    raise BadInput("RANK, BATCH_SIZES, STEPS, PROMPT_LEN, TRIALS and TRAIN_* must be positive")
+# Local mode reruns the small facts on a CPU (LoraOverhead.local()); plan mode compiles the same
+# functions for TARGET and device mode measures them on the chip (LoraOverhead.field()).
+setting = report.setting(MODE, LoraOverhead, MODEL=MODEL, WEIGHTS=WEIGHTS, RANK=RANK, LR=LR,
+                         BATCH_SIZES=BATCH_SIZES, STEPS=STEPS, PROMPT_LEN=PROMPT_LEN,
+                         TRIALS=TRIALS, TRAIN_STEPS=TRAIN_STEPS, TRAIN_BATCH=TRAIN_BATCH,
+                         TRAIN_SEQ=TRAIN_SEQ)
+print(setting)
+MODEL, RANK, ALPHA = setting.model, setting.rank, setting.alpha  # named in every row below
 out = report.results_dir(RESULTS_DIR)
-quoted = report.committed("lora_scale") or {}  # what "What we found" quotes
-measured, alpha = MODE != "plan", lora.default_alpha(RANK)
+quoted = report.committed(findings.QUOTED) or {}  # what the Takeaway quotes
+measured = MODE != "plan"
 here = hardware.current_target_name() if MODE == "device" else None  # predictions beside runs
 KEY = "02_" if KEY_FIGURES else None  # key figures also go to docs/figures/
 rows = []  # ledger rows of the measured points
-
 
 # %% [markdown]
 # ## 1 · HBM before LoRA, after applying it, after `free_base`
 # Measured as the bytes of live jax arrays on the fullest device, which works on every backend
 # (on CPU `memory_stats()` is None). Had qwix's clone copied the base, the second bar would be
-# twice the first: the hatched bar shows that case.
+# twice the first: the hatched bar shows that case. The field deleted the base because HBM
+# doubled; with flax 0.12.x the clone shares the base's buffers, so there is nothing to delete.
+# Keep `free_base` as a check: it returns the bytes it freed.
 
 # %%
 if measured:
@@ -157,11 +124,11 @@ if measured:
         hardware.initialize_distributed()
     # One local device keeps batch 1 legal (pytest's 8 virtual CPUs would split the batch).
     mesh = make_mesh(MESH, jax.devices() if MODE == "device" or MESH else jax.devices()[:1])
-    for b in BATCH_SIZES + [TRAIN_BATCH]:
+    for b in [*setting.batch_sizes, setting.train_batch]:
         check_batch(b, mesh)
-    base, tok = models.load(MODEL, WEIGHTS, mesh=mesh, seed=SEED, is_sampling=True)
+    base, tok = models.load(MODEL, setting.weights, mesh=mesh, seed=SEED, is_sampling=True)
     before = measure.live_bytes_per_device()
-    adapted = lora.apply_lora(base, RANK, alpha, mesh=mesh)
+    adapted = lora.apply_lora(base, RANK, ALPHA, mesh=mesh)
     after = measure.live_bytes_per_device()
     shares, arrays = lora.shared_base_arrays(base, adapted)
     freed = lora.free_base(base, keep=adapted)
@@ -171,10 +138,7 @@ if measured:
               "if the clone copied the base": 2 * before + (after - before)}
     report.show([{"stage": k, "bytes_per_device": v} for k, v in stages.items()], out, "hbm")
     print(f"{shares}/{arrays} base arrays shared with the LoRA model; free_base freed {freed} B")
-    local = quoted.get("local", {})  # the committed run's model and rank, or no comparison
-    same = (local.get("model"), local.get("rank")) == (MODEL, RANK)
-    report.agree("adapter bytes", after - before, local["lora_bytes"] if same else None)
-    report.agree("bytes free_base frees", freed, local["freed_bytes"] if same else None)
+    findings.check_local(quoted, MODEL, RANK, lora_bytes=after - before, freed_bytes=freed)
     fig, ax = plt.subplots(figsize=(7, 3))
     plot_hbm_stages(ax, stages, f"{MODEL} + qwix LoRA rank {RANK}, measured on "
                                 f"{jax.devices()[0].platform}")
@@ -185,13 +149,14 @@ if measured:
 # ## 2 · Rollout speed: base vs LoRA
 # The tunix Sampler's prefill and decode, medians of `TRIALS` calls after the first. Fresh
 # adapters have `B = 0`: the outputs equal the base model's while the adapter matmuls still run.
-# On a shared CPU the difference is below the timing noise; on a TPU or GPU device mode writes
-# each point to the ledger beside the compiler's prediction for it.
+# Decoding reads every weight once per step, and rank-16 adapters add 1.2% to the bytes read
+# (their share of the parameters): a memory-bound rollout slows by about that much. On a shared
+# CPU that is below the timing noise; device mode ledgers each point beside its prediction.
 
 # %%
 def log(workload, batch, shape, status, peak, seconds, **request):
-    # A ledger row for a measured point, with the compiler's verdict for it on this slice
-    # beside it (none off a TPU/GPU); device mode appends the rows to the ledger.
+    """A ledger row for a measured point, beside the compiler's verdict on this slice (none
+    off a TPU/GPU); device mode appends the rows to the ledger."""
     prediction = here and plan.plan_point(plan.Request(workload, MODEL, here, batch=batch,
                                                        lora_rank=RANK, mesh=MESH, **request))
     rows.append(ledger.row("02_lora_overhead", workload=workload, model=MODEL, batch=batch,
@@ -200,23 +165,22 @@ def log(workload, batch, shape, status, peak, seconds, **request):
 
 
 if measured:
-    base, tok = models.load(MODEL, WEIGHTS, mesh=mesh, seed=SEED, is_sampling=True)
+    base, tok = models.load(MODEL, setting.weights, mesh=mesh, seed=SEED, is_sampling=True)
     speed, vocab = [], models.dims(MODEL, base.config).V
-    for name, model in (("rollout", base), ("lora-rollout", lora.apply_lora(base, RANK, alpha,
-                                                                          mesh=mesh))):
-        sampler = make_sampler(model, tok, PROMPT_LEN + STEPS, stop_at_eos=False)
-        for b in tqdm(BATCH_SIZES, desc=name, unit="batch"):
-            r = rollout_sweep.measure_point(sampler, mesh, vocab, batch=b, steps=STEPS,
-                                            prompt_len=PROMPT_LEN, trials=TRIALS, seed=SEED)
-            ref = r if name == "rollout" else speed[len(speed) - len(BATCH_SIZES)]
-            speed.append({"workload": name, **r, "decode_vs_base": r.get(
-                "decode_ms_per_token", np.nan) / ref.get("decode_ms_per_token", np.nan) - 1})
-            log(name, b, f"{PROMPT_LEN}+{STEPS}", r["status"], r["peak_bytes_per_device"],
-                r.get("prefill_s", 0) + r.get("decode_s", 0), prompt_len=PROMPT_LEN, steps=STEPS)
-    del base, model, sampler
-    report.show(speed, out, "rollout_speed", ["workload", "batch", "status", "ttft_ms",
-                                              "decode_ms_per_token", "decode_vs_base",
-                                              "tokens_per_s"])
+    prompt, steps = setting.prompt_len, setting.steps
+    adapted = lora.apply_lora(base, RANK, ALPHA, mesh=mesh)
+    for name, model in (("rollout", base), ("lora-rollout", adapted)):
+        sampler = make_sampler(model, tok, prompt + steps, stop_at_eos=False)
+        for b in tqdm(setting.batch_sizes, desc=name, unit="batch"):
+            r = rollout_sweep.measure_point(sampler, mesh, vocab, batch=b, steps=steps,
+                                            prompt_len=prompt, trials=setting.trials, seed=SEED)
+            speed.append({"workload": name, **r})
+            log(name, b, f"{prompt}+{steps}", r["status"], r["peak_bytes_per_device"],
+                r.get("prefill_s", 0) + r.get("decode_s", 0), prompt_len=prompt, steps=steps)
+    del base, adapted, model, sampler
+    report.show(findings.against_base(speed), out, "rollout_speed", [
+        "workload", "batch", "status", "ttft_ms", "decode_ms_per_token", "decode_vs_base",
+        "tokens_per_s"])
 
 # %% [markdown]
 # ## 3 · A short LoRA fine-tune, then merge, export, reload and compare
@@ -227,18 +191,18 @@ if measured:
 
 # %%
 if measured:
-    base, tok = models.load(MODEL, WEIGHTS, mesh=mesh, seed=SEED)  # the training layout
-    adapted = lora.apply_lora(base, RANK, alpha, mesh=mesh)
+    base, tok = models.load(MODEL, setting.weights, mesh=mesh, seed=SEED)  # the training layout
+    adapted = lora.apply_lora(base, RANK, ALPHA, mesh=mesh)
     play = dict(data.shakespeare_documents())["macbeth"]
     lines = [ln for ln in play.splitlines() if ln.strip() and ln[0] not in "#_*"]  # speech only
     stream = np.concatenate([[tok.bos_id(), *tok.encode(ln)] for ln in lines]).astype(np.int32)
     data.check_vocab(int(stream.max()) + 1, adapted.config.num_embed)
-    batches = data.TrainBatches(stream, TRAIN_BATCH, TRAIN_SEQ, seed=SEED)
-    optimizer = optax.adamw(LR)
+    batches = data.TrainBatches(stream, setting.train_batch, setting.train_seq, seed=SEED)
+    optimizer = optax.adamw(setting.lr)
     graph, lora_state, base_state = lora.split_lora(adapted)
     opt_state = lora.init_opt_state(optimizer, lora_state, mesh=mesh)
     losses, step_s = [], []
-    for i in tqdm(range(TRAIN_STEPS), desc=f"LoRA rank {RANK}", unit="step"):
+    for i in tqdm(range(setting.train_steps), desc=f"LoRA rank {RANK}", unit="step"):
         start = time.perf_counter()
         # lora_state and opt_state are donated: rebind them every step. Under the mesh, as plan
         # mode compiles it, so tunix's activation shardings split the batch over the chips.
@@ -250,10 +214,11 @@ if measured:
         step_s.append(time.perf_counter() - start)
     nnx.update(adapted, lora_state)
     step = float(np.median(step_s[1:] or step_s))
-    log("lora-train", TRAIN_BATCH, f"{TRAIN_BATCH}x{TRAIN_SEQ}", "ok",
-        measure.peak_bytes_per_device(), step, seq=TRAIN_SEQ)
-    print(f"loss {losses[0]:.3f} -> {losses[-1]:.3f} in {TRAIN_STEPS} steps of {TRAIN_BATCH}x"
-          f"{TRAIN_SEQ} tokens; {step * 1e3:.0f} ms a step after the first (compile) step")
+    shape = f"{setting.train_batch}x{setting.train_seq}"
+    log("lora-train", setting.train_batch, shape, "ok", measure.peak_bytes_per_device(), step,
+        seq=setting.train_seq)
+    print(f"loss {losses[0]:.3f} -> {losses[-1]:.3f} in {setting.train_steps} steps of {shape} "
+          f"tokens; {step * 1e3:.0f} ms a step after the first (compile) step")
     assert losses[-1] < losses[0], "the LoRA fine-tune did not lower the loss"
 
 # %% [markdown]
@@ -265,12 +230,12 @@ if measured:
 
 # %%
 if measured:
-    check = batches.batch(TRAIN_STEPS)[:2, :-1]  # two rows this fine-tune has not read
+    check = batches.batch(setting.train_steps)[:2, :-1]  # two rows this fine-tune has not read
 
     def logits_of(model):
         return np.asarray(models.full_logits(model, check), np.float32)
 
-    merged = lora.merge_lora(adapted, RANK, alpha)
+    merged = lora.merge_lora(adapted, RANK, ALPHA)
     path = lora.export_safetensors(merged, out / "merged_lora")
     reloaded = lora.load_safetensors(path.parent, MODEL, mesh=mesh,
                                      vocab_size=adapted.config.num_embed)
@@ -301,10 +266,10 @@ if measured:
 # micro-batches trade for time in section 6.
 
 # %%
-train_request = plan.Request("lora-train", MODEL, TARGET, batch=TRAIN_BATCH, seq=TRAIN_SEQ,
-                             lora_rank=RANK, mesh=MESH)
-requests = [plan.Request(w, MODEL, TARGET, batch=BATCH_SIZES[-1], prompt_len=PROMPT_LEN,
-                         steps=STEPS, lora_rank=RANK, mesh=MESH)
+train_request = plan.Request("lora-train", MODEL, TARGET, batch=setting.train_batch,
+                             seq=setting.train_seq, lora_rank=RANK, mesh=MESH)
+requests = [plan.Request(w, MODEL, TARGET, batch=setting.batch_sizes[-1], lora_rank=RANK,
+                         prompt_len=setting.prompt_len, steps=setting.steps, mesh=MESH)
             for w in ("rollout", "lora-rollout")] + [train_request]
 points = [plan.plan_point(r) for r in requests if MODE == "plan" or plan.is_cached(r)]
 report.show(points, out, "predicted", ["workload", "batch", "seq", "bytes_per_device",
@@ -317,6 +282,19 @@ report.show(points, out, "predicted", ["workload", "batch", "seq", "bytes_per_de
 # two fast compiles, and where it was run, the exact boundary. Without remat every layer keeps
 # its activations for the backward pass (tunix's attention its `[T, T]` scores too); remat
 # "block" keeps each block's input only and recomputes the rest in the backward pass.
+#
+# Rank 16, sequences of 2048, of the 95.74 GiB per chip libtpu lets a program use; LoRA's own
+# bytes (adapters and their AdamW state) are 6.2% of the 14.30 GiB of weights per chip:
+#
+# | remat | largest batch | bytes per chip | roofline per sequence |
+# |---|---|---|---|
+# | none | **4**, one sequence per chip (8 is refused: 122.35 GiB) | 55.36 GiB | 148 ms |
+# | block | **32** (36 compiles to 96.54 GiB: does not fit) | 89.66 GiB | 196 ms |
+#
+# Without remat two sequences per chip would take 122 GiB: arXiv:2605.25645's need for gradient
+# checkpointing is reproduced. Block remat fits 8x the batch for a third more work per sequence.
+# Bytes need not grow with the batch: 28 sequences compile to 94.95 GiB, more than 32's 89.66
+# (the compiler schedules each program its own way), so every answer is an exact compile.
 
 # %%
 bounds = quoted.get("boundaries", [])
@@ -336,6 +314,11 @@ if bounds:
 # bill of a fine-tune reading `TOKENS` tokens at it (roofline, named efficiency, dated prices).
 # `FRONTIER_GRID` may name any field of the step's request: `remat`, `microbatches`, `loss`
 # (chunked or full) or `batch`; each added value multiplies the compiles.
+#
+# For gemma4-31b on a v5p-8: use `remat="block"` when you need batches over 4 sequences
+# (gradient noise, packing); otherwise no remat is cheaper per token. 1e8 tokens: without remat
+# 12,208 steps of 4 × 2048, at least 2.0 h (roofline), about 5.0 h at an assumed 40% MFU, $84
+# on demand or $17 spot; with block remat at 32, 1,526 steps, 2.7 h, about 6.7 h, $112 or $22.22.
 
 # %%
 if MODE == "plan":
@@ -348,3 +331,20 @@ if MODE == "plan":
     for kind in ("on-demand", "spot") if front["choice"] else []:
         bill = budget.for_tokens(front["choice"], TOKENS, kind=kind)
         print(f"{TOKENS:.3g} tokens = {bill['steps']:,} steps: " + budget.describe(bill))
+
+# %% [markdown]
+# ## Evidence
+# The gemma4-31b numbers are `lora_scale.json`'s: the real TPU compiler, deviceless (libtpu
+# 0.0.42.1, jax 0.10.2, tunix 0.1.7 with its activation shardings applied, as its trainers run
+# on a TPU; 2026-11-25), 22 minutes alone on 2 cores; one gemma4-31b compile holds up to 17 GB
+# of host memory, so run it alone (cached in `.cache/plan`). Prices ($16.80 and $3.34 an hour
+# for a v5p-8) read 2026-11-22. Until 2026-11-24 the plan compiled tunix's models without their
+# activation shardings: no remat then needed 89.42 GiB at batch 4. The local facts (gemma3-tiny
+# on a CPU) are in the same file; local mode reruns and checks them. To reproduce:
+# - `python benchmarks/bench_lora_scale.py --seqs 2048 --remats none,block --exact
+#   2048:none,2048:block --most-exact 3 --frontier-at "" --out benchmarks/results/lora_scale.json`;
+# - plan and device mode (speed with and without LoRA, to the ledger): `make execute NB=02
+#   PARAMS='-p MODE plan'`, `make tpu-execute TPU=... ZONE=... NB=02 PARAMS='-p MODE device'`.
+
+# %%
+report.evidence(findings.QUOTED)

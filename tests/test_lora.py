@@ -1,8 +1,10 @@
 """shared.lora for every family on CPU: qwix adapters, a train step whose loss falls, a merged
 safetensors export that reloads (through tunix's own loader) to the same logits, and the train
-step compiled for a TPU topology by the real TPU compiler."""
+step compiled for a TPU topology by the real TPU compiler; notebook 02's setting
+(shared.lora.settings) and its findings beside the committed ones."""
 
 import json
+import math
 
 import jax
 import numpy as np
@@ -11,9 +13,12 @@ import pytest
 from conftest import TEST_VOCAB as V
 from flax import nnx
 
-from shared import lora, models
+from shared import lora, models, report
+from shared.errors import BadInput
 from shared.hardware import parse_target
 from shared.lora import adapters as lora_adapters
+from shared.lora import findings
+from shared.lora.settings import LoraOverhead
 from shared.plan import target_mesh
 from shared.plan.workloads import lora_train
 from shared.plan.workloads import rollout as rollout_workload
@@ -192,3 +197,60 @@ def test_lora_train_compiles_for_a_tpu_topology(family):
     )
     stats = compiled.memory_analysis()
     assert stats.argument_size_in_bytes > 0 and stats.temp_size_in_bytes > 0
+
+
+def test_lora_overhead_presets_and_parameters():
+    local, field = LoraOverhead.local(), LoraOverhead.field()
+    assert local.model == "gemma3-tiny" and local.batch_sizes == (1, 8)
+    assert (local.steps, local.prompt_len, local.train_seq) == (32, 16, 64)
+    assert field.model == "gemma3-1b" and field.batch_sizes == (1, 16, 64, 128)
+    assert (field.steps, field.prompt_len, field.train_seq) == (1024, 256, 512)
+    assert field.rank == 16 and field.alpha == 32.0  # alpha = 2 x rank
+    given = report.setting("local", LoraOverhead, RANK=4, BATCH_SIZES=[8, 2, 8], TRAIN_SEQ=None)
+    assert given.batch_sizes == (2, 8) and given.alpha == lora.default_alpha(4)
+    assert given.train_seq == 64  # None keeps the preset's value
+
+
+@pytest.mark.parametrize(
+    "bad, says",
+    [
+        ({"RANK": 0}, "RANK"),
+        ({"BATCH_SIZES": []}, "BATCH_SIZES"),
+        ({"BATCH_SIZES": [0, 8]}, "BATCH_SIZES"),
+        ({"TRAIN_SEQ": 0}, "TRAIN_SEQ"),
+        ({"TRAIN_BATCH": -1}, "TRAIN_BATCH"),
+        ({"LR": 0.0}, "LR"),
+        ({"MODEL": "gemma3-huge"}, "gemma3-1b"),
+        ({"WEIGHTS": "random"}, "dummy"),
+    ],
+)
+def test_lora_overhead_refuses_a_bad_parameter_in_one_line(bad, says):
+    with pytest.raises(BadInput, match=says) as err:
+        report.setting("plan", LoraOverhead, **bad)
+    assert "\n" not in str(err.value)
+
+
+def test_findings_check_the_committed_local_facts_only_for_their_model_and_rank(capsys):
+    quoted = {"local": {"model": "gemma3-tiny", "rank": 16, "lora_bytes": 503808, "freed_bytes": 0}}
+    findings.check_local(quoted, "gemma3-tiny", 16, lora_bytes=503808, freed_bytes=0)
+    said = capsys.readouterr().out
+    assert "adapter bytes: 503808 agrees" in said and "frees: 0 agrees" in said
+    findings.check_local(quoted, "gemma3-tiny", 16, lora_bytes=1, freed_bytes=0)
+    assert "DIFFERS" in capsys.readouterr().out
+    findings.check_local(quoted, "gemma3-tiny", 4, lora_bytes=1, freed_bytes=0)  # another rank
+    assert capsys.readouterr().out.count("no committed number") == 2
+    findings.check_local({}, "gemma3-tiny", 16, lora_bytes=1, freed_bytes=0)  # no file here
+    assert "DIFFERS" not in capsys.readouterr().out
+
+
+def test_findings_compare_lora_decode_with_the_base_at_the_same_batch():
+    rows = [
+        {"workload": "rollout", "batch": 1, "decode_ms_per_token": 2.0},
+        {"workload": "rollout", "batch": 8, "status": "oom"},
+        {"workload": "lora-rollout", "batch": 1, "decode_ms_per_token": 2.5},
+        {"workload": "lora-rollout", "batch": 8, "decode_ms_per_token": 1.0},
+    ]
+    compared = findings.against_base(rows)
+    assert [r["decode_vs_base"] for r in compared[::2]] == [0.0, 0.25]
+    assert math.isnan(compared[1]["decode_vs_base"]) and math.isnan(compared[3]["decode_vs_base"])
+    assert compared[2] == {**rows[2], "decode_vs_base": 0.25}  # the row itself is kept

@@ -1,6 +1,8 @@
 """shared.rollout.sampler and shared.rollout.sweep: tunix Sampler rollouts for every family on CPU,
-and the abstract twin plan mode compiles (the same functions, the same shardings)."""
+and the abstract twin plan mode compiles (the same functions, the same shardings); notebook 01's
+setting (shared.rollout.settings) and its findings beside the committed ones."""
 
+import dataclasses
 import types
 
 import jax
@@ -9,11 +11,13 @@ import numpy as np
 import pytest
 from conftest import TEST_VOCAB as V
 
-from shared import models
+from shared import models, plan, report
 from shared.errors import BadInput
 from shared.plan.workloads import rollout as rollout_workload
+from shared.rollout import findings
 from shared.rollout import sampler as rollout
 from shared.rollout import sweep as rollout_sweep
+from shared.rollout.settings import CACHE_SLACK, RolloutSizing
 
 B, PROMPT, STEPS, CACHE = 8, 12, 20, 40  # PROMPT is not a power of two on purpose
 
@@ -178,3 +182,104 @@ def test_closed_form_max_batch_is_the_last_batch_whose_weights_and_kv_copies_fit
         assert at[0] == 2 * 999885952 + copies * b // fsdp * 1312 * 2 * 26 * 256 * 2
     # tunix 0.1.6 holds the cache twice: about half the batch of 0.1.7
     assert abs(2 * largest["0.1.6"] - largest["0.1.7"]) <= 2 * fsdp
+
+
+def test_rollout_sizing_presets_and_parameters():
+    local, field = RolloutSizing.local(), RolloutSizing.field()
+    assert (local.model, local.prompt_len, local.steps_max) == ("gemma3-tiny", 16, 32)
+    assert local.cache == 16 + 32 + CACHE_SLACK  # no CACHE_SIZE: prompt + steps + slack
+    assert (field.model, field.prompt_len, field.steps_max) == ("gemma3-1b", 128, 1024)
+    assert field.cache == 1312  # the field's KV slots
+    assert {64, 68, 128, 132, 200, 256}.issubset(field.batch_sizes)
+    # papermill hands lists, unsorted and repeated; the setting keeps sorted distinct tuples
+    small = report.setting(
+        "local", RolloutSizing, BATCH_SIZES=[4, 1, 4], STEPS=[8, 4], PROMPT_LEN=8, TUNIX=["0.1.6"]
+    )
+    assert (small.batch_sizes, small.steps, small.tunix) == ((1, 4), (4, 8), ("0.1.6",))
+    assert small.cache == 8 + 8 + CACHE_SLACK and small.model == "gemma3-tiny"
+    assert small.points(1) == [(1, 4), (1, 8), (4, 8)]  # steps at the smallest batch, then batches
+    assert small.points(4) == [(4, 4), (4, 8)]  # batch 1 does not split over 4 devices
+    assert report.setting("device", RolloutSizing, CACHE_SIZE=2048).cache == 2048
+
+
+@pytest.mark.parametrize(
+    "bad, says",
+    [
+        ({"PROMPT_LEN": 0}, "PROMPT_LEN"),
+        ({"BATCH_SIZES": []}, "BATCH_SIZES"),
+        ({"STEPS": [0, 8]}, "STEPS"),
+        ({"TRIALS": 0}, "TRIALS"),
+        ({"MODEL": "gemma3-huge"}, "gemma3-1b"),
+        ({"WEIGHTS": "random"}, "dummy"),
+        ({"TUNIX": ["0.1.4"]}, "0.1.7"),
+        ({"CACHE_SIZE": 1000}, "CACHE_SIZE 1000 < PROMPT_LEN"),
+    ],
+)
+def test_rollout_sizing_refuses_a_bad_parameter_in_one_line(bad, says):
+    with pytest.raises(BadInput, match=says) as err:
+        report.setting("plan", RolloutSizing, **bad)
+    assert "\n" not in str(err.value)
+
+
+def _probe(batch, fits, fast=False, nbytes=0):
+    return {"batch": batch, "fits": fits, "fast": fast, "bytes_per_device": nbytes}
+
+
+def test_findings_show_the_committed_searches_where_none_ran_and_check_live_ones(capsys):
+    quoted = report.committed(findings.QUOTED)
+    if quoted is None:
+        pytest.skip("no committed results here")
+    request = plan.Request(
+        "rollout", "gemma3-1b", "v5e-1", batch=1, prompt_len=128, steps=1024, cache_size=1312
+    )
+    assert findings.same_setting(quoted, request)
+    assert not findings.same_setting(quoted, dataclasses.replace(request, mesh="1x1"))
+    assert not findings.same_setting(None, request)
+    # local and device mode search nothing: they draw and price the committed searches
+    drawn, shown = findings.searches_to_draw({}, quoted, ("0.1.6",), request)
+    assert list(drawn) == ["0.1.6"] and shown == quoted["setting"]
+    assert findings.field_points(quoted, shown) == quoted["field"]
+    priced = findings.points_to_price({}, quoted)
+    assert priced["0.1.7"]["batch"] == 395 and priced["0.1.6"]["batch"] == 212
+    assert priced["0.1.7"]["workload"] == "rollout" and priced["0.1.7"]["target"] == "v5e-1"
+    capsys.readouterr()
+    # a plan search at the committed setting must reproduce the committed answer
+    live = {"0.1.7": {"max_batch": 395, "probes": [_probe(395, True), _probe(396, False)]}}
+    findings.check_searches(live, quoted, request, None)
+    assert "395 agrees with the committed 395" in capsys.readouterr().out
+    findings.check_searches({"0.1.7": {**live["0.1.7"], "max_batch": 390}}, quoted, request, None)
+    assert "DIFFERS" in capsys.readouterr().out
+    findings.check_searches(live, quoted, request, [395, 396])  # batches picked, not searched
+    assert "no committed number" in capsys.readouterr().out
+    # this run's searches win over the committed ones
+    drawn, shown = findings.searches_to_draw(live, quoted, ("0.1.7",), request)
+    assert drawn is live and shown == findings.setting_of(request)
+    assert findings.points_to_price(live, quoted) == {"0.1.7": live["0.1.7"]["probes"][0]}
+
+
+def test_findings_exact_points_and_what_the_compiler_adds(capsys):
+    found = findings.exact_points([_probe(8, True), _probe(16, False), _probe(4, True)], "0.1.6")
+    assert found["max_batch"] == 8 and "fits at [8, 4], not at [16]" in capsys.readouterr().out
+    assert findings.exact_points([_probe(8, False)], "0.1.7")["max_batch"] == 0
+    dims = models.model_dims("gemma3-1b")
+    at_max = {
+        "0.1.7": {
+            **_probe(8, True, nbytes=3 << 30),
+            "worst": "prefill",
+            "executables": {"prefill": {"temp_bytes": 5}},
+        },
+        "0.1.6": None,
+    }
+    (row,) = findings.compiler_vs_closed_form(at_max, dims, 1312, 1, 1)
+    closed = rollout_sweep.closed_form_bytes_per_device(dims, 8, 1312, 1, 1, "0.1.7")
+    assert row["closed_form_bytes"] == closed and row["compiler_adds_bytes"] == (3 << 30) - closed
+    assert row["worst_temp_bytes"] == 5 and row["logits_f32_bytes"] == 8 * dims.V * 4
+    assert findings.probe_rows({"0.1.7": {"probes": [_probe(8, True)]}})[0]["tunix"] == "0.1.7"
+
+
+def test_findings_measured_bill_prices_a_device_and_not_a_cpu():
+    row = {"batch": 16, "steps": 32, "prefill_s": 0.5, "decode_s": 3.1}
+    cpu = findings.measured_bill(row, 1600, "v5e-1", "on-demand", on_device=False)
+    assert cpu == "1,600 rollouts of 32 steps at batch 16 take 0.1 h; no dollars for a CPU"
+    chip = findings.measured_bill(row, 1600, "v5e-1", "on-demand", on_device=True)
+    assert chip.endswith("on-demand on v5e-1") and "$0.12" in chip  # $1.20 an hour for 0.1 h

@@ -4,5 +4,7 @@
   abstract sampling state plan mode compiles them with (shared.plan.workloads.rollout), KV-cache
   bytes;
 - `sweep`: the measured batch sweep on a device (time, tokens per second, peak HBM, OOM);
+- `settings`: notebook 01's setting, `RolloutSizing` (`local()` and the field's `field()`);
+- `findings`: notebook 01's answer beside the committed one (which searches to show, the checks);
 - `plots`: notebook 01's figures.
 """
