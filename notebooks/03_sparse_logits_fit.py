@@ -14,50 +14,19 @@
 # ---
 
 # %% [markdown]
-# # 03 · Sparse logits, fit: top-k logits and the loss without a [B, T, 262144] tensor
+# # 03 · Sparse logits, fit: what do top-k logits and the loss cost in HBM without [B, T, V]?
 #
-# ## What we found
+# ## Takeaway
 #
-# **The question.** Gemma 3's vocabulary has V = 262,144 rows, so the logits of a teacher-forced
-# pass, `hidden [B, T, D] @ table.T`, are its largest tensor: 4 GiB in bf16 at B = 8 and
-# T = 1024, twice the whole of gemma3-1b. Distillation, GRPO's log-probabilities and evaluation
-# need only the top-k logits or the loss. What does materialising all of them cost, and how much
-# larger a batch fits when `shared.logits` computes them in blocks instead?
-#
-# **The answer** (the real TPU compiler's view of one 16 GiB v5e chip, of which libtpu lets a
-# program use 15.75 GiB; compiled deviceless, no TPU needed; jax 0.10.2, libtpu 0.0.42.1,
-# tunix 0.1.7; B = 8, T = 1024, D = 1152 in bf16, from `benchmarks/results/logits_cpu.json`):
-#
-# - Top-128 logits: full materialisation + `lax.top_k` needs **16.6 GiB** of temporaries, so
-#   it cannot run at B = 8 at all; `top_k_logits` needs **58 MiB**, 291x less.
-# - The loss forward + backward: the naive loss needs **12.0 GiB** of temporaries,
-#   `cross_entropy` none at all in HBM (its blocks stay in on-chip memory).
-# - The whole gemma3-1b teacher-forced pass at T = 1024, as a batch: not recorded yet. Its
-#   search (`bench_logits.py --fit`, about 15 compiles of the whole model) did not run in the
-#   session that wrote this; plan mode (`MAX_BATCH = True`) searches it live, and the
-#   committed `logits_fit.json` it writes becomes what this paragraph quotes. Expect the
-#   chunked mode's batch to be bounded by the model's own activations, like a rollout's
-#   (notebook 01 fits 374 gemma3-1b rollouts on the same chip), and the full mode's by the
-#   0.5 GiB of bf16 logits (1 GiB in fp32) each sequence adds at V = 262,144.
-#
-# **What to do.** Never build `[B, T, V]` to take a top-k or a loss: call
-# `models.teacher_forced_top_k(graph, state, tokens, mode="topk", k=K)` for a whole model, or
-# `logits.top_k_logits(hidden, table, k)` and `logits.cross_entropy(hidden, table, targets)` on
-# the final hidden states (`models.hidden_states`, `models.head_table`), then size the batch by
-# HBM for the rest of your step. Exactness and speed: notebook 03_sparse_logits_exactness.
-#
-# Reproduce the numbers: `JAX_PLATFORMS=cpu python benchmarks/bench_logits.py --time-T 128
-# --time-V 65536 --out benchmarks/results/logits_cpu.json`, and the whole-model search with
-# `JAX_PLATFORMS=cpu python benchmarks/bench_logits.py --fit --model gemma3-1b --target v5e-1
-# --out benchmarks/results/logits_fit.json` (tens of minutes on 2 cores); the figure:
-# `make execute NB=03_sparse_logits_fit PARAMS='-p KEY_FIGURES True'`.
+# Almost nothing beyond their inputs. At B = 8, T = 1024 and D = 1152 in bf16, the TPU compiler
+# gives full materialisation + `lax.top_k` of Gemma 3's V = 262,144 logits **16.6 GiB** of
+# temporaries on one v5e chip, more than the 15.75 GiB a program may use there, so it cannot
+# run at B = 8 at all; chunked `logits.top_k_logits` needs **58 MiB**, 291x less. The naive loss
+# forward + backward needs **12.0 GiB**, `logits.cross_entropy` no HBM scratch at all (its
+# blocks stay in on-chip memory). So never build `[B, T, V]` for a top-k or a loss. How large a
+# batch a whole gemma3-1b pass then reaches is not recorded yet: section 2 searches it.
 #
 # ![Bytes per device of each approach against the batch](../docs/figures/03_fit_memory.png)
-#
-# Modes: `local` compiles section 1 for one chip of `TARGET` (compile only, so the real sizes
-# work on a laptop) and draws section 2 from the committed search; `plan` also searches the
-# largest batch with the real TPU compiler; `device` measures peak HBM and time on the attached
-# TPU/GPU and writes them to the ledger beside the plan's prediction.
 
 # %%
 # On Colab or Kaggle: install this project as a package, with its pinned requirements (and
@@ -77,13 +46,26 @@ if "google.colab" in sys.modules or "KAGGLE_KERNEL_RUN_TYPE" in os.environ:
     if shutil.which("nvidia-smi"):
         subprocess.run([*pip, f"jax[cuda12]=={metadata.version('jax')}"], check=True)
 
+# %% [markdown]
+# Gemma 3's vocabulary has V = 262,144 rows, so the logits of a teacher-forced pass,
+# `hidden [B, T, D] @ table.T`, are its largest tensor: 4 GiB in bf16 at B = 8 and T = 1024,
+# twice the whole of gemma3-1b. Distillation, GRPO's log-probabilities and evaluation need only
+# the top-k logits or the loss. What does materialising all of them cost, and what is left when
+# `shared.logits` computes them in blocks instead? Exactness and speed: 03_sparse_logits_exactness.
+#
+# **Modes**: `local` compiles section 1 for one chip of `TARGET` (compile only, so the real
+# sizes work on a laptop) and draws section 2 from the committed search; `plan` also searches
+# the largest batch with the real TPU compiler; `device` measures peak HBM and time on the
+# attached TPU/GPU and writes them to the ledger beside the plan's prediction. Parameters left
+# at None take the mode's preset (`shared.logits.settings.FitSearch`: `local()` or `field()`).
+
 # %% tags=["parameters"]
 MODE = "local"  # local | plan | device
 TARGET = "v5e-1"  # one v5e chip: per-chip HBM decides (a v5e-8 runs 8 of these batches at once)
 MODEL = "gemma3-1b"  # any tunix model by name (models.MODEL_NAMES); <family>-tiny for tests
 RESULTS_DIR = "results/03_sparse_logits_fit"
 SEED = 0
-KEY_FIGURES = False  # also write the figures "What we found" shows to docs/figures/
+KEY_FIGURES = False  # also write the figures the Takeaway and section 2 show to docs/figures/
 K = 128  # top-k
 SEQ = 1024  # T, tokens per sequence
 MEM_BATCHES = [1, 4, 8, 32]  # section 1, compile only (8: the benchmark's batch)
@@ -100,33 +82,37 @@ from shared import report
 
 MODE = report.use_mode(MODE)  # before jax: plan mode compiles for TARGET on the CPU
 
-import math
-
 import jax
 import matplotlib.pyplot as plt
-from flax import nnx
 
 from shared import hardware, models, plan
-from shared.errors import BadInput, choose
-from shared.hardware import measure, prices
-from shared.hardware.sharding import batch_sharding, make_mesh
-from shared.logits import compare
-from shared.plan import budget
+from shared.hardware.sharding import make_mesh
+from shared.logits import compare, findings
+from shared.logits.settings import FitSearch
 from shared.report import ledger
-from shared.rollout import sampler as rollout
 
-choose("model", MODEL, models.MODEL_NAMES)
-choose("price kind", PRICE_KIND, prices.HOURLY_KINDS)
-if not all(isinstance(n, int) and n >= 1 for n in [K, SEQ, SCORE_SEQUENCES, TRIALS, *MEM_BATCHES,
-                                                   *PLAN_BATCHES, *DEVICE_BATCHES]):
-    raise BadInput("K, SEQ, SCORE_SEQUENCES, TRIALS and the batches must be positive integers")
-MAX_BATCH = MODE == "plan" if MAX_BATCH is None else MAX_BATCH
-target, dims = hardware.parse_target(TARGET), models.model_dims(MODEL)
+setting = report.setting(
+    MODE,
+    FitSearch,
+    MODEL=MODEL,
+    K=K,
+    SEQ=SEQ,
+    MEM_BATCHES=MEM_BATCHES,
+    MAX_BATCH=MAX_BATCH,
+    PLAN_BATCHES=PLAN_BATCHES,
+    SCORE_SEQUENCES=SCORE_SEQUENCES,
+    PRICE_KIND=PRICE_KIND,
+    DEVICE_BATCHES=DEVICE_BATCHES,
+    TRIALS=TRIALS,
+    PREDICT=PREDICT,
+)
+target, dims = hardware.parse_target(TARGET), models.model_dims(setting.model)
 out = report.results_dir(RESULTS_DIR)
 if MODE == "device":
     hardware.initialize_distributed()
 GiB = 2**30
-print(f"{MODE} mode: {MODEL} (D={dims.D}, V={dims.V}) on {TARGET}, T={SEQ}, top-{K}")
+print(f"{MODE} mode: {setting.model} (D={dims.D}, V={dims.V}) on {TARGET}, T={setting.seq}, "
+      f"top-{setting.k}")
 
 # %% [markdown]
 # ## 1 · What each approach asks of one chip
@@ -135,37 +121,28 @@ print(f"{MODE} mode: {MODEL} (D={dims.D}, V={dims.V}) on {TARGET}, T={SEQ}, top-
 # the chunked `cross_entropy`. Each is compiled for one chip of `TARGET` by the TPU compiler
 # (compile only: nothing is allocated, so the real `[V, D]` works on a CPU). Bytes per device are
 # arguments + outputs + temporaries; a program the compiler refuses for lack of HBM is kept with
-# what it asked for (a lower bound). The per-step scan, the field's workaround, needs even less
-# HBM but pays in time: notebook 03_sparse_logits_exactness.
+# what it asked for (a lower bound). Without libtpu (a CUDA-only install) the programs compile
+# for the local backend instead, and the cell says so. The per-step scan, the field's
+# workaround, needs even less HBM but pays in time: notebook 03_sparse_logits_exactness.
 
 # %%
-try:
-    device = plan.topology_devices(target)[0]
-    where = f"{TARGET} ({device.device_kind}, one chip)"
-except BadInput as err:  # no libtpu (a CUDA-only install) or a GPU target: the backend here
-    device, where = None, jax.default_backend()
-    print(f"not compiling for {TARGET} ({err}): compiling for {where} instead")
-mem_rows = compare.memory_rows(MEM_BATCHES, SEQ, dims.D, dims.V, K, device=device, where=where,
-                               methods=("full logits", "chunked", "naive loss", "chunked loss"))
+device, where = findings.compile_device(TARGET)
+methods = ("full logits", "chunked", "naive loss", "chunked loss")
+mem_rows = compare.memory_rows(setting.mem_batches, setting.seq, dims.D, dims.V, setting.k,
+                               device=device, where=where, methods=methods)
 report.show(mem_rows, out, "memory_vs_batch", ["what", "method", "B", "temp_bytes",
                                                "total_bytes", "logits_bytes", "refused"])
 
 # %% [markdown]
-# The committed benchmark compiled the same programs at B = 8: where this run has that point
-# (same model size, `SEQ`, `K` and target), its bytes must agree, else the compiler changed.
+# The committed benchmark compiled the same programs at B = 8 (the Takeaway's numbers): where
+# this run has that point (same model size, `SEQ`, `K` and target), its bytes must agree to
+# 0.1%, else the compiler changed and the Takeaway needs its command rerun.
 
 # %%
 quoted = report.committed("logits_cpu") or {}
-tpu = quoted.get("memory_tpu", {})
-shape = {"B": 8, "T": SEQ, "D": dims.D, "V": dims.V, "k": K, "dtype": "bfloat16"}
-live = {(r["what"], r["method"]): r["temp_bytes"] for r in mem_rows if r["B"] == 8}
-if live and tpu.get("target") == TARGET and quoted["memory_shape"] == shape and device:
-    for r in tpu["rows"]:
-        if (r["what"], r["method"]) in live:
-            report.agree(f"{r['method']}, temporaries at B=8 (bytes)",
-                         live[r["what"], r["method"]], r["temp_bytes"], rel=0.001)
-else:
-    print(f"no committed numbers for B=8 at this size on {where}: nothing to compare with")
+shape = setting.memory_shape(dims.D, dims.V, batch=8)  # as the benchmark records it
+on_target = device is not None  # compiled for TARGET, not for this machine
+agrees = findings.agree_memory(mem_rows, quoted, target=TARGET, shape=shape, on_target=on_target)
 
 # %% [markdown]
 # In the figure, full materialisation follows the dotted `[B, T, V]` line up and crosses the
@@ -184,14 +161,15 @@ def plot_memory(ax, rows):
         ax.plot([r["B"] for r in pts if r["refused"]],
                 [r["total_bytes"] / GiB for r in pts if r["refused"]], "o", ms=11,
                 fillstyle="none", color=line.get_color())
-    ax.plot(MEM_BATCHES, [b * SEQ * dims.V * 2 / GiB for b in MEM_BATCHES], "k:",
+    batches = setting.mem_batches
+    ax.plot(batches, [b * setting.seq * dims.V * 2 / GiB for b in batches], "k:",
             label="the [B, T, V] bf16 logits alone")
     if device is not None:
         ax.axhline(target.chip.compiler_hbm_bytes / GiB, color="red", ls="--",
                    label="usable HBM per chip (compiler)")
     ax.set(xscale="log", yscale="log", xlabel="batch B (sequences)",
            ylabel="bytes per device (GiB, log)",
-           title=f"Top-{K} and loss, T={SEQ}, D={dims.D}, V={dims.V}: {where}\n"
+           title=f"Top-{setting.k} and loss, T={setting.seq}, D={dims.D}, V={dims.V}: {where}\n"
                  "(hollow: refused by the compiler, bytes it asked for)")
     ax.legend(fontsize=8)
 
@@ -212,37 +190,34 @@ plt.show()
 # never an extrapolation. Results are cached in `.cache/plan`; a gemma3-1b search takes tens of
 # minutes on 2 cores, a rerun is instant. Time and dollars: the roofline of one pass at the
 # largest batch (a lower bound) and an estimate at a stated efficiency, for `SCORE_SEQUENCES`.
+#
+# Not recorded yet: the search (`bench_logits.py --fit`, about 15 compiles of the whole model)
+# did not run in the session that wrote the Takeaway. Plan mode (`MAX_BATCH = True`, or None)
+# searches it live, and the committed `logits_fit.json` it writes becomes what the Takeaway
+# quotes; this run's search must then agree with it. Expect the chunked mode's batch to be
+# bounded by the model's own activations, like a rollout's (notebook 01 fits 374 gemma3-1b
+# rollouts on the same chip), and the full mode's by the 0.5 GiB of bf16 logits (1 GiB in fp32)
+# each sequence adds at V = 262,144. Without a search in this run, the committed one is drawn.
 
 
 # %%
 def request(mode, batch=1, where=TARGET):
-    return plan.Request("forward", MODEL, where, batch=batch, seq=SEQ, logits=mode, k=K)
+    """The plan of one teacher-forced pass over [batch, SEQ] tokens to the top-K logits."""
+    return plan.Request("forward", setting.model, where, batch=batch, seq=setting.seq,
+                        logits=mode, k=setting.k)
 
 
-fitted = report.committed("logits_fit")
-if fitted and (fitted["model"], fitted["target"], fitted["seq"], fitted["k"]) != (
-        MODEL, TARGET, SEQ, K):
-    fitted = None  # the committed search answered another question
-searches = {m: plan.max_batch(request(m)) for m in models.LOGITS_MODES} if MAX_BATCH else {}
-points = [plan.plan_point(request(m, b)) for m in models.LOGITS_MODES for b in PLAN_BATCHES]
-largest = [next(p for p in s["probes"] if p["batch"] == s["max_batch"] and not p["fast"])
-           for s in searches.values() if s["max_batch"]]  # the exact verdict at the answer
-for mode, s in searches.items():
-    print(f"{mode}: {plan.describe(s)}")
-    report.agree(f"largest {mode} batch", s["max_batch"],
-                 fitted and fitted["modes"][mode]["max_batch"])
-for p in [p for p in points + largest if p["fits"]]:  # time and dollars of the scoring run
-    est = budget.estimate(p, runs=math.ceil(SCORE_SEQUENCES / p["batch"]), kind=PRICE_KIND)
-    print(f"{p['logits']} at batch {p['batch']}, {SCORE_SEQUENCES:,} sequences: "
-          f"{budget.describe(est)}")
-keys = ("logits", "batch", "fast", "fits", "bytes_per_device")
-probes = [{k: p[k] for k in keys} for p in points + [p for s in searches.values()
-                                                      for p in s["probes"]]]
-if not searches:  # outside plan mode: draw the committed search, the one "What we found" quotes
-    print("no search in this run (MAX_BATCH is off; None turns it on in plan mode): "
-          + ("the committed probes are drawn below" if fitted else "nothing committed to draw"))
-    probes += [{"logits": m, **p} for m, v in (fitted or {"modes": {}})["modes"].items()
-               for p in v["probes"]]
+# the committed search, or None where it answered another question (model, target, SEQ, K)
+fitted = findings.committed_search(setting.model, TARGET, setting.seq, setting.k)
+searches = {}
+if setting.searches(MODE):
+    searches = {m: plan.max_batch(request(m)) for m in models.LOGITS_MODES}
+points = [plan.plan_point(request(m, b)) for m in models.LOGITS_MODES for b in setting.plan_batches]
+findings.agree_searches(searches, fitted)
+priced = points + findings.exact_answers(searches)
+for line in findings.scoring_costs(priced, setting.score_sequences, setting.price_kind):
+    print(line)
+probes, answers = findings.forward_probes(points, searches, fitted)
 if probes:
     report.show(probes, out, "forward_probes")
 
@@ -270,12 +245,11 @@ def plot_forward(ax, probes, largest):
                label=f"usable HBM per chip of {TARGET}")
     ax.set(xscale="log", yscale="log", xlabel="batch B (sequences)",
            ylabel="bytes per device (GiB, log)",
-           title=f"{MODEL} teacher-forced pass to top-{K} logits on {TARGET}, T={SEQ}")
+           title=f"{setting.model} teacher-forced pass to top-{setting.k} logits on {TARGET}, "
+                 f"T={setting.seq}")
     ax.legend(fontsize=8)
 
 
-answers = {m: s["max_batch"] for m, s in searches.items()} or {
-    m: v["max_batch"] for m, v in (fitted or {"modes": {}})["modes"].items()}
 if probes and target.chip.compiler_hbm_bytes:
     fig, ax = plt.subplots(figsize=(8, 5))
     plot_forward(ax, probes, answers)
@@ -289,38 +263,23 @@ if probes and target.chip.compiler_hbm_bytes:
 # change the bytes) at `DEVICE_BATCHES`, chunked first, in increasing order: the peak is a
 # process-wide high-water mark, so a point whose peak does not rise above the mark before it has
 # no peak of its own (left empty). Out of memory is a data point and ends that mode's sweep.
-# Each point goes to the ledger with the plan's verdict for the attached slice beside it.
+# `findings.measure_forward` keeps that discipline; each point goes to the ledger with the
+# plan's verdict for the attached slice beside it, and the ledger's figure puts every measured
+# point against its prediction: on the diagonal, the plan was right.
 
 # %%
 if MODE == "device":
-    mesh = make_mesh(None, jax.devices())
-    model = models.dummy_model(MODEL, mesh=mesh, seed=SEED)
-    graphdef, state = nnx.split(model)
-    graph, here, rows, high = models.StaticGraph(graphdef), hardware.current_target_name(), [], 0
-    for mode in ("topk", "full"):
-        for B in [b for b in DEVICE_BATCHES if b % jax.device_count() == 0]:
-            tokens = jax.device_put(rollout.random_prompts(B, SEQ, dims.V, seed=SEED),
-                                    batch_sharding(mesh))
-            with jax.set_mesh(mesh):  # as plan mode compiles it: tunix's activation shardings
-                got, error = measure.run_or_oom(measure.time_fn, models.teacher_forced_top_k,
-                                                graph, state, tokens, mode=mode, k=K, warmup=0,
-                                                trials=TRIALS)
-            peak = measure.peak_bytes_per_device()
-            guess = plan.plan_point(request(mode, B, here)) if PREDICT and here else None
-            rows.append(ledger.row(
-                "03_sparse_logits_fit", workload="forward", model=MODEL, batch=B,
-                shape=f"T={SEQ} logits={mode} k={K}", prediction=guess,
-                status="ok" if error is None else "out of memory",
-                peak_bytes=peak if peak and peak > high else None,
-                seconds=got[1].median_s if got else None))
-            high = max(high, peak or 0)
-            if error:
-                break
+    here = hardware.current_target_name()
+
+    def predict(mode, batch):
+        """The plan's verdict for the attached slice at this point, or None."""
+        return plan.plan_point(request(mode, batch, here)) if setting.predict and here else None
+
+    rows = findings.measure_forward(setting, make_mesh(None, jax.devices()), predict, seed=SEED)
     ledger.append(rows)
     report.show(rows, out, "measured", ["shape", "batch", "measured_status", "measured_s",
                                         "measured_peak_bytes_per_device",
                                         "predicted_bytes_per_device", "predicted_fits"])
-    del model, state
 if ledger.comparable(ledger.read()):
     fig, ax = plt.subplots(figsize=(6, 5))
     ledger.plot(ax, ledger.read())
@@ -331,11 +290,33 @@ else:
 
 # %% [markdown]
 # ## 4 · What to change
-# - **Top-k logits or the loss of a big-vocabulary model**: the chunked functions. The memory
-#   they save is the `[B, T, V]` logits and their fp32 copies, which grow with the batch; what
-#   is left grows with the hidden states only.
+# - **Top-k logits or the loss of a big-vocabulary model**: the chunked functions, never the
+#   `[B, T, V]` logits. Call `models.teacher_forced_top_k(graph, state, tokens, mode="topk",
+#   k=K)` for a whole model, or `logits.top_k_logits(hidden, table, k)` and
+#   `logits.cross_entropy(hidden, table, targets)` on the final hidden states
+#   (`models.hidden_states`, `models.head_table`). The memory they save is the `[B, T, V]`
+#   logits and their fp32 copies, which grow with the batch; what is left grows with the
+#   hidden states only.
 # - **Size the batch from section 2**, not from the logits alone: weights, activations and the
 #   rest of your step (a GRPO learner also holds optimizer state and a reference model) share
 #   the chip. Rerun section 2 in plan mode with your `MODEL`, `TARGET` and `SEQ`.
 # - **The per-step scan** fits too, but reads the whole `[V, D]` table once per token: see
 #   03_sparse_logits_exactness for its time.
+
+# %% [markdown]
+# ## Evidence
+# The Takeaway quotes `benchmarks/results/logits_cpu.json` (its `memory_tpu` table): the real
+# TPU compiler's view of one 16 GiB v5e chip, of which libtpu lets a program use 15.75 GiB,
+# compiled deviceless (no TPU needed) with jax 0.10.2, libtpu 0.0.42.1 and tunix 0.1.7, at
+# B = 8, T = 1024, D = 1152 and V = 262,144 in bf16: the same `compare.memory_rows` section 1
+# calls. The whole-model search has no committed file yet (section 2). The cell below prints
+# how the committed file was made beside this run's versions.
+#
+# Reproduce the numbers: `JAX_PLATFORMS=cpu python benchmarks/bench_logits.py --time-T 128
+# --time-V 65536 --out benchmarks/results/logits_cpu.json`, and the whole-model search with
+# `JAX_PLATFORMS=cpu python benchmarks/bench_logits.py --fit --model gemma3-1b --target v5e-1
+# --out benchmarks/results/logits_fit.json` (tens of minutes on 2 cores); the figure:
+# `make execute NB=03_sparse_logits_fit PARAMS='-p KEY_FIGURES True'`.
+
+# %%
+report.evidence("logits_cpu")
