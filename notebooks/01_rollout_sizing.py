@@ -89,10 +89,10 @@ import matplotlib.pyplot as plt
 from packaging.version import Version
 
 from shared import hardware, models, plan, sizing
+from shared.findings import rollout as findings
 from shared.hardware.sharding import make_mesh, mesh_shape
 from shared.plan import budget
 from shared.report import ledger
-from shared.rollout import findings
 from shared.rollout import sampler as rollout
 from shared.rollout import sweep as rollout_sweep
 from shared.rollout.plots import plot_measured, plot_searches

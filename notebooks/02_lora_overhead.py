@@ -85,9 +85,9 @@ from flax import nnx
 from tqdm.auto import tqdm
 
 from shared import data, hardware, lora, models, plan
+from shared.findings import lora as findings
 from shared.hardware import measure
 from shared.hardware.sharding import check_batch, make_mesh
-from shared.lora import findings
 from shared.lora.plots import plot_hbm_stages, plot_scale_boundaries
 from shared.lora.settings import LoraOverhead
 from shared.plan import budget, frontier

@@ -85,8 +85,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from shared import hardware, models
+from shared.findings import logits as findings
 from shared.hardware.sharding import make_mesh
-from shared.logits import compare, findings
+from shared.logits import compare
 from shared.logits.settings import ExactnessCheck
 from shared.rollout import sampler as rollout
 

@@ -86,8 +86,9 @@ import jax
 import matplotlib.pyplot as plt
 
 from shared import hardware, models, plan
+from shared.findings import logits as findings
 from shared.hardware.sharding import make_mesh
-from shared.logits import compare, findings
+from shared.logits import compare
 from shared.logits.settings import FitSearch
 from shared.report import ledger
 

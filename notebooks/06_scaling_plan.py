@@ -92,9 +92,9 @@ import numpy as np
 from IPython.display import display
 
 from shared import hardware, models, plan, sizing
+from shared.findings import scaling as findings
 from shared.hardware import prices
 from shared.plan import layer_probe
-from shared.sizing import findings
 from shared.sizing.settings import ScalingPlan
 
 setting = report.setting(

@@ -96,7 +96,7 @@ import dataclasses
 import matplotlib.pyplot as plt
 
 from shared import grpo, hardware, models, plan
-from shared.grpo import findings
+from shared.findings import grpo as findings
 from shared.grpo import plots as grpo_plots
 from shared.grpo.settings import GRPOBudget
 from shared.hardware import measure

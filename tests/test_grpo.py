@@ -15,7 +15,8 @@ from tunix.rl import common
 
 from shared import grpo, models, plan, report
 from shared.errors import BadInput
-from shared.grpo import findings, token_logprobs
+from shared.findings import grpo as findings
+from shared.grpo import token_logprobs
 from shared.grpo.settings import GRPOBudget
 from shared.hardware import parse_target
 from shared.hardware.sharding import bytes_per_device, make_mesh

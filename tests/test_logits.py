@@ -13,9 +13,10 @@ from jax.sharding import PartitionSpec as P
 from shared import logits as L
 from shared import report
 from shared.errors import BadInput
+from shared.findings import logits as findings
 from shared.hardware import measure
 from shared.hardware.sharding import make_mesh
-from shared.logits import chunked, compare, findings, tiling
+from shared.logits import chunked, compare, tiling
 from shared.logits.settings import ExactnessCheck, FitSearch
 
 
@@ -214,7 +215,7 @@ def test_default_chunks_even_out_the_sequence():
     assert tiling.vocab_chunk(None, 1000, 1000, 512) == 1000  # at least k, at most V
 
 
-# -- notebook 03's settings (shared.logits.settings) and plumbing (shared.logits.findings) ------
+# -- notebook 03's settings (shared.logits.settings) and plumbing (shared.findings.logits) ------
 
 
 def test_exactness_check_presets_parameters_and_bad_values():

@@ -15,9 +15,9 @@ from flax import nnx
 
 from shared import lora, models, report
 from shared.errors import BadInput
+from shared.findings import lora as findings
 from shared.hardware import parse_target
 from shared.lora import adapters as lora_adapters
-from shared.lora import findings
 from shared.lora.settings import LoraOverhead
 from shared.plan import target_mesh
 from shared.plan.workloads import lora_train

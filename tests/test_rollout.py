@@ -13,8 +13,8 @@ from conftest import TEST_VOCAB as V
 
 from shared import models, plan, report
 from shared.errors import BadInput
+from shared.findings import rollout as findings
 from shared.plan.workloads import rollout as rollout_workload
-from shared.rollout import findings
 from shared.rollout import sampler as rollout
 from shared.rollout import sweep as rollout_sweep
 from shared.rollout.settings import CACHE_SLACK, RolloutSizing
@@ -222,7 +222,13 @@ def test_rollout_sizing_refuses_a_bad_parameter_in_one_line(bad, says):
 
 
 def _probe(batch, fits, fast=False, nbytes=0):
-    return {"batch": batch, "fits": fits, "fast": fast, "bytes_per_device": nbytes}
+    return {
+        "batch": batch,
+        "fits": fits,
+        "fast": fast,
+        "bytes_per_device": nbytes,
+        "compile_s": 1.0,
+    }
 
 
 def test_findings_show_the_committed_searches_where_none_ran_and_check_live_ones(capsys):

@@ -11,9 +11,9 @@ import pytest
 
 from shared import report, sizing
 from shared.errors import BadInput, run_cli
+from shared.findings import scaling as findings
 from shared.hardware import CHIPS
 from shared.sizing import cli as sizing_cli
-from shared.sizing import findings
 from shared.sizing.settings import ScalingPlan
 
 LLAMA70 = sizing.preset("llama3-70b")

@@ -4,8 +4,7 @@
 - `runner`: tunix's RLCluster and GRPOLearner built from the settings, run and timed per phase;
 - `token_logprobs`: GRPO's log-prob phases without [B, T, V] logits;
 - `plots`: notebook 07's figures;
-- `settings`: `GRPOBudget`, notebook 07's setting (local() and field() presets);
-- `findings`: notebook 07's checks against the committed plan it quotes.
+- `settings`: `GRPOBudget`, notebook 07's setting (local() and field() presets).
 
 Plan mode compiles the same jitted functions: shared.plan.workloads.grpo.
 """

@@ -5,9 +5,7 @@
 - `tiling`: the block sizes, slicing and online log-sum-exp every chunked computation shares
   (GRPO's token log-probs too);
 - `compare`: chunked against the references: bytes, time, exactness (notebook 03);
-- `settings`: notebook 03's settings, `ExactnessCheck` and `FitSearch` (`local()`, `field()`);
-- `findings`: notebook 03's plumbing: this run's numbers or the committed ones, the checks
-  that they agree, the tables built from them, device mode's measured sweep.
+- `settings`: notebook 03's settings, `ExactnessCheck` and `FitSearch` (`local()`, `field()`).
 
 `from shared import logits; logits.cross_entropy(...)`: the names below are the package's API.
 """

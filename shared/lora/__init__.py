@@ -5,7 +5,6 @@
 - `train`: one jitted optax step on the adapters (micro-batches, remat, the chunked loss),
   which plan mode compiles as the `lora-train` workload (shared.plan.workloads.lora_train);
 - `settings`: notebook 02's setting, `LoraOverhead` (`local()` and `field()`);
-- `findings`: notebook 02's local facts against the committed ones, LoRA's speed against the base;
 - `plots`: notebook 02's figures.
 
 The names below are the package's API: `from shared import lora; lora.apply_lora(...)`.

@@ -126,7 +126,16 @@ def max_batch(
     }
 
 
-PROBE_COLUMNS = ("batch", "fast", "fits", "bytes_per_device", "refused", "skipped", "cached")
+PROBE_COLUMNS = (
+    "batch",
+    "fast",
+    "fits",
+    "bytes_per_device",
+    "worst",
+    "refused",
+    "skipped",
+    "cached",
+)
 
 
 def probe_rows(search: dict) -> list[dict]:

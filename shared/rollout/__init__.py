@@ -5,6 +5,5 @@
   bytes;
 - `sweep`: the measured batch sweep on a device (time, tokens per second, peak HBM, OOM);
 - `settings`: notebook 01's setting, `RolloutSizing` (`local()` and the field's `field()`);
-- `findings`: notebook 01's answer beside the committed one (which searches to show, the checks);
 - `plots`: notebook 01's figures.
 """

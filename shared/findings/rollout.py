@@ -4,8 +4,7 @@ numbers still agree with those its Takeaway quotes.
 Plan mode searches the largest batch itself; local and device mode compile nothing, so they
 show the committed searches (benchmarks/results/rollout_tunix_semantics.json) and price the
 committed verdicts. Either way each number the Takeaway quotes is checked against the file it
-came from with `report.agree`. Plain data in and out: the notebook compiles (shared.plan sits
-above this package and imports it) and hands its searches here.
+came from with `report.agree`. The notebook compiles and hands its searches here.
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ import math
 from shared import hardware, models, report
 from shared.errors import BadInput
 from shared.hardware import prices
+from shared.plan import search
 from shared.rollout.sweep import closed_form_bytes_per_device, closed_form_max_batch
 
 QUOTED = "rollout_tunix_semantics"  # bench_tunix_semantics.py: both searches the Takeaway quotes
@@ -22,7 +22,6 @@ SETTING = ("model", "target", "prompt_len", "steps", "cache_size")  # what a sea
 # benchmarks/bench_plan.py's rollout (plan_cpu.json): gemma3-1b, 256-token prompts, 1024 steps,
 # 1312 KV slots, tunix 0.1.7, one chip per target.
 PLAN_CPU = {"model": "gemma3-1b", "prompt_len": 256, "steps": 1024, "cache_size": 1312}
-PROBE_COLUMNS = ("batch", "fast", "fits", "bytes_per_device", "worst", "compile_s", "cached")
 
 
 def setting_of(request) -> dict:
@@ -113,9 +112,9 @@ def searches_to_draw(
 def probe_rows(drawn: dict[str, dict]) -> list[dict]:
     """One row per compile of each search: the evidence behind every largest batch."""
     return [
-        {"tunix": semantics, **{key: p.get(key) for key in PROBE_COLUMNS}}
+        {"tunix": semantics, **row}
         for semantics, found in drawn.items()
-        for p in found["probes"]
+        for row in search.probe_rows(found)
     ]
 
 
