@@ -5,6 +5,7 @@ Synthetic workloads (elementwise functions of [B, 4096, 131072] bf16 inputs: exa
 row, in whole TPU tiles) make byte counts exact and compiles fast.
 """
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -267,6 +268,10 @@ def test_cli_rollout_json_and_table(tmp_path):
             ["rollout", "--model", "gemma3-tiny", "--target", "v5e-1", "--tunix-semantics", "0.2"],
             "unknown tunix semantics",
         ),
+        (
+            ["rollout", "--model", "gemma3-tiny", "--target", "v5e-1", "--beta=0.1"],
+            "--beta does not apply to the rollout workload (it reads --batch, --prompt-len",
+        ),
     ],
 )
 def test_cli_bad_input_exit_2(args, message, tmp_path):
@@ -283,3 +288,15 @@ def test_probe_rows_record_each_compile_of_a_search_in_one_shape():
     (row,) = probe_rows(found)
     assert set(row) == {*PROBE_COLUMNS, "compile_s"}
     assert row["refused"] is True and row["compile_s"] == 2.0 and row["cached"] is None
+
+
+def test_a_verdict_is_keyed_on_the_fields_its_workload_reads():
+    rollout = plan.Request("rollout", "gemma3-tiny", "v5e-1", batch=8)
+    assert rollout.key() == dataclasses.replace(rollout, beta=0.5, seq=64).key()
+    assert rollout.key() != dataclasses.replace(rollout, batch=16).key()
+    assert rollout.key() != dataclasses.replace(rollout, workload="lora-rollout").key()
+    grpo = dataclasses.replace(rollout, workload="grpo")
+    assert grpo.key() != dataclasses.replace(grpo, beta=0.5).key()
+    fields = {f.name for f in dataclasses.fields(plan.Request)}
+    for name, reads in plan.READS.items():
+        assert set(reads) <= fields and name in plan.WORKLOADS

@@ -27,10 +27,12 @@ from shared.plan.verdict import (
     is_cached,
     plan_point,
 )
-from shared.plan.workloads import WORKLOADS
+from shared.plan.workloads import COMMON, READS, WORKLOADS
 from shared.versions import versions
 
 __all__ = [
+    "COMMON",
+    "READS",
     "FAST_COMPILE",
     "WORKLOADS",
     "Request",

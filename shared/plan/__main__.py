@@ -5,10 +5,12 @@ import os
 os.environ.setdefault("JAX_PLATFORMS", "cpu")  # plan mode never needs the local accelerator
 
 import argparse  # noqa: E402
+import dataclasses  # noqa: E402
 import json  # noqa: E402
+import sys  # noqa: E402
 
 from shared import plan  # noqa: E402
-from shared.errors import choose, run_cli  # noqa: E402
+from shared.errors import BadInput, choose, run_cli  # noqa: E402
 from shared.grpo.token_logprobs import IMPLEMENTATIONS  # noqa: E402
 from shared.lora import LOSSES  # noqa: E402
 from shared.plan import budget, buffers, frontier  # noqa: E402
@@ -83,7 +85,32 @@ def print_bill(point: dict, args) -> None:
         )
 
 
-def main(argv: list[str] | None = None) -> int:
+# A Request field whose flag is named otherwise on the command line.
+FLAG_FIELDS = {"tunix_semantics": "tunix"}
+
+
+def check_flags_apply(parser: argparse.ArgumentParser, workload: str, argv: list[str]) -> None:
+    """BadInput for a flag the workload does not read (`--beta` on a rollout): silently
+    ignoring it would answer a question the user did not ask."""
+    reads = {*plan.COMMON, *plan.READS[workload]}
+    fields = {f.name for f in dataclasses.fields(plan.Request)}
+    for action in parser._actions:  # argparse keeps no public list of its options
+        field = FLAG_FIELDS.get(action.dest, action.dest)
+        given = any(t == o or t.startswith(o + "=") for t in argv for o in action.option_strings)
+        if given and field in fields and field not in reads:
+            flag_of = {field: flag for flag, field in FLAG_FIELDS.items()}
+            valid = ", ".join(
+                "--" + flag_of.get(f, f).replace("_", "-") for f in plan.READS[workload]
+            )
+            raise BadInput(
+                f"{action.option_strings[0]} does not apply to the {workload} workload "
+                f"(it reads {valid})"
+            )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: every workload's flags (`check_flags_apply` refuses the ones a
+    workload does not read)."""
     parser = argparse.ArgumentParser(
         prog="python -m shared.plan",
         description=plan.__doc__,
@@ -174,10 +201,17 @@ def main(argv: list[str] | None = None) -> int:
         help="compile only these: rollout, logps, update (comma-"
         "separated; resident buffers still counted)",
     )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
+    workload = choose("workload", args.workload, plan.WORKLOADS)
+    check_flags_apply(parser, workload, sys.argv[1:] if argv is None else argv)
 
     request = plan.Request(
-        workload=choose("workload", args.workload, plan.WORKLOADS),
+        workload=workload,
         model=args.model,
         target=args.target,
         batch=args.batch,

@@ -33,7 +33,7 @@ from shared.paths import ROOT
 from shared.plan.compiled import FAST_COMPILE, compile_lowered
 from shared.plan.executable import Workload
 from shared.plan.target import target_devices, usable_hbm_per_device
-from shared.plan.workloads import WORKLOADS, build_workload
+from shared.plan.workloads import COMMON, READS, WORKLOADS, build_workload
 from shared.versions import versions
 
 CACHE_DIR = Path(os.environ.get("TPU_BUDGET_LAB_PLAN_CACHE", ROOT / ".cache" / "plan"))
@@ -80,13 +80,17 @@ class Request:
     phases: str | None = None  # compile only these ("rollout,logps,update"); None: all
 
     def key(self) -> str:
+        """The cache key: the fields this workload reads (two requests differing only in a
+        field it ignores compile the same program), the versions and the source of shared/."""
         sources = hashlib.sha256(
             b"".join(
                 p.read_bytes() for p in sorted(Path(__file__).resolve().parents[1].rglob("*.py"))
             )
         ).hexdigest()
+        read = (*COMMON, *READS.get(self.workload, ()))
+        fields = {name: getattr(self, name) for name in read}
         blob = json.dumps(
-            {"request": dataclasses.asdict(self), "versions": versions(), "sources": sources},
+            {"request": fields, "versions": versions(), "sources": sources},
             sort_keys=True,
         )
         return hashlib.sha256(blob.encode()).hexdigest()[:24]

@@ -62,5 +62,17 @@ WORKLOADS: dict[str, Callable[..., Workload]] = {
 }
 
 
+# name -> the Request fields it reads, besides workload, model, target, mesh and fast
+READS: dict[str, tuple[str, ...]] = {
+    "rollout": rollout.READS,
+    "lora-rollout": (*rollout.READS, "lora_rank"),
+    "forward": forward.READS,
+    "lora-train": lora_train.READS,
+    "train": train.READS,
+    "grpo": grpo.READS,
+}
+COMMON = ("workload", "model", "target", "mesh", "fast")  # every workload reads these
+
+
 def build_workload(request, mesh: Mesh) -> Workload:
     return WORKLOADS[request.workload](request, mesh)

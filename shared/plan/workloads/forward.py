@@ -6,6 +6,8 @@ resident.
 from shared import models
 from shared.plan.executable import Executable, Workload
 
+READS = ("batch", "seq", "logits", "k")  # see rollout.READS
+
 
 def workload(request, mesh) -> Workload:
     """WORKLOADS["forward"]: `models.teacher_forced_top_k` at the request's batch and sequence."""

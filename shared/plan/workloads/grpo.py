@@ -57,6 +57,25 @@ PHASES = {
 }
 
 
+READS = (  # see rollout.READS
+    "batch",
+    "prompt_len",
+    "steps",
+    "cache_size",
+    "lora_rank",
+    "remat",
+    "prompts_per_step",
+    "num_generations",
+    "num_iterations",
+    "rollout_micro",
+    "logps_micro",
+    "train_micro",
+    "logps",
+    "beta",
+    "phases",
+)
+
+
 def settings(request) -> GRPOSettings:
     """The shared.grpo settings a plan Request describes (micro-batches in sequences there,
     in prompts here); the live run of the same recipe uses these too."""

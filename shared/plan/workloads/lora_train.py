@@ -21,6 +21,8 @@ from shared.hardware.sharding import (
 from shared.lora import LOSSES, default_alpha, fp32_opt_init, lora_train_step, split_lora
 from shared.plan.executable import Executable, Workload
 
+READS = ("batch", "seq", "lora_rank", "remat", "microbatches", "loss")  # see rollout.READS
+
 
 def workload(request, mesh) -> Workload:
     """WORKLOADS["lora-train"]: the step at the request's batch, sequence, rank and knobs."""

@@ -41,6 +41,11 @@ class RolloutSettings:
     semantics: str = "0.1.7"  # tunix's Sampler: "0.1.6" compiles it without donation
 
 
+# The Request fields a rollout reads (beyond workload, model, target, mesh and fast): the CLI
+# refuses the others' flags and the verdict cache keys on these alone. "lora-rollout" adds rank.
+READS = ("batch", "prompt_len", "steps", "cache_size", "tunix")
+
+
 def settings(request, *, lora: bool = False) -> RolloutSettings:
     """What a plan Request asks of a rollout, in the rollout's own words."""
     return RolloutSettings(

@@ -11,6 +11,8 @@ from shared.plan.executable import Executable, Workload
 from shared.pretrain import model, optim
 from shared.pretrain.train import abstract_state, make_train_step
 
+READS = ("batch", "seq", "microbatches", "remat")  # see rollout.READS
+
 
 def workload(request, mesh) -> Workload:
     """WORKLOADS["train"]: one train step of the request's model config."""
