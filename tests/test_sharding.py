@@ -7,6 +7,7 @@ from flax import nnx
 
 from shared.errors import BadInput
 from shared.hardware import sharding
+from shared.plan.compiled import compiled_memory
 
 V, D = 4096, 64
 
@@ -40,7 +41,7 @@ def test_sharded_init_never_holds_the_whole_table():
     shardings = sharding.state_shardings(sharding.abstract_module(factory, mesh), mesh)
     with jax.set_mesh(mesh):
         compiled = jax.jit(lambda: nnx.state(factory()), out_shardings=shardings).lower().compile()
-    stats = compiled.compiled_memory(compiled)
+    stats = compiled_memory(compiled)
     table_bytes = V * D * 4
     assert stats["output_bytes"] == table_bytes // 8
     assert stats["output_bytes"] + stats["temp_bytes"] < table_bytes  # never a whole table
