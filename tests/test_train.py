@@ -259,3 +259,80 @@ def test_training_evaluates_the_whole_heldout_split(tmp_path, jax_cache):
 def test_bad_batch_for_the_mesh_is_one_line():
     with pytest.raises(BadInput, match="divide"):
         train.train(train.TrainConfig(steps=2, batch=6, seq=64, vocab_size=512), progress=False)
+
+
+# ---------------------------------------------------------------------------- notebook 04's setting
+
+
+def test_ablations_presets_and_a_bad_value_in_one_line():
+    import dataclasses
+
+    from shared import report
+    from shared.pretrain.settings import ARMS, Ablations
+
+    local, field = Ablations.local(), Ablations.field().resolved()
+    assert (local.model, local.steps, local.batch, local.seq) == ("tiny", 40, 16, 128)
+    assert (field.model, field.steps, field.batch, field.seq) == ("130m", 300, 32, 2048)
+    assert local.arms == field.arms == tuple(ARMS)
+    assert local.train_config("baseline").vocab_size == 4096
+    assert field.train_config("baseline").vocab_size == 32768  # None: the model's own V
+    arm = local.train_config("microbatches", metrics="m.jsonl")
+    assert (arm.microbatches, arm.warmup, arm.metrics, arm.wandb_tags) == (
+        2,
+        4,
+        "m.jsonl",
+        ("microbatches",),
+    )
+    assert local.train_config("relu2").model_overrides == {"mlp": "relu2"}
+    # A parameters cell's lists become tuples; parameters left at None keep the preset's.
+    assert report.setting("local", Ablations, ARMS=["tied"], STEPS=None).arms == ("tied",)
+    assert report.setting("device", Ablations, MODEL="tiny").train_config("tied").vocab_size == 4096
+    assert field.frontier_at(80) == 160
+    for bad in (
+        {"arms": ["relu3"]},
+        {"steps": 0},
+        {"batch": 15},  # the microbatches arm halves each step
+        {"wd": -0.1},
+        {"model": "13m"},
+        {"price_kind": "cheap"},
+        {"cost_targets": ["v9z-1"]},
+        {"real_arm": {"model": "130m"}},
+    ):
+        with pytest.raises(BadInput) as err:
+            dataclasses.replace(local, **bad)
+        assert "\n" not in str(err.value)
+
+
+def test_ablation_findings_reproduce_the_committed_arm_cost_and_check_arms(capsys):
+    from shared import report
+    from shared.findings import pretrain as findings
+    from shared.pretrain.settings import Ablations
+
+    if report.committed(findings.PLAN) is None:
+        pytest.skip("no committed results here (a package install)")
+    setting = Ablations.field().resolved()
+    verdicts = []
+    points = [findings.real_point(setting, t, "local", verdicts) for t in setting.cost_targets]
+    costs = [findings.arm_cost(setting, point) for point in points]
+    assert verdicts == []  # local mode reads the committed verdicts, it compiles nothing
+    assert costs == findings.quoted(findings.PLAN, "arm_cost")
+    findings.check_costs(costs, setting.price_kind)
+    rows = findings.quoted(findings.CPU, "ablations")
+    findings.check_arms(rows, Ablations.local())
+    printed = capsys.readouterr().out
+    assert printed.count("agrees with") == len(costs) + len(rows) and "DIFFERS" not in printed
+    # Each compiled request is listed once, whichever section compiled it first.
+    row = {k: 1 for k in report.VERDICT_KEY}
+    assert findings.keep(verdicts, row) is row
+    assert findings.keep(verdicts, dict(row, fits=True)) is row and len(verdicts) == 1
+
+
+def test_the_real_arms_model_and_shape_follow_the_real_arm_the_user_sets():
+    from shared import report
+    from shared.pretrain.settings import Ablations
+
+    arm = {"model": "tiny", "batch": 8, "seq": 256}
+    setting = report.setting("plan", Ablations, REAL_ARM=arm, MODEL=None, BATCH=None)
+    assert (setting.model, setting.batch, setting.seq) == ("tiny", 8, 256)
+    assert report.setting("plan", Ablations, REAL_ARM=arm, BATCH=16).batch == 16
+    assert report.setting("local", Ablations, REAL_ARM=arm).model == "tiny"  # local's own

@@ -5,5 +5,6 @@
 - `optim`: AdamW, its schedule, fp32 gradient accumulation over micro-batches;
 - `config`: a run's settings and the `python -m shared.pretrain.train` flags;
 - `train`: the loop (resumes exactly after a kill), `checkpoints` (orbax), `records` (metrics,
-  wandb, preemption).
+  wandb, preemption);
+- `settings`: notebook 04's setting (`Ablations`: its arms, `local()` and `field()` presets).
 """

@@ -57,4 +57,7 @@ def setting(mode: str, preset, **parameters):
     if unknown:
         raise TypeError(f"{type(base).__name__} has no field for {', '.join(unknown)}")
     given = {k.lower(): v for k, v in parameters.items() if v is not None}
-    return dataclasses.replace(base, **given)
+    chosen = dataclasses.replace(base, **given)
+    # A preset value that follows another parameter (04's model follows REAL_ARM) is None in
+    # the preset and filled by the setting's `resolved()`, after the user's values are in.
+    return chosen.resolved() if hasattr(chosen, "resolved") else chosen

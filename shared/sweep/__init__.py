@@ -3,7 +3,8 @@
 - `config`: wandb's YAML sweep config read, checked and expanded into trials;
 - `runner`: each trial a `python -m shared.pretrain.train` process (wandb agent or local),
   restartable; `python -m shared.sweep` is its command line;
-- `results`: the trials read back: the best lr / wd, the basin, whether the best is at an edge.
+- `results`: the trials read back: the best lr / wd, the basin, whether the best is at an edge;
+- `settings`: notebook 05's setting (`HparamSweep`, `local()` and `field()` presets).
 
 `from shared import sweep; sweep.run(...)`: the names below are the package's API.
 """
