@@ -46,22 +46,14 @@
 # the summary table are `shared.findings.sweep`.
 
 # %%
-# On Colab or Kaggle: install this project as a package, with its pinned requirements (and
-# jax's CUDA plugin on a GPU runtime). In a clone set up with `make setup` this does nothing.
+# On Colab or Kaggle: install this project (tools/colab_install.sh); in a clone, `make setup`.
 import os
-import shutil
-import subprocess
 import sys
 
 if "google.colab" in sys.modules or "KAGGLE_KERNEL_RUN_TYPE" in os.environ:
-    from importlib import metadata
-
-    REPO = "tpu-budget-lab/tpu-budget-lab"
-    pip = [sys.executable, "-m", "pip", "install", "-q"]
-    subprocess.run([*pip, "-r", f"https://raw.githubusercontent.com/{REPO}/main/requirements.txt",
-                    f"git+https://github.com/{REPO}"], check=True)
-    if shutil.which("nvidia-smi"):
-        subprocess.run([*pip, f"jax[cuda12]=={metadata.version('jax')}"], check=True)
+    script = "raw.githubusercontent.com/tpu-budget-lab/tpu-budget-lab/main/tools/colab_install.sh"
+    if os.system(f"curl -sSL https://{script} | bash -s -- {sys.executable}"):
+        raise RuntimeError("installing tpu-budget-lab failed: see the output above")
 
 # %% tags=["parameters"]
 MODE = "local"  # local | plan | device
