@@ -30,6 +30,7 @@
 #
 # ![What to change: bytes per device against roofline time](../docs/figures/04_frontier.png)
 #
+# ## How this notebook answers it
 # **The question.** How do I get a ~130M model to high MFU, compare architecture knobs on equal
 # terms, and will the train step fit the chip I rent? The public anchor is tpuchat: 46.5% MFU,
 # 434k tokens/s for a 130M model on one v6e chip (50.9% later). This notebook answers the fit

@@ -30,6 +30,7 @@
 #
 # ![Held-out loss against peak learning rate](../docs/figures/05_lr_basin.png)
 #
+# ## How this notebook answers it
 # **The question.** A learning rate tuned for one codebase is often wrong for the next: the
 # field's seed result is a basin plot in which the common default of 3e-4 sat above the basin of
 # the baseline. Which peak learning rate and weight decay should notebook 04's arm use? Here the
