@@ -18,6 +18,7 @@ import io  # noqa: E402
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
+import remote_lab  # noqa: E402
 
 # The in-process tests are bound by compiling many small CPU programs, not by running them:
 # without XLA's LLVM optimisations they take a third less (386 s -> 261 s on 2 cores). This only
@@ -117,3 +118,10 @@ def mesh42():
     from shared.hardware.sharding import make_mesh
 
     return make_mesh((4, 2))
+
+
+@pytest.fixture
+def lab(tmp_path):
+    """A copy of the project with stand-in gcloud, colab and kaggle programs on PATH: the
+    remote-execution tests' world (tests/remote_lab.py)."""
+    yield from remote_lab.world(tmp_path)
