@@ -29,6 +29,15 @@ REAL_ARM = {"model": "130m", "batch": 32, "seq": 2048}
 TPUCHAT_MFU = 0.465  # the public anchor: tpuchat's 130M on one v6e chip (attention not halved)
 
 
+def check_training_run(model_name: str | None, **sizes: float | None) -> None:
+    """A training run's model config (None: it follows the real run's, filled in later) and its
+    sizes, each positive when given: BadInput in one line otherwise. Notebooks 04 and 05 train
+    the same kind of run, so both settings check it here."""
+    if model_name is not None:
+        choose("model config", model_name, model.CONFIGS)
+    positive(**sizes)
+
+
 @dataclass(frozen=True)
 class Ablations:
     """Notebook 04's parameters, lower-cased: the arms' training run, the plan, the pricing."""
@@ -77,9 +86,8 @@ class Ablations:
         # Parameters cells hold lists; the setting keeps tuples (frozen, comparable).
         for name in ("arms", "plan_batches", "cost_targets"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
-        if self.model is not None:
-            choose("model config", self.model, model.CONFIGS)
-        positive(
+        check_training_run(
+            self.model,
             steps=self.steps,
             batch=self.batch,
             seq=self.seq,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from shared.errors import BadInput, choose, positive
 from shared.hardware import parse_target, prices
 from shared.pretrain import model
+from shared.pretrain.settings import check_training_run
 from shared.sweep import config as sweep_config
 
 # A trial on a TPU: what every mode prices, and the field preset's model, steps and shape.
@@ -61,9 +62,8 @@ class HparamSweep:
         )
 
     def __post_init__(self):
-        if self.model is not None:
-            choose("model config", self.model, model.CONFIGS)
-        positive(
+        check_training_run(
+            self.model,
             steps=self.steps,
             batch=self.batch,
             seq=self.seq,

@@ -11,11 +11,9 @@ already there are skipped.
 `docs/atlas.md` and `docs/atlas.csv` are rendered from the store at the end of every run.
 
 Cells run cheapest first (small models, single-chip slices), so a partial atlas is useful; a
-big model on a small chip is quick too (not even the smallest batch fits). Grow it piecewise:
-
-    nice -n 19 python benchmarks/bench_atlas.py --limit-minutes 60 \\
-        --only recipe=rollout,model=gemma3-1b,model=gemma2-2b,target=v5e-1,target=v5e-8
-    python benchmarks/bench_atlas.py --render-only
+big model on a small chip is quick too (not even the smallest batch fits). Modules: `store`
+(the grid and the store), `run` (one cell), `render` (the page), `cli` (growing it piecewise:
+`python benchmarks/bench_atlas.py`, see there).
 """
 
 from shared.plan.atlas.cli import main
