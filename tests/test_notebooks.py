@@ -199,7 +199,8 @@ def test_a_drifted_colab_cell_is_found_and_rewritten_from_the_template(tmp_path)
     source = tmp_path / "99_demo.py"
     intro = "# %% [markdown]\n# A question.\n\n"
     rest = "\n\n# %%\nx = 1\n"
-    source.write_text(f"{intro}# %%\n{COLAB_CELL.replace('cuda12', 'cuda11')}{rest}")
+    drifted = COLAB_CELL.split("\n", 1)[1]  # the template without its first line
+    source.write_text(f"{intro}# %%\n{drifted}{rest}")
     (problem,) = colab_problems(source)
     assert "make sync" in problem
     assert write_colab_cell(source) and colab_problems(source) == []
