@@ -16,8 +16,8 @@ reward, 3 steps) with its steady (median after the first) seconds per phase.
 Each part rewrites only its own keys of --out (the others are kept), after each step; compile
 and run times depend on the host, so the JSON records its CPU count and load.
 
-    python benchmarks/bench_grpo.py --per-phase --out benchmarks/results/grpo_plan.json
-    python benchmarks/bench_grpo.py --parts local --out benchmarks/results/grpo_plan.json
+    python benchmarks/bench_grpo.py --per-phase --out benchmarks/results/07_grpo_plan.json
+    python benchmarks/bench_grpo.py --parts local --out benchmarks/results/07_grpo_plan.json
 """
 
 import argparse

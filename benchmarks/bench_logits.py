@@ -1,6 +1,6 @@
 """Benchmark `shared/logits.py`: full materialisation vs per-time-step scan vs chunked (ours).
 
-Default run (benchmarks/results/logits_cpu.json, what notebook 03_sparse_logits_exactness and
+Default run (benchmarks/results/03_logits_cpu.json, what notebook 03_sparse_logits_exactness and
 the memory part of 03_sparse_logits_fit quote), for top-k logits and the loss forward+backward:
 - memory: XLA's per-device temporaries at the real Gemma 3 size (compile only, nothing is
   allocated), on the local backend and, when libtpu is installed, for one chip of a deviceless
@@ -15,7 +15,7 @@ the memory part of 03_sparse_logits_fit quote), for top-k logits and the loss fo
 - the targets of the issue that introduced `shared/logits.py`, each with its measured ratio.
 
     JAX_PLATFORMS=cpu python benchmarks/bench_logits.py --time-T 128 --time-V 65536 \\
-        --out benchmarks/results/logits_cpu.json
+        --out benchmarks/results/03_logits_cpu.json
 
 `--fit` instead writes what notebook 03_sparse_logits_fit quotes: the largest teacher-forced
 forward batch per logits mode (`shared.plan.max_batch` on the `forward` workload, full [B, T, V]

@@ -22,7 +22,7 @@ One gemma4-31b compile took 4-12 minutes on the 2-core machine (shared with othe
 
     python benchmarks/bench_lora_scale.py --seqs 2048 --remats none,block --most-exact 3 \\
         --exact 2048:none,2048:block --frontier-at "" \\
-        --out benchmarks/results/lora_scale.json
+        --out benchmarks/results/02_lora_scale.json
 """
 
 import argparse

@@ -26,11 +26,11 @@ On an H100/H200, gemma3-1b with random weights, the seed's shapes:
 (jax preallocates 75% of GPU memory; XLA_PYTHON_CLIENT_MEM_FRACTION=0.95 lets a point use
 more. Add larger batches to --batch-sizes to find where an H100's 80 GB runs out.)
 
-benchmarks/results/rollout_cpu.json was produced on the 2-core CPU machine with:
+benchmarks/results/01_rollout_cpu.json was produced on the 2-core CPU machine with:
 
     JAX_PLATFORMS=cpu python benchmarks/bench_rollout.py --model gemma3-tiny \\
         --batch-sizes 1,4,8,12,16 --steps 8,16,32 --prompt-len 16 --trials 2 \\
-        --out benchmarks/results/rollout_cpu.json
+        --out benchmarks/results/01_rollout_cpu.json
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ sweep is compiled, warmed up, then timed over `--steps` steps with one device sy
         --attention default,xla --out benchmarks/results/train_h100.json
     # CPU smoke run of the same code path (MFU there is against a measured matmul peak)
     JAX_PLATFORMS=cpu python benchmarks/bench_train.py --config tiny --seq 128 --batches 8 \\
-        --steps 3 --out benchmarks/results/train_cpu.json
+        --steps 3 --out benchmarks/results/04_train_cpu.json
 """
 
 import argparse

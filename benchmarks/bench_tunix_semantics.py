@@ -9,7 +9,8 @@ updated in place. For each semantics this searches the largest batch with shared
 the batches, the bytes per device at the boundary, every probe, the compiles, the versions and
 the date, with the closed form (weights + KV-cache copies) beside. No TPU needed.
 
-    python benchmarks/bench_tunix_semantics.py --out benchmarks/results/rollout_tunix_semantics.json
+    python benchmarks/bench_tunix_semantics.py \\
+        --out benchmarks/results/01_rollout_tunix_semantics.json
 """
 
 import argparse

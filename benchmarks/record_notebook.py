@@ -7,12 +7,12 @@ table it showed) with the command, the parameters, the versions, the machine and
 executed notebook is kept in runs/record/ to read the run behind the numbers.
 
     # 04: the local ablation arms (CPU), then the 130m train step compiled for v6e-1 / v5e-8
-    python benchmarks/record_notebook.py 04 --out benchmarks/results/pretrain_cpu.json \\
+    python benchmarks/record_notebook.py 04 --out benchmarks/results/04_pretrain_cpu.json \\
         -- -p KEY_FIGURES True
-    python benchmarks/record_notebook.py 04 --out benchmarks/results/pretrain_plan.json \\
+    python benchmarks/record_notebook.py 04 --out benchmarks/results/04_pretrain_plan.json \\
         -- -p MODE plan -p KEY_FIGURES True
     # 05: the sweep on its embedded defaults (prices the real sweep with 04's plan file)
-    python benchmarks/record_notebook.py 05 --out benchmarks/results/sweep_cpu.json \\
+    python benchmarks/record_notebook.py 05 --out benchmarks/results/05_sweep_cpu.json \\
         -- -p KEY_FIGURES True
 """
 

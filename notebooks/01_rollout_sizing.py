@@ -287,14 +287,14 @@ if measured and ok:
 
 # %% [markdown]
 # ## Evidence
-# The largest batches, bytes and bills above come from `rollout_tunix_semantics.json`: the real
+# The largest batches, bytes and bills above come from `01_rollout_tunix_semantics.json`: the real
 # TPU compiler, deviceless (jax 0.10.2, libtpu 0.0.42.1, tunix 0.1.7, 2026-11-22). Each search
 # made 2-3 fast compiles to find the line, then exact compiles at the boundary: 7 compiles for
 # 0.1.7, 6 for 0.1.6, 81 minutes in all on a heavily shared 2-core machine. Prices were read
 # 2026-11-22. The 256-token answer (374) is `plan_cpu.json`'s. No TPU or GPU ran in the session
 # that wrote the Takeaway, so nothing in it is measured speed. To reproduce:
 # - both searches: `python benchmarks/bench_tunix_semantics.py --out
-#   benchmarks/results/rollout_tunix_semantics.json`;
+#   benchmarks/results/01_rollout_tunix_semantics.json`;
 # - this notebook's own searches, checked against that file: `make execute NB=01 PARAMS='-p MODE
 #   plan'`;
 # - the 256-token prompts: `python benchmarks/bench_plan.py --targets v5e-1 --lora-batches ""

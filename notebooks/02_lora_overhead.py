@@ -270,7 +270,7 @@ report.show(points, out, "predicted", ["workload", "batch", "seq", "bytes_per_de
 
 # %% [markdown]
 # ## 5 · Gemma 4 31B on a v5p-8: which batch and sequence fit, with and without remat
-# From `benchmarks/results/lora_scale.json`: per sequence and remat policy, the line through
+# From `benchmarks/results/02_lora_scale.json`: per sequence and remat policy, the line through
 # two fast compiles, and where it was run, the exact boundary. Without remat every layer keeps
 # its activations for the backward pass (tunix's attention its `[T, T]` scores too); remat
 # "block" keeps each block's input only and recomputes the rest in the backward pass.
@@ -326,7 +326,7 @@ if MODE == "plan":
 
 # %% [markdown]
 # ## Evidence
-# The gemma4-31b numbers are `lora_scale.json`'s: the real TPU compiler, deviceless (libtpu
+# The gemma4-31b numbers are `02_lora_scale.json`'s: the real TPU compiler, deviceless (libtpu
 # 0.0.42.1, jax 0.10.2, tunix 0.1.7 with its activation shardings applied, as its trainers run
 # on a TPU; 2026-11-25), 22 minutes alone on 2 cores; one gemma4-31b compile holds up to 17 GB
 # of host memory, so run it alone (cached in `.cache/plan`). Prices ($16.80 and $3.34 an hour
@@ -334,7 +334,8 @@ if MODE == "plan":
 # activation shardings: no remat then needed 89.42 GiB at batch 4. The local facts (gemma3-tiny
 # on a CPU) are in the same file; local mode reruns and checks them. To reproduce:
 # - `python benchmarks/bench_lora_scale.py --seqs 2048 --remats none,block --exact
-#   2048:none,2048:block --most-exact 3 --frontier-at "" --out benchmarks/results/lora_scale.json`;
+#   2048:none,2048:block --most-exact 3 --frontier-at ""
+#   --out benchmarks/results/02_lora_scale.json`;
 # - plan and device mode (speed with and without LoRA, to the ledger): `make execute NB=02
 #   PARAMS='-p MODE plan'`, `make tpu-execute TPU=... ZONE=... NB=02 PARAMS='-p MODE device'`.
 

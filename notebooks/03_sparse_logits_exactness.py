@@ -101,7 +101,7 @@ target, out = hardware.parse_target(TARGET), report.results_dir(RESULTS_DIR)
 measured = MODE != "plan"  # plan mode measures nothing: section 3's bounds only
 if MODE == "device":
     hardware.initialize_distributed()
-quoted = report.committed("logits_cpu") or {}  # the numbers the Takeaway quotes
+quoted = report.committed("03_logits_cpu") or {}  # the numbers the Takeaway quotes
 print(f"{MODE} mode on {jax.devices()[0].device_kind}; model {setting.model}, k = {setting.k}")
 
 # %% [markdown]
@@ -269,7 +269,7 @@ if not measured:
 
 # %% [markdown]
 # ## Evidence
-# The Takeaway quotes `benchmarks/results/logits_cpu.json`, written by `bench_logits.py` with
+# The Takeaway quotes `benchmarks/results/03_logits_cpu.json`, written by `bench_logits.py` with
 # jax 0.10.2 on a shared 2-core x86_64 CPU with the same `shared.logits.compare` functions this
 # notebook calls. Exactness: the random hidden states of section 1 at its default sizes. Time:
 # B=8, T=128, D=1152, V=65536 in bf16, the fastest of 3 round-robin calls after a warm-up, on
@@ -281,8 +281,8 @@ if not measured:
 # HBM. The cell below prints how the committed file was made beside this run's versions.
 #
 # Reproduce the numbers: `JAX_PLATFORMS=cpu python benchmarks/bench_logits.py --time-T 128
-# --time-V 65536 --out benchmarks/results/logits_cpu.json`; this notebook's figures: `make
+# --time-V 65536 --out benchmarks/results/03_logits_cpu.json`; this notebook's figures: `make
 # execute NB=03_sparse_logits_exactness PARAMS='-p KEY_FIGURES True'`.
 
 # %%
-report.evidence("logits_cpu")
+report.evidence("03_logits_cpu")

@@ -132,7 +132,7 @@ report.show(mem_rows, out, "memory_vs_batch", ["what", "method", "B", "temp_byte
 # 0.1%, else the compiler changed and the Takeaway needs its command rerun.
 
 # %%
-quoted = report.committed("logits_cpu") or {}
+quoted = report.committed("03_logits_cpu") or {}
 shape = setting.memory_shape(dims.D, dims.V, batch=8)  # as the benchmark records it
 on_target = device is not None  # compiled for TARGET, not for this machine
 agrees = findings.agree_memory(mem_rows, quoted, target=TARGET, shape=shape, on_target=on_target)
@@ -298,7 +298,7 @@ else:
 
 # %% [markdown]
 # ## Evidence
-# The Takeaway quotes `benchmarks/results/logits_cpu.json` (its `memory_tpu` table): the real
+# The Takeaway quotes `benchmarks/results/03_logits_cpu.json` (its `memory_tpu` table): the real
 # TPU compiler's view of one 16 GiB v5e chip, of which libtpu lets a program use 15.75 GiB,
 # compiled deviceless (no TPU needed) with jax 0.10.2, libtpu 0.0.42.1 and tunix 0.1.7, at
 # B = 8, T = 1024, D = 1152 and V = 262,144 in bf16: the same `compare.memory_rows` section 1
@@ -306,10 +306,10 @@ else:
 # how the committed file was made beside this run's versions.
 #
 # Reproduce the numbers: `JAX_PLATFORMS=cpu python benchmarks/bench_logits.py --time-T 128
-# --time-V 65536 --out benchmarks/results/logits_cpu.json`, and the whole-model search with
+# --time-V 65536 --out benchmarks/results/03_logits_cpu.json`, and the whole-model search with
 # `JAX_PLATFORMS=cpu python benchmarks/bench_logits.py --fit --model gemma3-1b --target v5e-1
 # --out benchmarks/results/logits_fit.json` (tens of minutes on 2 cores); the figure:
 # `make execute NB=03_sparse_logits_fit PARAMS='-p KEY_FIGURES True'`.
 
 # %%
-report.evidence("logits_cpu")
+report.evidence("03_logits_cpu")

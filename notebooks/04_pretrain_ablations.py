@@ -259,21 +259,21 @@ if MODE == "plan":
 
 # %% [markdown]
 # ## Evidence
-# The compiler's numbers (sections 3-5, the frontier figure) are `pretrain_plan.json`: libtpu
+# The compiler's numbers (sections 3-5, the frontier figure) are `04_pretrain_plan.json`: libtpu
 # 0.0.42.1, jax 0.10.2, flax 0.12.8, compiled deviceless on 2026-11-23 on a 2-core x86 host in
 # 43 minutes; each 130m verdict compiled in 2.3-6 min (the search and the frontier add about 15
-# compiles). The CPU numbers (section 2, the curves figure) are `pretrain_cpu.json`: the same
+# compiles). The CPU numbers (section 2, the curves figure) are `04_pretrain_cpu.json`: the same
 # versions on 2 shared CPU cores, 2026-11-23, 5.4 minutes for the five arms. Prices were read on
 # 2026-11-22 (`shared.hardware.prices`). No TPU or GPU ran this notebook for these numbers.
 # Each run of this notebook checks its own numbers against them (the lines saying "agrees
 # with"). To make them again, from the repository root:
 #
 # ```
-# python benchmarks/record_notebook.py 04 --out benchmarks/results/pretrain_plan.json \
+# python benchmarks/record_notebook.py 04 --out benchmarks/results/04_pretrain_plan.json \
 #     -- -p MODE plan -p KEY_FIGURES True
-# python benchmarks/record_notebook.py 04 --out benchmarks/results/pretrain_cpu.json \
+# python benchmarks/record_notebook.py 04 --out benchmarks/results/04_pretrain_cpu.json \
 #     -- -p KEY_FIGURES True
 # ```
 
 # %%
-report.evidence("pretrain_plan", "pretrain_cpu")
+report.evidence("04_pretrain_plan", "04_pretrain_cpu")

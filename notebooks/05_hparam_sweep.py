@@ -116,7 +116,7 @@ findings.check_yaml()
 # ## 2 · What the real sweep costs
 # On a TPU a trial is `REAL_TRIAL`: the 130m train step of notebook 04 at 32 × 2048 tokens,
 # 2000 times. Plan mode compiles that step for `TARGET`; the other modes read its committed
-# verdict (`benchmarks/results/pretrain_plan.json`, v6e-1 and v5e-8). `shared.plan.budget` turns
+# verdict (`benchmarks/results/04_pretrain_plan.json`, v6e-1 and v5e-8). `shared.plan.budget` turns
 # trials × steps into hours at the compiler's roofline (a lower bound: no run is faster), at
 # its named MFU assumption, and into dollars at a dated `shared.hardware.prices` row. Start-up,
 # compilation and the held-out evaluation of each trial come on top.
@@ -239,19 +239,19 @@ report.show(findings.summary(setting, advice, metric, len(done), len(rows), est)
 
 # %% [markdown]
 # ## Evidence
-# The sweep's numbers (the Takeaway, sections 3-4, both figures) are `sweep_cpu.json`: the
+# The sweep's numbers (the Takeaway, sections 3-4, both figures) are `05_sweep_cpu.json`: the
 # embedded default grid on 2 shared CPU cores with jax 0.10.2, flax 0.12.8 and tunix 0.1.7, on
 # 2026-11-23, 7.5 minutes for the 14 trials (about 30 s each). The real sweep's price uses
-# notebook 04's compiled 130m train step for v6e-1 in `pretrain_plan.json` (libtpu 0.0.42.1,
+# notebook 04's compiled 130m train step for v6e-1 in `04_pretrain_plan.json` (libtpu 0.0.42.1,
 # compiled deviceless on 2026-11-23) with `shared.plan.budget`'s 40% assumption and the spot
 # price of `shared.hardware.prices` read on 2026-11-22. No TPU or GPU ran a trial. Each run of
 # this notebook checks its own trials against the committed ones (section 6). To make the file
 # again, from the repository root:
 #
 # ```
-# python benchmarks/record_notebook.py 05 --out benchmarks/results/sweep_cpu.json \
+# python benchmarks/record_notebook.py 05 --out benchmarks/results/05_sweep_cpu.json \
 #     -- -p KEY_FIGURES True
 # ```
 
 # %%
-report.evidence("sweep_cpu", "pretrain_plan")
+report.evidence("05_sweep_cpu", "04_pretrain_plan")

@@ -320,14 +320,14 @@ agrees = findings.agree_with_committed(summary, probe_rows)
 
 # %% [markdown]
 # ## Evidence
-# The Takeaway's numbers are the committed run `benchmarks/results/scaling_plan.json`, made
+# The Takeaway's numbers are the committed run `benchmarks/results/06_scaling_plan.json`, made
 # 2026-11-23 in plan mode for a v5p-8 with jax 0.10.2, libtpu 0.0.42.1 and tunix 0.1.7 on a
 # shared 2-core CPU (TPU compiles deviceless; 583 s, ~10 minutes, of which the layer probe's
 # four 70B compiles a policy took 223 s without remat and 331 s with `decoder`); v5p prices in
 # us-central1, read 2026-11-22. Reproduce them (section 6 checks this run against that file):
 #
-#     python benchmarks/record_notebook.py 06 --out benchmarks/results/scaling_plan.json -- \
+#     python benchmarks/record_notebook.py 06 --out benchmarks/results/06_scaling_plan.json -- \
 #         -p MODE plan -p TARGET v5p-8 -p KEY_FIGURES True
 
 # %%
-report.evidence("scaling_plan")
+report.evidence("06_scaling_plan")

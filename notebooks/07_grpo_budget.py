@@ -306,7 +306,7 @@ if rows:
 
 # %% [markdown]
 # ## Evidence
-# The Takeaway's numbers are `benchmarks/results/grpo_plan.json`: one verdict and the two
+# The Takeaway's numbers are `benchmarks/results/07_grpo_plan.json`: one verdict and the two
 # log-prob searches (4 and 8 compiles) by the real TPU compiler, deviceless, with jax 0.10.2,
 # libtpu 0.0.42.1 and tunix 0.1.7 (its activation shardings applied), made 2026-11-25 in 14
 # minutes on 2 shared cores; GCP prices read 2026-11-22. Plan mode re-checks the verdict, both
@@ -314,7 +314,7 @@ if rows:
 # ran the recipe yet: device mode measures a step beside the plan and writes a ledger row.
 # Reproduce:
 #
-#     python benchmarks/bench_grpo.py --out benchmarks/results/grpo_plan.json
+#     python benchmarks/bench_grpo.py --out benchmarks/results/07_grpo_plan.json
 
 # %%
-report.evidence("grpo_plan")
+report.evidence("07_grpo_plan")

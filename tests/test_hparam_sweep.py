@@ -58,7 +58,7 @@ def test_sweep_findings_price_the_real_sweep_and_check_the_committed_trials(caps
     answers = findings.summary(setting, advice, "val_loss", len(done), len(trials), est)
     committed = findings.quoted("summary")
     assert [a["question"] for a in answers] == [c["question"] for c in committed]
-    assert answers[:-1] == committed[:-1]  # sweep_cpu.json holds no price for the real sweep
+    assert answers[:-1] == committed[:-1]  # 05_sweep_cpu.json holds no price for the real sweep
     assert answers[-1]["answer"] == "$0.87, about 1.59 h"
     assert findings.check_trials([], None, "val_loss", "minimize") is False
 

@@ -209,7 +209,7 @@ def test_committed_search_brackets_the_field_measurement_with_tunix_016():
     cache) must be larger. Two exact gemma3-1b compiles take 2 to 5 minutes on a 2-core CI
     machine, so the search runs in benchmarks/bench_tunix_semantics.py and this reads its
     committed result; test_rollout checks the semantics themselves on a tiny model."""
-    result = report.committed("rollout_tunix_semantics")
+    result = report.committed("01_rollout_tunix_semantics")
     field, found = result["field"], result["semantics"]
     assert result["setting"] == {
         "model": "gemma3-1b",

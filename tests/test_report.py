@@ -48,11 +48,11 @@ def test_a_committed_verdict_is_found_by_every_field_of_its_request():
     from shared import plan
 
     request = plan.Request("train", "130m", "v6e-1", batch=32, seq=2048)
-    point = report.committed_verdict("pretrain_plan", request)
+    point = report.committed_verdict("04_pretrain_plan", request)
     assert point is not None and point["fits"] in (True, False)
     assert all(point[k] == getattr(request, k) for k in report.VERDICT_KEY)
     other = plan.Request("train", "130m", "v6e-1", batch=32, seq=2048, microbatches=3)
-    assert report.committed_verdict("pretrain_plan", other) is None
+    assert report.committed_verdict("04_pretrain_plan", other) is None
     assert report.committed_verdict("no_such_results_file", request) is None
 
 

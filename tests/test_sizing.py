@@ -409,7 +409,7 @@ def test_probe_rows_name_the_nearest_closed_form():
 def test_the_committed_answer_agrees_with_itself_and_not_with_a_change(capsys):
     committed = report.committed(findings.COMMITTED)
     if committed is None:
-        pytest.skip("benchmarks/results/scaling_plan.json is not here")
+        pytest.skip("benchmarks/results/06_scaling_plan.json is not here")
     summary = committed["tables"]["summary"]
     probes = committed["tables"]["layer_probe"]
     assert findings.agree_with_committed(summary, probes)

@@ -1,6 +1,6 @@
 """Notebook 07's answer beside the committed one, and the live run beside the plan.
 
-The Takeaway quotes benchmarks/results/grpo_plan.json (benchmarks/bench_grpo.py): one verdict,
+The Takeaway quotes benchmarks/results/07_grpo_plan.json (benchmarks/bench_grpo.py): one verdict,
 the two log-prob searches and a session's steps, for one recipe. A run of another recipe (a
 tiny model, other sizes) has nothing there to compare with, so `committed_plan` hands the file
 over only when it answered this very recipe, and each check below is one `report.agree` line.
@@ -14,7 +14,7 @@ import dataclasses
 
 from shared import report
 
-QUOTED = "grpo_plan"  # benchmarks/results/grpo_plan.json, the file the Takeaway quotes
+QUOTED = "07_grpo_plan"  # benchmarks/results/07_grpo_plan.json, the file the Takeaway quotes
 
 
 def committed_plan(request) -> dict | None:

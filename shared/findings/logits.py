@@ -28,7 +28,7 @@ from shared.rollout.sampler import random_prompts
 
 def agree_exactness(topk_rows, loss_rows, params: dict, quoted: dict) -> bool | None:
     """Check this run's bf16 index mismatches at ties and d-table errors against the committed
-    benchmark's (`quoted`: logits_cpu.json), row by row, when this run repeated its check
+    benchmark's (`quoted`: 03_logits_cpu.json), row by row, when this run repeated its check
     (`params` as ExactnessCheck.exactness_params). fp32 and the reference's own rows are not
     compared: they are exact by construction. Returns whether all agree; None when there was
     nothing to compare with."""
@@ -145,7 +145,7 @@ def compile_device(target: str) -> tuple[object | None, str]:
 
 def agree_memory(rows, quoted: dict, *, target: str, shape: dict, on_target: bool) -> bool | None:
     """Check the temporaries this run compiled at B = 8 against the committed benchmark's TPU
-    compile of the same programs (`quoted`: logits_cpu.json), when it compiled the same `shape`
+    compile of the same programs (`quoted`: 03_logits_cpu.json), when it compiled the same `shape`
     for the same `target` (`on_target`: this run did compile for it). The compiler is
     deterministic, so 0.1% apart means it changed. None when there is nothing to compare."""
     tpu = quoted.get("memory_tpu", {})

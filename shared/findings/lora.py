@@ -1,5 +1,5 @@
 """Notebook 02's answer beside the committed one: this run's LoRA facts checked against those
-its Takeaway quotes (benchmarks/results/lora_scale.json), and LoRA's rollout speed against the
+its Takeaway quotes (benchmarks/results/02_lora_scale.json), and LoRA's rollout speed against the
 base model's.
 
 The committed file's `local` entry holds the facts measured on a CPU (adapter bytes, what
@@ -13,7 +13,7 @@ import math
 
 from shared import report
 
-QUOTED = "lora_scale"  # bench_lora_scale.py: the local facts and gemma4-31b's boundaries
+QUOTED = "02_lora_scale"  # bench_lora_scale.py: the local facts and gemma4-31b's boundaries
 
 
 def check_local(quoted: dict, model: str, rank: int, lora_bytes: int, freed_bytes: int) -> None:

@@ -5,8 +5,8 @@ The notebook tells the story (train the arms, compile the step, search the batch
 the bookkeeping between those steps lives here, so that each is one line there: which committed
 row has this run's settings, whether a number comes from this run's compile or from the committed
 plan (local and device mode price the real arm without compiling it), and which columns a row
-keeps. The committed files are `benchmarks/results/pretrain_cpu.json` (the CPU arms) and
-`pretrain_plan.json` (the compiler's verdicts, the fit, the arm's cost).
+keeps. The committed files are `benchmarks/results/04_pretrain_cpu.json` (the CPU arms) and
+`04_pretrain_plan.json` (the compiler's verdicts, the fit, the arm's cost).
 
 This module sits above `shared.plan` (it compiles and prices), as a recipe does; nothing in
 `shared.plan` imports it.
@@ -26,7 +26,7 @@ from shared.pretrain import model
 from shared.pretrain.settings import TPUCHAT_MFU, Ablations
 from shared.report import ledger
 
-CPU, PLAN = "pretrain_cpu", "pretrain_plan"  # the committed result files the Takeaway quotes
+CPU, PLAN = "04_pretrain_cpu", "04_pretrain_plan"  # the committed result files the Takeaway quotes
 STEADY_FROM = 3  # steps 1-3 include compilation: tokens/s and MFU are medians after them
 # A verdict's columns the notebook's tables keep (budget and notebook 05 read them back).
 VERDICT_COLUMNS = (

@@ -2,7 +2,7 @@
 numbers still agree with those its Takeaway quotes.
 
 Plan mode searches the largest batch itself; local and device mode compile nothing, so they
-show the committed searches (benchmarks/results/rollout_tunix_semantics.json) and price the
+show the committed searches (benchmarks/results/01_rollout_tunix_semantics.json) and price the
 committed verdicts. Either way each number the Takeaway quotes is checked against the file it
 came from with `report.agree`. The notebook compiles and hands its searches here.
 """
@@ -17,7 +17,7 @@ from shared.hardware import prices
 from shared.plan import search
 from shared.rollout.sweep import closed_form_bytes_per_device, closed_form_max_batch
 
-QUOTED = "rollout_tunix_semantics"  # bench_tunix_semantics.py: both searches the Takeaway quotes
+QUOTED = "01_rollout_tunix_semantics"  # bench_tunix_semantics.py: both searches the Takeaway quotes
 SETTING = ("model", "target", "prompt_len", "steps", "cache_size")  # what a search was made for
 # benchmarks/bench_plan.py's rollout (plan_cpu.json): gemma3-1b, 256-token prompts, 1024 steps,
 # 1312 KV slots, tunix 0.1.7, one chip per target.
@@ -78,7 +78,7 @@ def check_searches(
     searches: dict[str, dict], quoted: dict | None, request, plan_batches: list | None
 ) -> None:
     """This run's largest batches against the committed ones they must equal: the semantics
-    searches (rollout_tunix_semantics.json) at the same setting, and tunix 0.1.7's at 256-token
+    searches (01_rollout_tunix_semantics.json) at the same setting, and tunix 0.1.7's at 256-token
     prompts (plan_cpu.json). Batches the user picked (PLAN_BATCHES) are not a search: no check."""
     same = same_setting(quoted, request) and plan_batches is None
     for semantics, found in searches.items():

@@ -3,7 +3,7 @@ every number the notebook computes, and its check against the committed answer.
 
 The notebook tells the story (a question, the closed forms, a compile, a figure); these
 functions turn its results into tables and compare them with benchmarks/results/
-scaling_plan.json, the file its Takeaway quotes, so that a reader sees at the end of the run
+06_scaling_plan.json, the file its Takeaway quotes, so that a reader sees at the end of the run
 whether the answer above still holds for their versions.
 """
 
@@ -11,7 +11,7 @@ import math
 
 from shared import report, sizing
 
-COMMITTED = "scaling_plan"  # benchmarks/results/scaling_plan.json
+COMMITTED = "06_scaling_plan"  # benchmarks/results/06_scaling_plan.json
 # The summary rows the Takeaway quotes (a question's text before its colon).
 HEADLINE = ("parameters (B)", "params", "book3", "fwide", "X_opt")
 

@@ -5,8 +5,8 @@ The notebook tells the story (the search space, the price, the trials, the basin
 bookkeeping between those steps lives here, so that each is one line there: whether the real
 trial's step comes from this run's compile (plan mode) or from notebook 04's committed plan,
 which committed trials can be compared with this run's and how closely, and how the answer
-reads as a table. The committed files are `benchmarks/results/sweep_cpu.json` (the CPU sweep)
-and `pretrain_plan.json` (the compiled 130m train step the real sweep is priced with).
+reads as a table. The committed files are `benchmarks/results/05_sweep_cpu.json` (the CPU sweep)
+and `04_pretrain_plan.json` (the compiled 130m train step the real sweep is priced with).
 
 This module sits above `shared.plan` (it compiles and prices), as a recipe does; nothing in
 `shared.plan` or the sweep runner imports it.
@@ -21,7 +21,7 @@ from shared.sweep import config as sweep_config
 from shared.sweep.results import recommend
 from shared.sweep.settings import HparamSweep
 
-SWEEP, PLAN = "sweep_cpu", "pretrain_plan"  # the committed result files the Takeaway quotes
+SWEEP, PLAN = "05_sweep_cpu", "04_pretrain_plan"  # the committed result files the Takeaway quotes
 YAML = ROOT / "notebooks" / "05_sweep.yaml"
 COST_COLUMNS = (
     "target",

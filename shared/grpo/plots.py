@@ -73,7 +73,7 @@ def plot_bytes(point: dict, ax) -> None:
 
 def plot_search(searches: dict[str, dict], ax, hbm_bytes: int) -> None:
     """Bytes per device against the micro-batch for each search (plan.max_batch results, or
-    their rows in benchmarks/results/grpo_plan.json): exact compiles filled, fast ones hollow,
+    their rows in benchmarks/results/07_grpo_plan.json): exact compiles filled, fast ones hollow,
     the largest fitting batch marked; `hbm_bytes` is what the compiler allows."""
     gib = 2**30
     for i, (name, search) in enumerate(searches.items()):

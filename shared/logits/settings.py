@@ -94,7 +94,7 @@ class ExactnessCheck:
             )
 
     def exactness_params(self) -> dict:
-        """The random-state check's sizes as the benchmark records them (logits_cpu.json's
+        """The random-state check's sizes as the benchmark records them (03_logits_cpu.json's
         exactness.params): equal ones mean this run repeated the committed check."""
         B, T, D, V = self.exact_shape
         chunk_size, vocab_chunk_size = self.exact_chunks
@@ -110,7 +110,8 @@ class ExactnessCheck:
         }
 
     def time_params(self) -> dict:
-        """The timed calls' sizes as the benchmark records them (logits_cpu.json's time_shape)."""
+        """The timed calls' sizes as the benchmark records them (03_logits_cpu.json's
+        time_shape)."""
         B, T, D, V = self.time_shape
         return {"B": B, "T": T, "D": D, "V": V, "k": self.k}
 
@@ -162,7 +163,7 @@ class FitSearch:
 
     def memory_shape(self, D: int, V: int, *, batch: int) -> dict:
         """Section 1's programs at `batch` for a model of width D and vocabulary V, as the
-        benchmark records them (logits_cpu.json's memory_shape, at B = 8): equal ones mean
+        benchmark records them (03_logits_cpu.json's memory_shape, at B = 8): equal ones mean
         this run compiled the committed programs."""
         return {"B": batch, "T": self.seq, "D": D, "V": V, "k": self.k, "dtype": "bfloat16"}
 

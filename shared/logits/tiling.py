@@ -14,7 +14,7 @@ from jax import lax
 
 from shared.errors import BadInput
 
-# Default blocks, from the sweep of benchmarks/bench_logits.py in results/logits_cpu.json: wall
+# Default blocks, from the sweep of benchmarks/bench_logits.py in results/03_logits_cpu.json: wall
 # time at B=8, T=128, V=65536 on a shared 2-core CPU (points timed round-robin, minimum of 3),
 # temp memory compile-only at B=8, T=1024, V=262144 for the CPU and a deviceless TPU v6e.
 # Tokens x vocabulary rows per block (B * chunk_size x vocab_chunk_size):
