@@ -254,3 +254,8 @@ def test_findings_compare_lora_decode_with_the_base_at_the_same_batch():
     assert [r["decode_vs_base"] for r in compared[::2]] == [0.0, 0.25]
     assert math.isnan(compared[1]["decode_vs_base"]) and math.isnan(compared[3]["decode_vs_base"])
     assert compared[2] == {**rows[2], "decode_vs_base": 0.25}  # the row itself is kept
+
+
+def test_a_lora_rank_wider_than_the_model_is_one_line():
+    with pytest.raises(BadInput, match="LoRA rank 100000 exceeds gemma3-tiny's model width D="):
+        models.abstract_model("gemma3-tiny", lora_rank=100_000, lora_alpha=1.0)

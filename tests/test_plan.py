@@ -8,6 +8,7 @@ row, in whole TPU tiles) make byte counts exact and compiles fast.
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -300,3 +301,33 @@ def test_a_verdict_is_keyed_on_the_fields_its_workload_reads():
     fields = {f.name for f in dataclasses.fields(plan.Request)}
     for name, reads in plan.READS.items():
         assert set(reads) <= fields and name in plan.WORKLOADS
+
+
+def test_a_batch_whose_arguments_alone_exceed_the_hbm_is_refused_without_compiling():
+    point = plan.plan_point(plan.Request("scale", "none", "v5e-1", batch=100_000))
+    assert not point["fits"] and point["compile_s"] == 0 and point["refused"] == []
+    assert point["bytes_per_device"] >= 100_000 * GIB and "without compiling" in point["notes"][-1]
+    assert plan.plan_point(plan.Request("scale", "none", "v5e-1", batch=7))["compile_s"] > 0
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"workload": "lora-train", "seq": 0}, "--seq must be a positive integer, got 0"),
+        ({"workload": "rollout", "steps": -3}, "--steps must be a positive integer"),
+        ({"workload": "grpo", "num_generations": 0}, "--num-generations must be a positive"),
+        ({"workload": "grpo", "beta": -1.0}, "--beta (the KL weight) must be zero or positive"),
+    ],
+)
+def test_counts_a_workload_reads_must_be_positive(fields, message):
+    with pytest.raises(BadInput, match=re.escape(message)):
+        plan.plan_point(plan.Request(model="gemma3-tiny", target="v5e-1", **fields))
+
+
+def test_an_unwritable_plan_cache_is_one_line_before_any_compile(tmp_path, monkeypatch):
+    (tmp_path / "file").write_text("not a folder")
+    monkeypatch.setattr(verdict, "CACHE_DIR", tmp_path / "file" / "cache")
+    with pytest.raises(
+        BadInput, match="cannot write the plan cache in .*TPU_BUDGET_LAB_PLAN_CACHE"
+    ):
+        plan.plan_point(plan.Request("scale", "none", "v5e-1"))

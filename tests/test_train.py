@@ -336,3 +336,12 @@ def test_the_real_arms_model_and_shape_follow_the_real_arm_the_user_sets():
     assert (setting.model, setting.batch, setting.seq) == ("tiny", 8, 256)
     assert report.setting("plan", Ablations, REAL_ARM=arm, BATCH=16).batch == 16
     assert report.setting("local", Ablations, REAL_ARM=arm).model == "tiny"  # local's own
+
+
+def test_an_unwritable_checkpoint_folder_is_one_line_before_training(tmp_path):
+    from shared.errors import BadInput
+    from shared.pretrain.checkpoints import Checkpoints
+
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(BadInput, match="cannot write checkpoints in .*pass a writable --ckpt-dir"):
+        Checkpoints(str(tmp_path / "file" / "ckpt"), {})

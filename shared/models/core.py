@@ -142,6 +142,9 @@ def build(
     if family.casts_weights():
         _cast(model, dtype)
     if lora_rank is not None:
+        width = dims(name, cfg).D
+        if lora_rank > width:  # A [D, r] @ B [r, ...] would not be low rank: a typo, surely
+            raise BadInput(f"LoRA rank {lora_rank} exceeds {name}'s model width D={width}")
         model = qwix.apply_lora_to_model(
             model,
             lora_provider(family, lora_rank, lora_alpha),

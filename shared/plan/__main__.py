@@ -66,10 +66,13 @@ def print_point(point: dict) -> None:
         f"{v['libtpu']}, tunix {v['google-tunix']} (Sampler semantics {point['tunix']}), "
         f"qwix {v['qwix']}, flax {v['flax']}"
     )
-    print(
-        f"  roofline (a lower bound, not a prediction): "
-        f"{point['roofline_lower_bound_s'] * 1e3:.2f} ms per workload run"
-    )
+    if point["fits"]:
+        print(
+            f"  roofline (a lower bound, not a prediction): "
+            f"{point['roofline_lower_bound_s'] * 1e3:.2f} ms per workload run"
+        )
+    else:  # a refused or uncompiled executable reports no FLOPs: a roofline would read 0
+        print("  roofline: n/a (the workload does not fit, so no run has a time)")
 
 
 def print_bill(point: dict, args) -> None:

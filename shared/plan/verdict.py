@@ -29,7 +29,7 @@ import jax
 from shared.errors import BadInput, choose
 from shared.hardware import parse_target
 from shared.hardware.sharding import bytes_per_device, make_mesh
-from shared.paths import ROOT
+from shared.paths import ROOT, writable_folder
 from shared.plan.compiled import FAST_COMPILE, compile_lowered
 from shared.plan.executable import Workload
 from shared.plan.target import target_devices, usable_hbm_per_device
@@ -196,6 +196,73 @@ def weights_dtype(workload: Workload) -> str:
     return "/".join(sorted(dtypes)) or "n/a"
 
 
+# Request fields that count something: a workload reading one needs it a positive integer.
+COUNTS = (
+    "batch",
+    "seq",
+    "prompt_len",
+    "steps",
+    "cache_size",
+    "k",
+    "lora_rank",
+    "microbatches",
+    "prompts_per_step",
+    "num_generations",
+    "num_iterations",
+    "rollout_micro",
+    "logps_micro",
+    "train_micro",
+)
+
+
+def check_request(request: Request) -> None:
+    """BadInput in one line for a count the workload reads that is not a positive integer
+    (`--seq 0` would otherwise end in a JAX traceback from deep inside a model) or a negative
+    KL weight; None means "not given" where a field allows it."""
+    reads = READS.get(request.workload) or [f.name for f in dataclasses.fields(Request)]
+    for name in COUNTS:
+        value = getattr(request, name)
+        if name in reads and value is not None and (type(value) is not int or value < 1):
+            raise BadInput(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+    if "beta" in reads and request.beta < 0:
+        raise BadInput(f"--beta (the KL weight) must be zero or positive, got {request.beta}")
+
+
+NOT_COMPILED = (
+    "not compiled: its arguments alone, exact from their shapes and shardings, exceed the HBM "
+    "the compiler allows"
+)
+
+
+def arguments_only(workload: Workload) -> dict[str, dict]:
+    """Each executable as if it needed nothing but its arguments: a lower bound known without
+    compiling. When even that does not fit (a batch of 10^8, a model bigger than the slice),
+    the verdict is "does not fit" in milliseconds; the compiler could only add to it."""
+    floor = {}
+    for exe in workload.executables:
+        args = bytes_per_device(exe.args)
+        floor[exe.label] = {
+            "argument_bytes": args,
+            **dict.fromkeys(("output_bytes", "temp_bytes", "alias_bytes"), 0),
+            "generated_code_bytes": 0,
+            "total_bytes": args,
+            "flops": 0.0,
+            "bytes_accessed": 0.0,
+            "largest_buffers": [],
+            "refused": None,
+            "compiler_hbm_bytes": None,
+            "compile_s": 0.0,
+            "repeats": exe.repeats,
+            "note": NOT_COMPILED,
+        }
+    return floor
+
+
+def _takes(workload: Workload) -> dict[str, list[str]]:
+    """The resident buffers each executable receives as arguments, by label."""
+    return {exe.label: sorted(set(exe.resident_args.values())) for exe in workload.executables}
+
+
 def check_batch_on(request: Request, mesh) -> None:
     fsdp = mesh.shape["fsdp"]
     if request.batch < 1 or request.batch % fsdp:
@@ -213,7 +280,11 @@ def plan_point(request: Request, *, use_cache: bool = True) -> dict:
     compiled ones do not fit, the rest are skipped (and listed): the verdict cannot change, and a
     search saves their compile time."""
     choose("workload", request.workload, WORKLOADS)
+    check_request(request)
     target = parse_target(request.target)
+    writable_folder(
+        CACHE_DIR, what="the plan cache", fix="set TPU_BUDGET_LAB_PLAN_CACHE to a writable folder"
+    )
     if use_cache and (cached := read_cache(request)) is not None:
         return {**cached, "cached": True}
     devices = target_devices(target)
@@ -225,6 +296,9 @@ def plan_point(request: Request, *, use_cache: bool = True) -> dict:
     usable = usable_hbm_per_device(target, devices)
     executables, takes, skipped = {}, {}, []
     pending = list(workload.executables)
+    floor = arguments_only(workload)
+    if combine(floor, resident, _takes(workload))["bytes_per_device"] > usable:
+        executables, takes, pending = floor, _takes(workload), []  # arithmetic says no
     with jax.set_mesh(mesh), ThreadPoolExecutor(WORKERS) as pool:
         while pending:
             if executables and _exceeds(combine(executables, resident, takes), executables, usable):
@@ -238,7 +312,7 @@ def plan_point(request: Request, *, use_cache: bool = True) -> dict:
                 group, pool.map(lambda low: compile_lowered(low, options), lowered), strict=True
             ):
                 executables[exe.label] = {**summary, "repeats": exe.repeats, "note": exe.note}
-                takes[exe.label] = sorted(set(exe.resident_args.values()))
+                takes[exe.label] = _takes(workload)[exe.label]
     verdict = combine(executables, resident, takes)
     refused = [label for label, e in executables.items() if e["refused"]]
     flops = sum(e["flops"] * e["repeats"] for e in executables.values())
@@ -265,6 +339,11 @@ def plan_point(request: Request, *, use_cache: bool = True) -> dict:
         + (
             [f"not compiled: {', '.join(skipped)} (an executable before it already does not fit)"]
             if skipped
+            else []
+        )
+        + (
+            ["answered without compiling: resident buffers and arguments alone exceed the HBM"]
+            if executables is floor
             else []
         ),
         "flops_per_device": flops,

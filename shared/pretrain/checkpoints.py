@@ -27,6 +27,7 @@ from pathlib import Path
 import jax
 
 from shared.errors import BadInput
+from shared.paths import writable_folder
 
 # The tensorstore status codes orbax passes on for damaged array files, in a few words.
 _REASONS = {
@@ -48,7 +49,9 @@ class Checkpoints:
         import orbax.checkpoint as ocp
 
         self.ocp = ocp
-        self.directory = Path(directory).resolve()
+        self.directory = writable_folder(
+            Path(directory).resolve(), what="checkpoints", fix="pass a writable --ckpt-dir"
+        )
         self.fingerprint = fingerprint
         self._abandoned = _AbandonedReads()
         options = ocp.CheckpointManagerOptions(

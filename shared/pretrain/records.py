@@ -7,6 +7,8 @@ import os
 import signal
 from pathlib import Path
 
+from shared.paths import writable_folder
+
 
 class Metrics:
     """Per-step JSON lines; on resume, lines past the restored step (and the final evaluation
@@ -17,7 +19,7 @@ class Metrics:
         self.path = Path(path) if path else None
         if self.path is None:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        writable_folder(self.path.parent, what="the metrics file", fix="pass a writable --metrics")
         kept = []
         if self.path.exists():
             for line in self.path.read_text().splitlines():

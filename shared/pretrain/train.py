@@ -36,6 +36,7 @@ from flax import nnx
 from shared import data, hardware, logits, sizing
 from shared.errors import BadInput, run_cli
 from shared.hardware import measure, sharding
+from shared.paths import writable_folder
 from shared.pretrain import model, optim
 from shared.pretrain.checkpoints import Checkpoints
 from shared.pretrain.config import TrainConfig, parse_args
@@ -301,9 +302,10 @@ def train(cfg: TrainConfig, *, progress: bool = True) -> Run:
 
 def main(argv: list[str] | None = None) -> int:
     cfg, args = parse_args(argv, description=__doc__)
+    if args.summary:  # checked first: a summary that cannot be written would lose the run
+        writable_folder(Path(args.summary).parent, what="the summary", fix="pass another --summary")
     text = json.dumps(train(cfg, progress=not args.no_progress).summary)
     if args.summary:
-        Path(args.summary).parent.mkdir(parents=True, exist_ok=True)
         Path(args.summary).write_text(text + "\n")
     print(text)
     return 0
