@@ -199,3 +199,21 @@ def test_one_real_cell_for_a_tiny_model(tmp_path, monkeypatch):
     )
     md, _ = atlas.render(atlas.read_store(store), ["gemma3-tiny"], ["v5e-1"], ["rollout"], "test")
     assert "| gemma3-tiny | ✓ ≥64 |" in md
+
+
+def test_lookup_answers_one_cell_from_the_committed_table_or_says_how_to_compute_it():
+    from shared.plan import lookup
+
+    rows = lookup.read_table()
+    done = next(r for r in rows if r["status"] == "ok" and r["max_batch"] not in ("", "0"))
+    text = lookup.describe(lookup.find(rows, done["model"], done["target"], done["recipe"]))
+    assert f"largest batch {done['max_batch']}" in text or "at least" in text
+    assert "libtpu" in text and "per device" in text
+    missing = next((r for r in rows if r["status"] == "not yet"), None)
+    if missing is not None:
+        text = lookup.describe(missing)
+        assert "not computed yet" in text and "bench_atlas.py --retry-failed --only model=" in text
+    with pytest.raises(BadInput, match="unknown target 'v9-8'; valid: "):
+        lookup.find(rows, done["model"], "v9-8", done["recipe"])
+    with pytest.raises(BadInput, match="cannot read the atlas table"):
+        lookup.read_table(lookup.TABLE.with_name("missing.csv"))

@@ -13,36 +13,36 @@ Modules: `target` (devices, usable HBM), `workloads/` (what gets compiled, one f
 workload), `executable` (the types a workload is made of), `compiled` (compile one executable,
 read its bytes, FLOPs and `buffers`), `verdict` (a whole workload's verdict, cached), `search`
 (the largest batch), `frontier` (what to change), `budget` (hours and dollars), `field`
-(published points we must agree with), `layer_probe` (what a step keeps per layer), `__main__`
-(the command line).
+(published points we must agree with), `layer_probe` (what a step keeps per layer), `atlas`
+(model x slice x recipe), `lookup` (one atlas cell, instantly), `__main__` (the command line).
+
+The names below load on first use (PEP 562): importing the compiler stack takes seconds, and
+`python -m shared.plan.lookup` must answer from the committed atlas in well under one.
 """
 
-from shared.plan.compiled import FAST_COMPILE
-from shared.plan.search import describe, max_batch
-from shared.plan.target import target_mesh, topology_devices
-from shared.plan.verdict import (
-    Request,
-    cache_path,
-    combine,
-    is_cached,
-    plan_point,
-)
-from shared.plan.workloads import COMMON, READS, WORKLOADS
-from shared.versions import versions
+import importlib
 
-__all__ = [
-    "COMMON",
-    "READS",
-    "FAST_COMPILE",
-    "WORKLOADS",
-    "Request",
-    "cache_path",
-    "combine",
-    "describe",
-    "is_cached",
-    "max_batch",
-    "plan_point",
-    "target_mesh",
-    "topology_devices",
-    "versions",
-]
+# name -> the module that defines it
+_EXPORTS = {
+    "FAST_COMPILE": "shared.plan.compiled",
+    "describe": "shared.plan.search",
+    "max_batch": "shared.plan.search",
+    "target_mesh": "shared.plan.target",
+    "topology_devices": "shared.plan.target",
+    "Request": "shared.plan.verdict",
+    "cache_path": "shared.plan.verdict",
+    "combine": "shared.plan.verdict",
+    "is_cached": "shared.plan.verdict",
+    "plan_point": "shared.plan.verdict",
+    "COMMON": "shared.plan.workloads",
+    "READS": "shared.plan.workloads",
+    "WORKLOADS": "shared.plan.workloads",
+    "versions": "shared.versions",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'shared.plan' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

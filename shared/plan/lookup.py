@@ -1,0 +1,99 @@
+"""`python -m shared.plan.lookup MODEL TARGET RECIPE`: the atlas's answer for one cell, at once.
+
+It reads the committed `docs/atlas.csv` (every cell of the grid, rendered from the store by
+shared.plan.atlas), so it imports no compiler and no model code and answers in well under a
+second. A cell not computed yet, or one that failed, comes with the command that computes it.
+
+    python -m shared.plan.lookup gemma3-1b v5e-8 grpo
+"""
+
+import argparse
+import csv
+import json
+from pathlib import Path
+
+from shared.errors import BadInput, choose, run_cli
+from shared.paths import ROOT
+
+TABLE = ROOT / "docs" / "atlas.csv"
+GiB = 2**30
+
+
+def read_table(path: Path = TABLE) -> list[dict]:
+    """The rendered atlas, one dict per cell; BadInput when it is missing or unreadable."""
+    try:
+        with open(path, newline="") as handle:
+            return list(csv.DictReader(handle))
+    except OSError as err:
+        raise BadInput(
+            f"cannot read the atlas table {path} ({err.strerror}): a clone of the repository "
+            "has it; `python benchmarks/bench_atlas.py --render-only` rewrites it"
+        ) from None
+
+
+def find(rows: list[dict], model: str, target: str, recipe: str) -> dict:
+    """The row of one cell; an unknown model, target or recipe names the valid ones."""
+    for kind, name in (("model", model), ("target", target), ("recipe", recipe)):
+        choose(kind, name, sorted({row[kind] for row in rows}))
+    return next(
+        r for r in rows if (r["model"], r["target"], r["recipe"]) == (model, target, recipe)
+    )
+
+
+def command(model: str, target: str, recipe: str) -> str:
+    """The command that computes (or recomputes) one cell into the store and the page."""
+    only = f"model={model},target={target},recipe={recipe}"
+    return f"nice python benchmarks/bench_atlas.py --retry-failed --only {only}"
+
+
+def describe(row: dict) -> str:
+    """The cell in words: the answer, its bytes, prices, evidence and versions."""
+    where = f"{row['model']} {row['recipe']} on {row['target']}"
+    if row["status"] != "ok":
+        why = f": {row['error']}" if row["error"] else ""
+        return f"{where}: {row['status']}{why}\n  compute it: {command(*_cell(row))}"
+    largest, first_fail = int(row["max_batch"]), row["first_not_fitting"]
+    if largest == 0:
+        answer = f"not even batch {row['multiple_of']} fits"
+    elif row["at_least"] == "True":
+        answer = f"at least {largest} fits (the search's ceiling)"
+    else:
+        answer = f"largest batch {largest} ({first_fail} does not fit)"
+    settings = ", ".join(f"{k} {v}" for k, v in json.loads(row["settings"]).items())
+    lines = [f"{where}: {answer}", f"  settings: {settings}"]
+    if row["bytes_per_device"]:
+        used, allowed = float(row["bytes_per_device"]), float(row["hbm_bytes"])
+        lines.append(f"  at {largest}: {used / GiB:.2f} of the {allowed / GiB:.2f} GiB per device")
+    if row["usd_per_hour_on_demand"]:
+        lines.append(
+            f"  ${float(row['usd_per_hour_on_demand']):.2f}/h on demand, "
+            f"${float(row['usd_per_hour_spot'] or 'nan'):.2f}/h spot (read {row['prices_read']})"
+        )
+    lines.append(
+        f"  the compiler's verdict ({row['compiles']} compiles, {row['date'][:10]}): jax "
+        f"{row['jax']}, libtpu {row['libtpu']}, tunix {row['google-tunix']}, qwix {row['qwix']}"
+    )
+    return "\n".join(lines)
+
+
+def _cell(row: dict) -> tuple[str, str, str]:
+    return row["model"], row["target"], row["recipe"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m shared.plan.lookup",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("model")
+    parser.add_argument("target")
+    parser.add_argument("recipe")
+    parser.add_argument("--table", type=Path, default=TABLE, help="the rendered atlas (CSV)")
+    args = parser.parse_args(argv)
+    print(describe(find(read_table(args.table), args.model, args.target, args.recipe)))
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main)
