@@ -217,3 +217,16 @@ def test_lookup_answers_one_cell_from_the_committed_table_or_says_how_to_compute
         lookup.find(rows, done["model"], "v9-8", done["recipe"])
     with pytest.raises(BadInput, match="cannot read the atlas table"):
         lookup.read_table(lookup.TABLE.with_name("missing.csv"))
+
+
+def test_the_figure_colours_each_cell_by_its_verdict(tmp_path):
+    from shared.plan.atlas import figure
+
+    assert figure.state(None) == ("not yet", "")
+    assert figure.state(_row("gemma3-1b", "v5e-1", status="error", error="x"))[0] == "failed"
+    assert figure.state(_row("gemma3-1b", "v5e-1", max_batch=0)) == ("none", "0")
+    assert figure.state(_row("gemma3-1b", "v5e-1", max_batch=8, at_least=True)) == ("fits", "≥8")
+    rows = [_row("gemma3-1b", "v5e-1", max_batch=208, first_not_fitting=216)]
+    path = tmp_path / "figures" / "atlas.png"
+    figure.write(path, rows, ["gemma3-1b", "gemma3-27b"], ["v5e-1", "v6e-1"], ["rollout", "grpo"])
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -17,7 +17,8 @@ from shared import models, plan
 from shared.data import files
 from shared.errors import choose
 from shared.hardware import parse_target
-from shared.plan.atlas.render import MARKDOWN, TABLE, render
+from shared.plan.atlas import figure
+from shared.plan.atlas.render import FIGURE, MARKDOWN, TABLE, render
 from shared.plan.atlas.run import run_cell
 from shared.plan.atlas.store import (
     MODELS,
@@ -60,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--store", type=Path, default=STORE)
     p.add_argument("--md", type=Path, default=MARKDOWN)
     p.add_argument("--csv", type=Path, default=TABLE)
+    p.add_argument("--figure", type=Path, default=FIGURE)
     args = p.parse_args(argv)
     model_names = _names(args.models, models.MODEL_NAMES, "model")
     targets = [parse_target(t).name for t in args.targets.split(",") if t]
@@ -109,5 +111,6 @@ def main(argv: list[str] | None = None) -> int:
     md, table = render(read_store(args.store), model_names, targets, recipes, command)
     files.write_atomic(args.md, md.encode())
     files.write_atomic(args.csv, table.encode())
-    print(f"wrote {args.md} and {args.csv}", flush=True)
+    figure.write(args.figure, read_store(args.store), model_names, targets, recipes)
+    print(f"wrote {args.md}, {args.csv} and {args.figure}", flush=True)
     return 0

@@ -19,6 +19,7 @@ MARKDOWN = ROOT / "docs" / "atlas.md"
 
 
 TABLE = ROOT / "docs" / "atlas.csv"
+FIGURE = ROOT / "docs" / "figures" / "atlas.png"
 
 
 PRICE_KINDS = ("on-demand", "spot")
@@ -72,7 +73,7 @@ def _versions_text(versions: dict) -> str:
     return ", ".join(f"{k} {versions.get(k)}" for k in VERSIONED)
 
 
-def _grid(rows: dict, recipe: str, names: list[str], targets: list[str]) -> tuple[list, list]:
+def grid_of(rows: dict, recipe: str, names: list[str], targets: list[str]) -> tuple[list, list]:
     """(model names, targets) for a recipe's table: the grid's, then any others in the store."""
     extra = [(m, t) for (r, m, t) in rows if r == recipe]
     model_names = list(
@@ -155,6 +156,8 @@ def _header(best: list[dict], command: str) -> str:
         f"; between {dates[0]} and {dates[-1]}; {sum(r.get('compiles', 0) for r in best)} "
         f"compiles, {sum(r.get('compile_s', 0) for r in best) / 3600:.1f} h of compile time on "
         f"{best[0]['host_cpus'] if best else '—'} CPU cores.\n\n"
+        "![Every cell at a glance: the largest batch, coloured by the verdict](figures/atlas.png)"
+        "\n\n"
     )
 
 
@@ -207,7 +210,7 @@ def render(
 ) -> tuple[str, str]:
     """docs/atlas.md and docs/atlas.csv from the store's rows (pure: no compiles)."""
     best = newest(rows)
-    grids = {r: _grid(best, r, model_names, targets) for r in recipes}
+    grids = {r: grid_of(best, r, model_names, targets) for r in recipes}
     priced = {t: slice_prices(t) for _, columns in grids.values() for t in columns}
     lines = io.StringIO()
     table = csv.writer(lines, lineterminator="\n")
