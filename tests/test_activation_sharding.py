@@ -59,7 +59,7 @@ def test_plan_and_device_lower_the_same_constraints(mesh42):
     opt_state = lora.init_opt_state(optimizer, lora_params, mesh=mesh42)
     tokens = lora.shard_batch(rollout.random_prompts(8, 17, V, seed=5), mesh42)
     with jax.set_mesh(mesh42):
-        device = lora.lora_train_step.lower(
+        device = lora.train_step.lower(
             graph, optimizer, lora_params, base_params, opt_state, tokens
         ).as_text()
         planned = exe.fn.lower(*exe.args, **exe.kwargs).as_text()

@@ -67,7 +67,7 @@ def test_train_merge_export_reload_for_every_family(family, mesh1, tmp_path):
     state_types = _types((lora_params, opt_state))
     losses = []
     for _ in range(4):
-        lora_params, opt_state, loss = lora.lora_train_step(
+        lora_params, opt_state, loss = lora.train_step(
             graph, optimizer, lora_params, base_params, opt_state, tokens
         )
         losses.append(float(loss))
@@ -178,7 +178,7 @@ def test_train_step_device_lowering_equals_the_plan_executable(lora42, mesh42):
     opt_state = lora.init_opt_state(optimizer, lora_params, mesh=mesh42)
     tokens = lora.shard_batch(rollout.random_prompts(8, 17, V, seed=5), mesh42)
     with jax.set_mesh(mesh42):  # as notebook 02 runs it and plan mode compiles it
-        real = lora.lora_train_step.lower(
+        real = lora.train_step.lower(
             graph, optimizer, lora_params, base_params, opt_state, tokens, microbatches=2
         ).as_text()
         planned = exe.fn.lower(*exe.args, **exe.kwargs).as_text()

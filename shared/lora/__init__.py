@@ -2,8 +2,9 @@
 
 - `adapters`: apply qwix LoRA, count and free what the clone does not share, merge, export to
   safetensors and reload through tunix's loader;
-- `train`: one jitted optax step on the adapters (micro-batches, remat, the chunked loss),
-  which plan mode compiles as the `lora-train` workload (shared.plan.workloads.lora_train);
+- `train`: one jitted optax step on the adapters, or on every weight for a full fine-tune
+  (micro-batches, remat, the chunked loss), which plan mode compiles as the `lora-train` and
+  `sft` workloads (shared.plan.workloads.lora_train, .sft);
 - `settings`: notebook 02's setting, `LoraOverhead` (`local()` and `field()`);
 - `plots`: notebook 02's figures.
 
@@ -25,9 +26,10 @@ from shared.lora.train import (
     LOSSES,
     fp32_opt_init,
     init_opt_state,
-    lora_train_step,
     shard_batch,
+    split_full,
     split_lora,
+    train_step,
 )
 
 __all__ = [
@@ -41,9 +43,10 @@ __all__ = [
     "init_opt_state",
     "load_safetensors",
     "lora_param_count",
-    "lora_train_step",
     "merge_lora",
     "shard_batch",
     "shared_base_arrays",
+    "split_full",
     "split_lora",
+    "train_step",
 ]

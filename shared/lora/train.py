@@ -1,6 +1,6 @@
-"""Training qwix LoRA adapters: one jitted optax step on the LoRA parameters only.
+"""Fine-tuning: one jitted optax step on the LoRA adapters, or on every weight (full SFT).
 
-`lora_train_step` runs the chunked loss of shared.logits (no [B, T, V] logits) over micro-batches
+`train_step` runs the chunked loss of shared.logits (no [B, T, V] logits) over micro-batches
 whose fp32 gradients shared.pretrain.optim accumulates; plan mode lowers the same function with
 abstract arguments (shared.plan.workloads.lora_train)."""
 
@@ -42,55 +42,63 @@ def _lm_loss(model, tokens, pad_id, loss: str = "chunked"):
     )
 
 
-# Training the LoRA parameters: an optax step on the nnx.LoRAParam state only, rather than
-# tunix's PeftTrainer. The trainer wants a TrainingConfig, checkpoint and metrics managers and
-# an input pipeline of TrainingInput, and its step is internal, so plan mode could not lower it
-# with abstract arguments; this is one plain jitted function of explicit pytrees.
+# Fine-tuning (the LoRA adapters, or every weight): an optax step on the trained state only, rather
+# than tunix's PeftTrainer. The trainer wants a TrainingConfig, checkpoint and metrics managers and
+# an input pipeline of TrainingInput, and its step is internal, so plan mode could not lower it with
+# abstract arguments; this is one plain jitted function of explicit pytrees.
 @functools.partial(
     jax.jit,
     static_argnames=("graphdef", "optimizer", "pad_id", "microbatches", "loss"),
-    donate_argnames=("lora_params", "opt_state"),
+    donate_argnames=("trained", "opt_state"),
 )
-def lora_train_step(
+def train_step(
     graphdef,
     optimizer,
-    lora_params,
-    base_params,
+    trained,
+    frozen,
     opt_state,
     tokens,
     pad_id: int = PAD_ID,
     microbatches: int = 1,
     loss: str = "chunked",
 ):
-    """One optimizer step on the LoRA parameters; base weights frozen (no gradient taken).
+    """One optimizer step on `trained` (the LoRA adapters, or every weight in a full
+    fine-tune); `frozen` takes no gradient.
 
-    graphdef, lora_params, base_params = split_lora(model) (graphdef is a StaticGraph);
-    tokens [B, T+1] int32 from shard_batch, split into `microbatches` whose fp32 gradients are
-    accumulated (shared.pretrain.optim) so activations are held for B/microbatches rows at a time.
-    Returns (lora_params, opt_state, loss). lora_params and opt_state are donated: the
-    arrays passed in (including the model's own, straight from split_lora) are invalid
-    afterwards, so rebind them and finish with nnx.update(model, lora_params).
+    graphdef, trained, frozen = split_lora(model) or split_full(model) (graphdef is a
+    StaticGraph); tokens [B, T+1] int32 from shard_batch, split into `microbatches` whose fp32
+    gradients are accumulated (shared.pretrain.optim) so activations are held for
+    B/microbatches rows at a time. Returns (trained, opt_state, loss). trained and opt_state are
+    donated: the arrays passed in (including the model's own, straight from the split) are
+    invalid afterwards, so rebind them and finish with nnx.update(model, trained).
     """
 
-    def loss_fn(lp, micro):
-        # copy=True: fresh Variables at this trace level. Merged in place, the base weights would
-        # keep their Variables from the jit level, and tunix's nnx.remat (remat="block") writes
-        # back into them from inside the gradient trace, which flax refuses.
-        model = nnx.merge(graphdef.graphdef, lp, base_params, copy=True)
+    def loss_fn(params, micro):
+        # copy=True: fresh Variables at this trace level. Merged in place, the frozen weights
+        # would keep their Variables from the jit level, and tunix's nnx.remat (remat="block")
+        # writes back into them from inside the gradient trace, which flax refuses.
+        model = nnx.merge(graphdef.graphdef, params, frozen, copy=True)
         return _lm_loss(model, micro, pad_id, loss)
 
     mean_loss, grads = optim.accumulate_gradients(
-        loss_fn, lora_params, optim.split_microbatches(tokens, microbatches)
+        loss_fn, trained, optim.split_microbatches(tokens, microbatches)
     )
-    updates, opt_state = optimizer.update(grads, opt_state, lora_params)
-    return optax.apply_updates(lora_params, updates), opt_state, mean_loss
+    updates, opt_state = optimizer.update(grads, opt_state, trained)
+    return optax.apply_updates(trained, updates), opt_state, mean_loss
 
 
 def split_lora(model):
-    """(StaticGraph, lora_params, base_params); write trained params back with
-    nnx.update(model, lora_params)."""
+    """(StaticGraph, lora_params, base_params): a LoRA fine-tune trains the adapters only.
+    Write trained params back with nnx.update(model, lora_params)."""
     graphdef, lora_params, base_params = nnx.split(model, nnx.LoRAParam, ...)
     return StaticGraph(graphdef), lora_params, base_params
+
+
+def split_full(model):
+    """(StaticGraph, params, rest): a full fine-tune trains every weight (nnx.Param); the rest
+    (a random-number state, buffers) stays as it is."""
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    return StaticGraph(graphdef), params, rest
 
 
 def shard_batch(tokens, mesh) -> jax.Array:

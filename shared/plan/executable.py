@@ -24,6 +24,10 @@ class Executable:
     repeats: int = 1  # how many times one workload run calls it (decode steps, for the roofline)
     note: str = ""
     resident_args: dict[int, str] = field(default_factory=dict)  # arg index -> resident name
+    # Bytes per device the program must hold beyond its arguments, known from arithmetic (a
+    # training step's residual stream): with the arguments, a floor that can answer "does not
+    # fit" without compiling. 0 when nothing is known.
+    floor_bytes: int = 0
 
 
 @dataclass

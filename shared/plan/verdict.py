@@ -229,18 +229,26 @@ def check_request(request: Request) -> None:
 
 
 NOT_COMPILED = (
-    "not compiled: its arguments alone, exact from their shapes and shardings, exceed the HBM "
-    "the compiler allows"
+    "not compiled: its arguments and the activations it must hold, exact from their shapes "
+    "and shardings, exceed the HBM the compiler allows"
 )
 
 
 def arguments_only(workload: Workload) -> dict[str, dict]:
-    """Each executable as if it needed nothing but its arguments: a lower bound known without
-    compiling. When even that does not fit (a batch of 10^8, a model bigger than the slice),
-    the verdict is "does not fit" in milliseconds; the compiler could only add to it."""
+    """Each executable as if it needed nothing but its arguments (and the `floor_bytes` its
+    workload knows it must also hold): a lower bound known without compiling. When even that
+    does not fit (a batch of 10^8, a model bigger than the slice), the verdict is "does not
+    fit" in milliseconds; the compiler could only add to it."""
     floor = {}
     for exe in workload.executables:
-        args = bytes_per_device(exe.args)
+        # the arrays among the arguments (a graphdef, an optimizer or a flag holds no HBM);
+        # an array without a sharding is whole on every device
+        arrays = [x for x in jax.tree.leaves(exe.args) if hasattr(x, "shape")]
+        args = bytes_per_device([x for x in arrays if getattr(x, "sharding", None) is not None])
+        args += sum(
+            x.size * x.dtype.itemsize for x in arrays if getattr(x, "sharding", None) is None
+        )
+        args += exe.floor_bytes
         floor[exe.label] = {
             "argument_bytes": args,
             **dict.fromkeys(("output_bytes", "temp_bytes", "alias_bytes"), 0),

@@ -37,6 +37,8 @@ TITLES = {
     "of every phase (prompts x generations)".format_map(
         collections.defaultdict(lambda: "?", RECIPES["grpo"])
     ),
+    "sft": "Full fine-tune: one optax step on every weight (AdamW, fp32 moments), sequence "
+    "2048, no remat, chunked loss, one micro-batch",
 }
 
 
@@ -133,7 +135,7 @@ def _header(best: list[dict], command: str) -> str:
     compiled = "; ".join(_versions_text(json.loads(v)) for v in version_sets) or "—"
     return (
         "# The atlas: does it fit, and at what batch?\n\n"
-        "The largest batch that fits each model on each TPU slice for three recipes, as the TPU "
+        "The largest batch that fits each model on each TPU slice for each recipe, as the TPU "
         "compiler says it (libtpu, deviceless: `shared.plan.max_batch`, every answer an exact "
         "compile at the boundary, never an extrapolation), with the slice's dollars an hour. "
         "Weights in bf16, batch in multiples of the slice's data-parallel size, bytes per device "

@@ -63,19 +63,21 @@ RECIPES: dict[str, dict] = {
     },
     # the grpo workload's default recipe: Request's defaults for the fields it reads
     "grpo": {"workload": "grpo", **{k: _DEFAULTS[k] for k in _GRPO_FIELDS if k in _DEFAULTS}},
+    # a full fine-tune at the LoRA recipe's length: every weight and its fp32 Adam moments
+    "sft": {"workload": "sft", "seq": 2048, "remat": "none", "loss": "chunked", "microbatches": 1},
 }
 # What a workload compiles can change with our code while every version stays the same, and
 # the store cannot see our code: bump a recipe's revision when a change to its workload moves
 # the bytes it compiles to, and the next run recomputes that recipe's cells.
 # lora-train 2: the Adam moments start fp32 (12cde66), so the step holds the whole optimizer
 # state from the first call.
-REVISIONS = {"rollout": 1, "lora-train": 2, "grpo": 1}
+REVISIONS = {"rollout": 1, "lora-train": 2, "grpo": 1, "sft": 1}
 # A change that moves only programs spread over several devices bumps these alone, so the
 # single-chip cells it cannot change stand. 2/3/2: tunix's activation shardings honoured
 # (shared.models.activation_sharding); on one device a constraint has nothing to split, and the
 # same LoRA step compiles to the same bytes with and without them
 # (benchmarks/results/activation_sharding.json's v5e-1 point, tests/test_activation_sharding.py).
-MULTI_DEVICE_REVISIONS = {"rollout": 2, "lora-train": 3, "grpo": 2}
+MULTI_DEVICE_REVISIONS = {"rollout": 2, "lora-train": 3, "grpo": 2, "sft": 1}
 
 
 def revision(recipe: str, target: str) -> int:

@@ -5,6 +5,7 @@ runs, with abstract arguments on the target's mesh, and says which buffers stay 
     lora-rollout  the same on a qwix LoRA model
     forward       a teacher-forced pass to top-k logits: full [B, T, V] or chunked
     lora-train    one optax step on the LoRA parameters (remat, micro-batches, loss)
+    sft           the same step on every weight: a full fine-tune
     train         the ~130M pretraining model's train step (notebook 04)
     grpo          one tunix GRPO step: rollout, log-probs, policy update
 
@@ -49,7 +50,7 @@ from functools import partial
 from jax.sharding import Mesh
 
 from shared.plan.executable import Workload
-from shared.plan.workloads import forward, grpo, lora_train, rollout, train
+from shared.plan.workloads import forward, grpo, lora_train, rollout, sft, train
 
 # name -> builder(request, mesh): one file per workload, each reaching its recipe's jitted functions
 WORKLOADS: dict[str, Callable[..., Workload]] = {
@@ -57,6 +58,7 @@ WORKLOADS: dict[str, Callable[..., Workload]] = {
     "lora-rollout": partial(rollout.workload, lora=True),
     "forward": forward.workload,
     "lora-train": lora_train.workload,
+    "sft": sft.workload,
     "train": train.workload,
     "grpo": grpo.workload,
 }
@@ -68,6 +70,7 @@ READS: dict[str, tuple[str, ...]] = {
     "lora-rollout": (*rollout.READS, "lora_rank"),
     "forward": forward.READS,
     "lora-train": lora_train.READS,
+    "sft": sft.READS,
     "train": train.READS,
     "grpo": grpo.READS,
 }

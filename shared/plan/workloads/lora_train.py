@@ -1,4 +1,4 @@
-"""`lora-train`: one optax step on qwix LoRA adapters, `shared.lora.lora_train_step` itself,
+"""`lora-train`: one optax step on qwix LoRA adapters, `shared.lora.train_step` itself,
 lowered with abstract arguments: the base weights, adapters and optimizer state are the run's
 resident buffers; `remat`, `microbatches` and `loss` are the knobs a search turns.
 """
@@ -18,7 +18,14 @@ from shared.hardware.sharding import (
     on_mesh,
     opt_state_shardings,
 )
-from shared.lora import LOSSES, default_alpha, fp32_opt_init, lora_train_step, split_lora
+from shared.lora import (
+    LOSSES,
+    default_alpha,
+    fp32_opt_init,
+    split_full,
+    split_lora,
+    train_step,
+)
 from shared.plan.executable import Executable, Workload
 
 READS = ("batch", "seq", "lora_rank", "remat", "microbatches", "loss")  # see rollout.READS
@@ -55,9 +62,38 @@ def lora_train_executable(
     microbatches: int = 1,
     loss: str = "chunked",
 ) -> Executable:
-    """`lora_train_step` with abstract arguments on `mesh`, for plan mode: tokens
-    [batch, seq_len + 1] sharded over "fsdp", optimizer state laid out as init_opt_state; the
-    base weights, adapters and optimizer state are the run's resident buffers."""
+    """The LoRA step (`finetune_executable` with a rank)."""
+    return finetune_executable(
+        name,
+        batch,
+        seq_len,
+        mesh=mesh,
+        rank=rank,
+        optimizer=optimizer,
+        vocab_size=vocab_size,
+        remat=remat,
+        microbatches=microbatches,
+        loss=loss,
+    )
+
+
+def finetune_executable(
+    name: str,
+    batch: int,
+    seq_len: int,
+    *,
+    mesh,
+    rank: int | None,
+    optimizer=None,
+    vocab_size: int | None = None,
+    remat: str = "none",
+    microbatches: int = 1,
+    loss: str = "chunked",
+) -> Executable:
+    """`shared.lora.train_step` with abstract arguments on `mesh`, for plan mode: a LoRA step
+    (`rank`) or a full fine-tune (rank None: every weight trained, Adam's fp32 moments for all
+    of them). Tokens [batch, seq_len + 1] sharded over "fsdp", optimizer state laid out as
+    init_opt_state; the weights, adapters and optimizer state are the run's resident buffers."""
     check_batch(batch, mesh)
     choose("loss", loss, LOSSES)
     if batch % (mesh.shape["fsdp"] * microbatches):
@@ -66,23 +102,34 @@ def lora_train_executable(
             f"each divide the fsdp axis of {mesh.shape['fsdp']}"
         )
     optimizer = optimizer or optax.adamw(1e-4)
+    alpha = default_alpha(rank) if rank else None
     abstract = models.abstract_model(
-        name, vocab_size=vocab_size, lora_rank=rank, lora_alpha=default_alpha(rank), remat=remat
+        name, vocab_size=vocab_size, lora_rank=rank, lora_alpha=alpha, remat=remat
     )
     models.check_divisible(abstract, mesh, name)
-    graphdef, lora_abs, base_abs = split_lora(abstract)
-    lora_abs, base_abs = on_mesh(lora_abs, mesh), on_mesh(base_abs, mesh)
+    graphdef, trained, frozen = (split_lora if rank else split_full)(abstract)
+    trained, frozen = on_mesh(trained, mesh), on_mesh(frozen, mesh)
     opt_abs = abstract_like(
-        jax.eval_shape(functools.partial(fp32_opt_init, optimizer), lora_abs),
-        opt_state_shardings(optimizer, lora_abs, mesh),
+        jax.eval_shape(functools.partial(fp32_opt_init, optimizer), trained),
+        opt_state_shardings(optimizer, trained, mesh),
     )
     tokens = jax.ShapeDtypeStruct((batch, seq_len + 1), jnp.int32, sharding=batch_sharding(mesh))
+    what = f"rank {rank}, adamw on the adapters" if rank else "every weight, adamw"
+    # The residual stream of one micro-batch, [B/M, T, D] bf16 split over every device, lives
+    # between the layers of any step: a floor under the compiler's answer.
+    width = models.model_dims(name, vocab_size=vocab_size).D
+    residual = batch // microbatches * seq_len * width * 2 // mesh.size
     return Executable(
-        "lora_train_step",
-        lora_train_step,
-        (graphdef, optimizer, lora_abs, base_abs, opt_abs, tokens),
+        "lora_train_step" if rank else "sft_train_step",
+        train_step,
+        (graphdef, optimizer, trained, frozen, opt_abs, tokens),
         {"microbatches": microbatches, "loss": loss},
-        note=f"rank {rank}, adamw on the adapters, remat {remat}, {microbatches} micro-batches, "
-        f"{loss} loss, {models.dtype_name(base_abs)} weights",
-        resident_args={2: "adapters", 3: "weights", 4: "optimizer state"},
+        note=f"{what}, remat {remat}, {microbatches} micro-batches, {loss} loss, "
+        f"{models.dtype_name(trained if not rank else frozen)} weights",
+        resident_args=(
+            {2: "adapters", 3: "weights", 4: "optimizer state"}
+            if rank
+            else {2: "weights", 3: "other state", 4: "optimizer state"}
+        ),
+        floor_bytes=residual,
     )
