@@ -116,3 +116,9 @@ def test_a_session_counts_steps_and_their_price_and_says_kaggle_is_free():
     assert s["steps_per_dollar_spot"] > s["steps_per_dollar_on-demand"] > 0
     assert s["kaggle"].startswith("free: $0 within Kaggle's quota")
     assert "kaggle" not in budget.session({**point, "target": "v5p-8"}, sequences_per_step=32)
+
+
+def test_every_workload_has_a_named_efficiency():
+    from shared import plan
+
+    assert set(plan.READS) <= set(budget.EFFICIENCY)  # READS: the real workloads, by name

@@ -41,6 +41,7 @@ _GENERATION = Efficiency(
 EFFICIENCY = {
     "train": _TRAINING,
     "lora-train": _TRAINING,
+    "sft": _TRAINING,
     "grpo": _TRAINING,
     "rollout": _GENERATION,
     "lora-rollout": _GENERATION,
