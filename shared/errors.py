@@ -22,10 +22,13 @@ def choose(kind: str, name: str, valid: Iterable[str]) -> str:
 
 
 def positive(**values: float | None) -> None:
-    """BadInput naming the first of `values` that is zero or negative (None means not given)."""
+    """BadInput naming the first of `values` that is zero or negative (None means not given).
+    Lower-case names are shown as command-line flags (`cache_len` -> cache-len), upper-case
+    ones as a notebook's parameters (PROMPT_LEN)."""
     for name, value in values.items():
         if value is not None and not value > 0:
-            raise BadInput(f"{name.replace('_', '-')} must be positive, got {value}")
+            shown = name if name.isupper() else name.replace("_", "-")  # PARAM, or --flag's
+            raise BadInput(f"{shown} must be positive, got {value}")
 
 
 def run_cli(main: Callable[[list[str] | None], int | None], argv: list[str] | None = None) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 
 from shared import models
-from shared.errors import BadInput, choose
+from shared.errors import BadInput, choose, positive
 from shared.grpo import token_logprobs
 from shared.hardware import parse_target
 
@@ -64,17 +64,14 @@ class GRPOBudget:
         choose("weights", self.weights, models.WEIGHTS)
         choose("log-prob implementation (LOGPS)", self.logps, token_logprobs.IMPLEMENTATIONS)
         parse_target(self.target)
-        sizes = {
-            "PROMPT_LEN": self.prompt_len,
-            "COMPLETION_LEN": self.completion_len,
-            "MICRO_BATCH": self.micro_batch,
-            "LORA_RANK": self.lora_rank,
-            "TRAIN_STEPS": self.train_steps,
-            "HOURS": self.hours,
-        }
-        for name, value in sizes.items():
-            if not value > 0:
-                raise BadInput(f"{name} must be positive, got {value}")
+        positive(
+            PROMPT_LEN=self.prompt_len,
+            COMPLETION_LEN=self.completion_len,
+            MICRO_BATCH=self.micro_batch,
+            LORA_RANK=self.lora_rank,
+            TRAIN_STEPS=self.train_steps,
+            HOURS=self.hours,
+        )
         if self.num_generations < 2 or self.micro_batch % self.num_generations:
             raise BadInput(
                 f"MICRO_BATCH ({self.micro_batch}) must be a multiple of NUM_GENERATIONS "

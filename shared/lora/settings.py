@@ -12,15 +12,8 @@ from __future__ import annotations
 import dataclasses
 
 from shared import models
-from shared.errors import BadInput, choose
+from shared.errors import BadInput, choose, positive
 from shared.lora.adapters import default_alpha
-
-
-def _check_positive(**sizes: int) -> None:
-    """BadInput naming the first parameter (upper case, as the notebook spells it) below 1."""
-    for name, value in sizes.items():
-        if not value >= 1:
-            raise BadInput(f"{name.upper()} must be at least 1, got {value}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,15 +50,15 @@ class LoraOverhead:
         choose("weights", self.weights, models.WEIGHTS)
         if not self.batch_sizes:
             raise BadInput("BATCH_SIZES must name at least one rollout batch")
-        _check_positive(
-            rank=self.rank,
-            batch_sizes=min(self.batch_sizes),
-            steps=self.steps,
-            prompt_len=self.prompt_len,
-            trials=self.trials,
-            train_steps=self.train_steps,
-            train_batch=self.train_batch,
-            train_seq=self.train_seq,
+        positive(
+            RANK=self.rank,
+            BATCH_SIZES=min(self.batch_sizes),
+            STEPS=self.steps,
+            PROMPT_LEN=self.prompt_len,
+            TRIALS=self.trials,
+            TRAIN_STEPS=self.train_steps,
+            TRAIN_BATCH=self.train_batch,
+            TRAIN_SEQ=self.train_seq,
         )
         if not self.lr > 0:
             raise BadInput(f"LR must be positive, got {self.lr}")

@@ -12,17 +12,10 @@ from __future__ import annotations
 import dataclasses
 
 from shared import models
-from shared.errors import BadInput, choose
+from shared.errors import BadInput, choose, positive
 from shared.rollout.sampler import SEMANTICS
 
 CACHE_SLACK = 32  # local mode's KV slots beyond prompt + steps when CACHE_SIZE is not given
-
-
-def _check_positive(**sizes: int | float) -> None:
-    """BadInput naming the first parameter (upper case, as the notebook spells it) below 1."""
-    for name, value in sizes.items():
-        if not value >= 1:
-            raise BadInput(f"{name.upper()} must be at least 1, got {value}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,13 +56,13 @@ class RolloutSizing:
             choose("tunix semantics", semantics, SEMANTICS)
         if not self.batch_sizes or not self.steps:
             raise BadInput("BATCH_SIZES and STEPS must each name at least one size")
-        _check_positive(
-            batch_sizes=min(self.batch_sizes),
-            steps=min(self.steps),
-            prompt_len=self.prompt_len,
-            trials=self.trials,
-            rollouts=self.rollouts,
-            cache_size=self.cache,
+        positive(
+            BATCH_SIZES=min(self.batch_sizes),
+            STEPS=min(self.steps),
+            PROMPT_LEN=self.prompt_len,
+            TRIALS=self.trials,
+            ROLLOUTS=self.rollouts,
+            CACHE_SIZE=self.cache,
         )
         if self.prompt_len + self.steps_max > self.cache:
             raise BadInput(

@@ -9,7 +9,7 @@ CPU. A notebook builds it with `report.setting(MODE, ScalingPlan, MODEL=MODEL, .
 import dataclasses
 
 from shared import hardware, sizing
-from shared.errors import BadInput
+from shared.errors import BadInput, positive
 from shared.hardware import Chip
 
 
@@ -50,18 +50,15 @@ class ScalingPlan:
         sizing.preset(self.model)  # BadInput naming the presets
         hardware.chip(self.hardware)  # BadInput naming the chips
         hardware.parse_target(self.target)
-        sizes = {
-            "CHIPS": self.chips,
-            "TOKENS": self.tokens,
-            "BATCH_TOKENS": self.batch_tokens,
-            "BOOK_HBM": self.book_hbm,
-            "PROBE_SEQ": self.probe_seq,
-            "EMBED_V": self.embed_v,
-            "EMBED_D": self.embed_d,
-        }
-        for name, value in sizes.items():
-            if not value > 0:
-                raise BadInput(f"{name} must be positive, got {value}")
+        positive(
+            CHIPS=self.chips,
+            TOKENS=self.tokens,
+            BATCH_TOKENS=self.batch_tokens,
+            BOOK_HBM=self.book_hbm,
+            PROBE_SEQ=self.probe_seq,
+            EMBED_V=self.embed_v,
+            EMBED_D=self.embed_d,
+        )
         if not 0 < self.mfu <= 1:
             raise BadInput(f"MFU is a fraction of peak in (0, 1], e.g. 0.4; got {self.mfu}")
         batches = self.probe_batches
