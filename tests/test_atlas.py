@@ -209,7 +209,7 @@ def test_lookup_answers_one_cell_from_the_committed_table_or_says_how_to_compute
     text = lookup.describe(lookup.find(rows, done["model"], done["target"], done["recipe"]))
     assert f"largest batch {done['max_batch']}" in text or "at least" in text
     assert "libtpu" in text and "per device" in text
-    missing = next((r for r in rows if r["status"] == "not yet"), None)
+    missing = next((r for r in rows if r["status"] == "not computed yet"), None)
     if missing is not None:
         text = lookup.describe(missing)
         assert "not computed yet" in text and "bench_atlas.py --retry-failed --only model=" in text
