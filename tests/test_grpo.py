@@ -382,4 +382,4 @@ def test_a_prefill_too_big_for_the_chip_is_a_verdict_not_an_error(plan_cache):
     must still come back as "does not fit" (the atlas's searches go through such batches)."""
     huge = dataclasses.replace(REQUEST, model="gemma3-1b", batch=4096, steps=1024, phases="rollout")
     point = plan.plan_point(huge)
-    assert not point["fits"] and point["refused"]
+    assert not point["fits"] and (point["refused"] or not point["compiled"])

@@ -120,7 +120,7 @@ def max_batch(
         "at_least": first_fail is None,  # the ceiling stopped the search, not the compiler
         "ceiling": CEILING,
         "converged": first_fail is not None and first_fail - largest <= unit or largest >= CEILING,
-        "compiles": sum(not p["cached"] for p in probes),
+        "compiles": sum(not p["cached"] and p.get("compiled", True) for p in probes),
         "probes": probes,
         "wall_s": time.perf_counter() - start,
     }

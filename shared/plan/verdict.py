@@ -361,6 +361,7 @@ def plan_point(request: Request, *, use_cache: bool = True) -> dict:
             accessed / (chip.hbm_bandwidth / chip.devices_per_chip),
         ),
         "compile_s": sum(e["compile_s"] for e in executables.values()),
+        "compiled": executables is not floor,  # False: answered by arithmetic (arguments_only)
     }
     write_cache(request, result)
     return {**result, "cached": False}
