@@ -73,7 +73,7 @@ def run_cell(cell: Cell, *, progress: bool = True) -> dict:
         "bytes_per_device": at and at["bytes_per_device"],
         "worst": at and at["worst"],
         "probes": [[p["batch"], p["fast"], p["fits"]] for p in probes],
-        "compiles": len(fresh),
+        "compiles": search["compiles"],  # compiles only: a cached or arithmetic answer is not one
         "compile_s": sum(p["compile_s"] for p in fresh),
         "wall_s": time.perf_counter() - start,
         "load_average": os.getloadavg(),
