@@ -331,3 +331,10 @@ def test_an_unwritable_plan_cache_is_one_line_before_any_compile(tmp_path, monke
         BadInput, match="cannot write the plan cache in .*TPU_BUDGET_LAB_PLAN_CACHE"
     ):
         plan.plan_point(plan.Request("scale", "none", "v5e-1"))
+
+
+def test_a_search_that_nothing_fits_says_whether_the_compiler_or_arithmetic_decided():
+    base = {"workload": "sft", "model": "m", "target": "v5e-1", "max_batch": 0}
+    base.update(multiple_of=1, first_not_fitting=1)
+    assert "(the compiler's verdict)" in search.describe({**base, "compiles": 2})
+    assert "(arithmetic, before any compile)" in search.describe({**base, "compiles": 0})

@@ -157,7 +157,8 @@ def describe(search: dict) -> str:
     largest, fail = search["max_batch"], search["first_not_fitting"]
     where = f"{search['workload']} {search['model']} on {search['target']}"
     if largest == 0:
-        return f"not even batch {search['multiple_of']} fits for {where} (the compiler's verdict)"
+        why = "the compiler's verdict" if search["compiles"] else "arithmetic, before any compile"
+        return f"not even batch {search['multiple_of']} fits for {where} ({why})"
     if search["at_least"]:
         return (
             f"at least {largest} fits for {where}: the search stops at its ceiling of "
