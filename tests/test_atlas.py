@@ -145,6 +145,8 @@ def test_render_a_fake_store(tmp_path):
                 str(md_path),
                 "--csv",
                 str(csv_path),
+                "--figure",
+                str(tmp_path / "docs" / "figures" / "atlas.png"),
                 "--models",
                 models,
                 "--targets",
