@@ -48,36 +48,23 @@ from shared.sweep.config import (
     load_config,
     parse_overrides,
     sample,
-    search_bounds,
-    search_space,
     sweep_name,
     trial_command,
     trial_id,
 )
-from shared.sweep.results import read_curve, recommend, usable
+from shared.sweep.results import recommend, usable
 
-# The config and result names notebooks read through this module (`sweep.load_config(...)`,
-# `sweep.recommend(...)`) as well.
 __all__ = [
     "DEFAULT_OUT",
     "DEFAULT_PROJECT",
     "SUMMARY_KEYS",
-    "arm",
-    "expand",
     "fetch_wandb_trials",
     "has_wandb_account",
-    "load_config",
     "main",
-    "read_curve",
-    "recommend",
     "run",
     "run_local",
     "run_trial",
     "run_wandb",
-    "search_bounds",
-    "search_space",
-    "sweep_name",
-    "usable",
 ]
 
 DEFAULT_OUT = "results/05_hparam_sweep"
