@@ -1,12 +1,19 @@
-"""Plan-mode benchmark: compiles and wall time per verdict and per search, as JSON.
+"""Plan-mode benchmark: where a verdict's time goes, and what a search costs, as JSON.
 
-For each target: the largest gemma3-1b rollout batch (the search's compiles, fast and exact, and
-its wall time from an empty cache), and one exact and one fast verdict at a fixed batch. Then
-big-model LoRA verdicts (fast compiles): gemma4-31b on a v5p-8, rank 16, sequence 2048, with and
-without remat, at a few batches. Runs on any machine with libtpu, no TPU needed; compile times
-depend on the host, so the JSON records its CPU count and load.
+Parts (`--parts`, comma-separated):
+- `search`: for each target, the largest gemma3-1b rollout batch (the search's compiles, fast
+  and exact, and its wall time from an empty cache), and one exact and one fast verdict at a
+  fixed batch;
+- `breakdown`: build, lower and compile seconds of each executable, fast and exact, at full
+  depth and cut to one and two repeats of the attention pattern (shared.plan.timing), for the
+  1B rollout near its v5e-1 boundary and a 27B LoRA step on a v5p-8; with the straight line
+  through the cut depths against the full model's compiled bytes;
+- `big-lora`: gemma4-31b LoRA verdicts (fast compiles) on a v5p-8, with and without remat.
+Runs on any machine with libtpu, no TPU needed. Compile times say something about the engine
+only on a quiet machine: the JSON records the load average before and after each part and
+flags a part that started above QUIET_LOAD (run nothing else beside it).
 
-    python benchmarks/bench_plan.py --out benchmarks/results/plan_cpu.json
+    python benchmarks/bench_plan.py --parts search,breakdown --out benchmarks/results/plan_cpu.json
 """
 
 import argparse
@@ -18,9 +25,9 @@ from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-from shared import plan  # noqa: E402
-from shared.errors import run_cli  # noqa: E402
-from shared.plan import verdict  # noqa: E402
+from shared import models, plan  # noqa: E402
+from shared.errors import choose, run_cli  # noqa: E402
+from shared.plan import timing, verdict  # noqa: E402
 from shared.plan.search import probe_rows  # noqa: E402
 from shared.report import results  # noqa: E402
 
@@ -100,44 +107,103 @@ def big_lora(a) -> list[dict]:
     return rows
 
 
+QUIET_LOAD = 1.5  # on 2 cores: above this, another job shares the compiler's CPU
+PARTS = ("search", "breakdown", "big-lora")
+
+
+def breakdown(a) -> dict:
+    """Per-executable seconds and the depth line for a small and a big model (module doc)."""
+    cases = {
+        "rollout": plan.Request(
+            "rollout",
+            a.model,
+            "v5e-1",
+            batch=a.breakdown_batch,
+            prompt_len=a.prompt_len,
+            steps=a.steps,
+            cache_size=a.cache_size,
+        ),
+        "lora-train": plan.Request(
+            "lora-train",
+            a.breakdown_lora_model,
+            a.lora_target,
+            batch=8,
+            seq=a.lora_seq,
+            lora_rank=16,
+        ),
+    }
+    out = {}
+    for name, request in cases.items():
+        period = models.attention_period(request.model)
+        cut = period if period > 1 else 2
+        full_layers = models.model_config(request.model).num_layers
+        out[name] = {
+            "request": dataclasses.asdict(request),
+            "fast": timing.depth_line(
+                dataclasses.replace(request, fast=True), (cut, 2 * cut), full_layers
+            ),
+            "exact": timing.depth_line(request, (cut, 2 * cut), full_layers),
+        }
+        print(f"breakdown {name} {request.model}: done", flush=True)
+    return out
+
+
+def _part(report: dict, name: str, run, out: Path) -> None:
+    """Run one part between two load readings; keep what finished, whatever happens next."""
+    before = os.getloadavg()
+    if before[0] > QUIET_LOAD:
+        print(
+            f"warning: load {before[0]:.1f} > {QUIET_LOAD} before {name}: its timings say more "
+            "about the other jobs than about the engine",
+            flush=True,
+        )
+    report[name] = run()
+    report["loads"][name] = {"before": before, "after": os.getloadavg()}
+    report["quiet"][name] = before[0] <= QUIET_LOAD
+    results.write(out, report)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    p.add_argument("--parts", default="search,breakdown", help=f"of {', '.join(PARTS)}")
     p.add_argument("--model", default="gemma3-1b")
-    p.add_argument("--targets", default="v5e-1,v5e-8")
+    p.add_argument("--targets", default="v5e-1", help="the search part's targets")
     p.add_argument("--batch", type=int, default=64, help="batch of the single verdicts")
+    p.add_argument("--breakdown-batch", type=int, default=374, help="the 1B's v5e-1 boundary")
+    p.add_argument("--breakdown-lora-model", default="gemma3-27b")
     p.add_argument("--prompt-len", type=int, default=256)
     p.add_argument("--steps", type=int, default=1024)
     p.add_argument("--cache-size", type=int, default=1312)
     p.add_argument("--lora-model", default="gemma4-31b")
     p.add_argument("--lora-target", default="v5p-8")
     p.add_argument("--lora-seq", type=int, default=2048)
-    p.add_argument("--lora-batches", default="4,8", help="comma-separated; empty: skip")
+    p.add_argument("--lora-batches", default="4,8", help="the big-lora part's, comma-separated")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
+    parts = [choose("part", name, PARTS) for name in filter(None, args.parts.split(","))]
     args.lora_batches = [int(b) for b in args.lora_batches.split(",") if b]
-    report = {
-        **results.header("benchmarks/bench_plan.py", argv),
-        "rollout": {},
-        "big_lora": [],
-    }
+    report = {**results.header("benchmarks/bench_plan.py", argv), "loads": {}, "quiet": {}}
     with tempfile.TemporaryDirectory() as empty:  # every number from an empty cache
         verdict.CACHE_DIR = Path(empty)
-        for target in filter(None, args.targets.split(",")):
-            entry = report["rollout"][target] = rollout_target(target, args)
-            entry["load_average"] = os.getloadavg()  # compile times depend on what else runs
-            print(
-                f"{target}: {entry['summary']}; {entry['compiles']} compiles, "
-                f"{entry['search_wall_s']:.0f} s; one exact verdict "
-                f"{entry['exact_verdict']['wall_s']:.0f} s, fast "
-                f"{entry['fast_verdict']['wall_s']:.0f} s",
-                flush=True,
+        if "search" in parts:
+            targets = list(filter(None, args.targets.split(",")))
+            _part(
+                report, "rollout", lambda: {t: rollout_target(t, args) for t in targets}, args.out
             )
-            results.write(args.out, report)  # each finished part is kept, whatever happens next
-        if args.lora_batches:
-            report["big_lora"] = big_lora(args)
-            results.write(args.out, report)
+            for target, entry in report["rollout"].items():
+                print(
+                    f"{target}: {entry['summary']}; {entry['compiles']} compiles, "
+                    f"{entry['search_wall_s']:.0f} s; one exact verdict "
+                    f"{entry['exact_verdict']['wall_s']:.0f} s, fast "
+                    f"{entry['fast_verdict']['wall_s']:.0f} s",
+                    flush=True,
+                )
+        if "breakdown" in parts:
+            _part(report, "breakdown", lambda: breakdown(args), args.out)
+        if "big-lora" in parts:
+            _part(report, "big_lora", lambda: big_lora(args), args.out)
     return 0
 
 

@@ -232,3 +232,24 @@ def test_the_figure_colours_each_cell_by_its_verdict(tmp_path):
     path = tmp_path / "figures" / "atlas.png"
     figure.write(path, rows, ["gemma3-1b", "gemma3-27b"], ["v5e-1", "v6e-1"], ["rollout", "grpo"])
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_shards_split_the_cells_left_and_a_bad_shard_is_one_line(tmp_path, capsys):
+    """Two runs with --shard 1/2 and 2/2 share the grid: each computes every other cell left
+    (here none is left, so both only render); a malformed shard is refused before any work."""
+    from shared.plan.atlas import cli
+
+    store = tmp_path / "atlas.jsonl"
+    for target in ("v5e-1", "v6e-1"):
+        atlas.append_row(store, _row("gemma3-1b", target, versions=plan.versions()))
+    outputs = tmp_path / "page.md", tmp_path / "table.csv", tmp_path / "atlas.png"
+    argv = ["--models", "gemma3-1b", "--targets", "v5e-1,v6e-1", "--recipes", "rollout"]
+    argv += ["--store", str(store), "--md", str(outputs[0]), "--csv", str(outputs[1])]
+    argv += ["--figure", str(outputs[2])]
+    for shard in ("1/2", "2/2"):
+        assert cli.main([*argv, "--shard", shard]) == 0
+        assert f"0 cells to compute (2 selected, shard {shard[0]} of 2)" in capsys.readouterr().out
+    assert cli.parse_shard("2/3") == (2, 3)
+    for bad in ("0/2", "3/2", "2", "a/b"):
+        with pytest.raises(BadInput, match="--shard wants K/N"):
+            cli.parse_shard(bad)

@@ -138,6 +138,14 @@ def test_search_finds_the_boundary_in_few_compiles():
     assert {p["batch"] for p in exact} >= {7, 8}  # the answer is an exact compile's verdict
 
 
+def test_a_search_whose_first_unit_does_not_fit_compiles_twice():
+    """1 unit (8 rows: 16 GiB of arguments and outputs) does not fit a v5e: one fast compile
+    says so and one exact compile confirms it; no larger batch is tried."""
+    result = plan.max_batch(plan.Request("scale", "none", "v5e-1"), multiple_of=8, progress=False)
+    assert result["max_batch"] == 0 and result["first_not_fitting"] == 8
+    assert [(p["batch"], p["fast"]) for p in result["probes"]] == [(8, True), (8, False)]
+
+
 def test_search_steps_in_the_multiple_asked_for():
     result = plan.max_batch(plan.Request("scale", "none", "v6e-8"), multiple_of=16, progress=False)
     assert all(p["batch"] % 16 == 0 for p in result["probes"])
@@ -338,3 +346,37 @@ def test_a_search_that_nothing_fits_says_whether_the_compiler_or_arithmetic_deci
     base.update(multiple_of=1, first_not_fitting=1)
     assert "(the compiler's verdict)" in search.describe({**base, "compiles": 2})
     assert "(arithmetic, before any compile)" in search.describe({**base, "compiles": 0})
+
+
+def test_a_model_cut_to_whole_attention_repeats_keeps_its_layer_mix():
+    """Request.layers (a probe's depth, shared.plan.timing) cuts the tunix config: Gemma 3
+    repeats five local and one global layer, Gemma 2 alternates, Llama has one kind."""
+    from shared import models
+
+    assert [models.attention_period(m) for m in ("gemma3-1b", "gemma2-2b", "llama3.1-8b")] == [
+        6,
+        2,
+        1,
+    ]
+    cut = models.model_config("gemma2-2b", layers=4)
+    assert cut.num_layers == 4 and len(cut.attention_types) == 4
+    with pytest.raises(BadInput, match="gemma3-1b has 26 decoder layers; cannot cut it to 27"):
+        models.model_config("gemma3-1b", layers=27)
+    with pytest.raises(BadInput, match="the train workload cannot be cut to 2 layers"):
+        plan.plan_point(plan.Request("train", "gemma3-tiny", "v5e-1", layers=2))
+    shallow = plan.plan_point(plan.Request("rollout", "gemma3-tiny", "v5e-1", layers=1))
+    whole = plan.plan_point(plan.Request("rollout", "gemma3-tiny", "v5e-1"))
+    assert shallow["resident"]["weights"] < whole["resident"]["weights"]
+
+
+def test_the_depth_line_compares_cut_models_with_the_whole_one():
+    from shared.plan import timing
+
+    request = plan.Request("rollout", "gemma3-tiny", "v5e-1", batch=4, prompt_len=8, steps=8)
+    line = timing.depth_line(dataclasses.replace(request, fast=True), (1, 2), full_layers=6)
+    assert [run["layers"] for run in line["runs"]] == [1, 2, None]
+    for label in ("prefill", "decode"):
+        a, b = line[label]["bytes_at_depths"]
+        assert 0 < a < b and line[label]["compiled_at_full_depth"] > b
+        assert line[label]["straight_line_at_full_depth"] == a + 5 * (b - a)
+        assert line["runs"][2]["executables"][label]["compile_s"] > 0

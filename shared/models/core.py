@@ -56,12 +56,14 @@ def model_config(
     is_sampling: bool = False,
     dtype=WEIGHT_DTYPE,
     remat: str = "none",
+    layers: int | None = None,
 ):
     """tunix's config for `name`.
 
     `is_sampling=True` is tunix's sampling layout (weights not sharded over "fsdp", which
     becomes data parallelism); default is the training layout (FSDP x TP). `vocab_size` applies
     to the tiny configs only (match the local tokenizer). `remat`: none | block | decoder.
+    `layers` cuts the model to its first decoder layers (a plan search's cheap probe).
     """
     family = family_of(name)
     choose("remat policy", remat, REMATS)
@@ -71,9 +73,19 @@ def model_config(
             raise BadInput(
                 f"{name} has a fixed vocabulary of {real}; vocab_size is for the *-tiny models"
             )
-    return family.config(
+    cfg = family.config(
         name, vocab_size or TINY_VOCAB, is_sampling=is_sampling, dtype=dtype, remat=remat
     )
+    if layers is None:
+        return cfg
+    if type(layers) is not int or not 1 <= layers <= cfg.num_layers:
+        raise BadInput(f"{name} has {cfg.num_layers} decoder layers; cannot cut it to {layers}")
+    return family.truncated(cfg, layers)
+
+
+def attention_period(name: str) -> int:
+    """Decoder layers in one repeat of `name`'s attention pattern (see Family)."""
+    return family_of(name).attention_period(model_config(name))
 
 
 def dims(name: str, cfg) -> sizing.ModelDims:
@@ -177,20 +189,27 @@ def abstract_model(
     lora_alpha: float | None = None,
     dtype=WEIGHT_DTYPE,
     remat: str = "none",
+    layers: int | None = None,
 ):
     """The model from nnx.eval_shape: shapes and sharding annotations, no memory. The LoRA
-    graph comes from the real `qwix.apply_lora_to_model`, traced abstractly."""
+    graph comes from the real `qwix.apply_lora_to_model`, traced abstractly. `layers`: see
+    model_config."""
     return nnx.merge(
-        *_abstract_parts(name, vocab_size, is_sampling, lora_rank, lora_alpha, dtype, remat)
+        *_abstract_parts(name, vocab_size, is_sampling, lora_rank, lora_alpha, dtype, remat, layers)
     )
 
 
 @functools.lru_cache(maxsize=16)
-def _abstract_parts(name, vocab_size, is_sampling, lora_rank, lora_alpha, dtype, remat):
+def _abstract_parts(name, vocab_size, is_sampling, lora_rank, lora_alpha, dtype, remat, layers):
     """(graphdef, abstract state), kept: a plan search builds the same model at every batch,
     and tracing a 60-layer model with qwix's LoRA takes tens of seconds."""
     cfg = model_config(
-        name, vocab_size=vocab_size, is_sampling=is_sampling, dtype=dtype, remat=remat
+        name,
+        vocab_size=vocab_size,
+        is_sampling=is_sampling,
+        dtype=dtype,
+        remat=remat,
+        layers=layers,
     )
     with _terse_tracer_errors():
         return nnx.split(

@@ -59,6 +59,9 @@ class Family:
     # A context in which building the sampler's KV cache allocates nothing (plan mode traces
     # it); only Gemma 4 needs one, because its cache is made with numpy.
     traced_cache: Callable[[], AbstractContextManager] = nullcontext
+    # Decoder layers in one repeat of the attention pattern (Gemma 3: five local, one global):
+    # a model cut to whole repeats keeps the full model's mix of layers (plan.search's probes).
+    attention_period: Callable[[Any], int] = lambda cfg: 1
 
     def config(
         self, name: str, vocab_size: int, *, is_sampling: bool, dtype, remat: str = "none"
@@ -72,6 +75,13 @@ class Family:
             remat_config=self.remat[remat],
             **{field: dtype for field in self.dtype_fields},
         )
+
+    def truncated(self, cfg, layers: int) -> Any:
+        """`cfg` cut to its first `layers` decoder layers: the same layers, fewer of them."""
+        fields: dict[str, Any] = {"num_layers": layers}
+        if hasattr(cfg, "attention_types"):  # Gemma 2 lists one attention type per layer
+            fields["attention_types"] = tuple(cfg.attention_types)[:layers]
+        return dataclasses.replace(cfg, **fields)
 
     def vocab_size(self, cfg) -> int:
         return getattr(cfg, self.vocab_field)

@@ -133,6 +133,8 @@ FAMILY = Family(
     ),
     presets=PRESETS,
     tiny=tiny,
+    # Gemma 2 alternates local and global layers; Gemma 1 (gemma-2b) is global throughout
+    attention_period=lambda cfg: len(set(cfg.attention_types)),
     lora_module_path=(
         ".*q_einsum|.*kv_einsum|.*qkv_einsum|.*gate_proj|.*down_proj|.*up_proj|.*attn_vec_einsum"
     ),

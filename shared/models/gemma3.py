@@ -124,6 +124,7 @@ FAMILY = Family(
     ),
     presets=PRESETS,
     tiny=tiny,
+    attention_period=lambda cfg: len(gemma3_lib.GEMMA3_ATTENTION_PATTERN),
     lora_module_path=".*q_einsum|.*kv_einsum|.*gate_proj|.*down_proj|.*up_proj|.*attn_vec_einsum",
     weights_source=KAGGLE,
     checkpoints=CHECKPOINTS,

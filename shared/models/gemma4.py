@@ -147,6 +147,7 @@ FAMILY = Family(
     ),
     presets=PRESETS,
     tiny=tiny,
+    attention_period=lambda cfg: len(cfg.attention_pattern or (None,)),
     lora_module_path=(
         ".*q_einsum|.*kv_einsum|.*k_einsum|.*gate_proj|.*down_proj|.*up_proj|.*attn_vec_einsum"
     ),

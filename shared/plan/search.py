@@ -1,9 +1,11 @@
 """The largest batch that fits, in a handful of compiles, and always the compiler's verdict.
 
 Bytes per device grow close to linearly with the batch (KV cache, activations). So:
-1. locate: two fast compiles (least optimisation effort) at 8 and 64 units give the line's
-   slope; where it crosses the usable HBM is the candidate, and when that is far off, a third
-   fast compile there gives the slope near the boundary;
+1. locate: fast compiles (least optimisation effort) at 1 and 8 units give the line's slope;
+   where it crosses the usable HBM is the candidate, and when that is far off, a third fast
+   compile there gives the slope near the boundary. When 1 unit does not fit, 8 is not tried.
+   Small first: most fine-tunes fit a few units, and a probe far over the HBM is the slowest
+   compile of a search (the compiler works hardest to fit what cannot);
 2. confirm: exact compiles until a fitting batch and a failing one sit one unit apart. With
    exact points on one side only, the fast slope through the newest one gives the next
    candidate; with points on both sides, the line through the nearest two (regula falsi).
@@ -82,16 +84,17 @@ def max_batch(
         bar.update()
         return point
 
-    low, high = probe(8 * unit, True), probe(64 * unit, True)
+    low = probe(unit, True)
     usable = low["hbm_bytes"]
-    fast_slope = _slope(low, high)
-    candidate = (
-        _crossing(high if high["fits"] else low, fast_slope, usable, unit) if low["fits"] else unit
-    )
-    if high["fits"] and candidate > 2 * high["batch"]:  # far off: a third fast point nearby
-        near = probe(candidate, True)
-        fast_slope = _slope(high, near)
-        candidate = _crossing(near, fast_slope, usable, unit)
+    fast_slope, candidate = None, unit  # one unit does not fit: confirm that, exactly
+    if low["fits"]:
+        high = probe(8 * unit, True)
+        fast_slope = _slope(low, high)
+        candidate = _crossing(high if high["fits"] else low, fast_slope, usable, unit)
+        if high["fits"] and 2 * high["batch"] < candidate < CEILING:  # far: a third point there
+            near = probe(candidate, True)
+            fast_slope = _slope(high, near)
+            candidate = _crossing(near, fast_slope, usable, unit)
     exact: dict[int, dict] = {}
     for _ in range(MAX_EXACT):
         point = exact[candidate] = probe(candidate, False)
@@ -101,6 +104,8 @@ def max_batch(
             break
         if best and worst is not None:  # exact points on both sides: regula falsi
             guess = _crossing(exact[best], _slope(exact[best], exact[worst]), usable, unit)
+        elif fast_slope is None:  # the fast compile refused 1 unit, the exact one fits it
+            guess = 2 * best
         else:  # one side only: the fast slope through the newest exact point
             guess = _crossing(point, fast_slope, usable, unit)
         top = CEILING if worst is None else worst - unit

@@ -33,7 +33,7 @@ from shared.paths import ROOT, writable_folder
 from shared.plan.compiled import FAST_COMPILE, compile_lowered
 from shared.plan.executable import Workload
 from shared.plan.target import target_devices, usable_hbm_per_device
-from shared.plan.workloads import COMMON, READS, WORKLOADS, build_workload
+from shared.plan.workloads import COMMON, CUT_TO_LAYERS, READS, WORKLOADS, build_workload
 from shared.versions import versions
 
 CACHE_DIR = Path(os.environ.get("TPU_BUDGET_LAB_PLAN_CACHE", ROOT / ".cache" / "plan"))
@@ -66,6 +66,9 @@ class Request:
     loss: str = "chunked"
     tunix: str = "0.1.7"  # the Sampler's semantics: "0.1.6" compiles it without donation
     fast: bool = False  # compile with the least optimisation effort: see FAST_COMPILE
+    # None: the whole model. N: its first N decoder layers, a search's cheap probe of how bytes
+    # grow with depth (shared.plan.search), never a verdict on the model
+    layers: int | None = None
     # grpo (shared.plan.workloads.grpo): `batch` is the sequences per call (tunix's micro-batch of
     # prompts x num_generations) of every phase whose own *_micro is None, so --max-batch finds the
     # largest micro-batch that fits; `steps` is the completion length, `cache_size` the KV slots
@@ -224,6 +227,11 @@ def check_request(request: Request) -> None:
         value = getattr(request, name)
         if name in reads and value is not None and (type(value) is not int or value < 1):
             raise BadInput(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+    if request.layers is not None and request.workload not in CUT_TO_LAYERS:
+        raise BadInput(
+            f"the {request.workload} workload cannot be cut to {request.layers} layers "
+            f"(those that can: {', '.join(CUT_TO_LAYERS)})"
+        )
     if "beta" in reads and request.beta < 0:
         raise BadInput(f"--beta (the KL weight) must be zero or positive, got {request.beta}")
 

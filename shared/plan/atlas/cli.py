@@ -15,7 +15,7 @@ from pathlib import Path
 
 from shared import models, plan
 from shared.data import files
-from shared.errors import choose
+from shared.errors import BadInput, choose
 from shared.hardware import parse_target
 from shared.plan.atlas import figure
 from shared.plan.atlas.render import FIGURE, MARKDOWN, TABLE, render
@@ -42,6 +42,14 @@ def _stop(signum, frame):
     raise KeyboardInterrupt  # a SIGTERM stops between writes, like Ctrl-C, and still renders
 
 
+def parse_shard(text: str) -> tuple[int, int]:
+    """ "K/N" -> (K, N) with 1 <= K <= N; one actionable line otherwise."""
+    k, sep, n = text.partition("/")
+    if not (sep and k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        raise BadInput(f"--shard wants K/N with 1 <= K <= N (e.g. 1/2 and 2/2), got {text!r}")
+    return int(k), int(n)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -56,6 +64,12 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="start no new cell after this many minutes",
     )
+    p.add_argument(
+        "--shard",
+        default="1/1",
+        help="K/N: compute every Nth cell starting at the Kth, so N runs (one per core) share "
+        "the grid and the store without computing a cell twice",
+    )
     p.add_argument("--retry-failed", action="store_true", help="run failed cells again")
     p.add_argument("--render-only", action="store_true", help="no compiles: rewrite the docs")
     p.add_argument("--store", type=Path, default=STORE)
@@ -69,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     command = "python benchmarks/bench_atlas.py " + " ".join(
         argv if argv is not None else sys.argv[1:]
     )
+    shard, shards = parse_shard(args.shard)
     grid = selected(cells(model_names, targets, recipes), parse_only(args.only))
     signal.signal(signal.SIGTERM, _stop)
     start = time.monotonic()
@@ -86,8 +101,12 @@ def main(argv: list[str] | None = None) -> int:
             read_store(args.store),
             versions,
             args.retry_failed,
+        )[shard - 1 :: shards]
+        print(
+            f"{len(left)} cells to compute ({len(grid)} selected"
+            f"{f', shard {shard} of {shards}' if shards > 1 else ''})",
+            flush=True,
         )
-        print(f"{len(left)} cells to compute ({len(grid)} selected)", flush=True)
         try:
             for number, cell in enumerate(left, 1):
                 minutes = (time.monotonic() - start) / 60
@@ -98,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
                         flush=True,
                     )
                     break
+                if not todo([cell], read_store(args.store), versions, args.retry_failed):
+                    continue  # another run sharing the store computed it meanwhile
                 row = run_cell(cell)
                 append_row(args.store, row)
                 print(

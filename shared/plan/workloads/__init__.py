@@ -74,7 +74,10 @@ READS: dict[str, tuple[str, ...]] = {
     "train": train.READS,
     "grpo": grpo.READS,
 }
-COMMON = ("workload", "model", "target", "mesh", "fast")  # every workload reads these
+COMMON = ("workload", "model", "target", "mesh", "fast", "layers")  # every workload reads these
+# The workloads that build a tunix model cut to `Request.layers` when it is set (a search's
+# shallow probe, shared.plan.search); the others refuse it.
+CUT_TO_LAYERS = ("rollout", "lora-rollout", "lora-train", "sft", "grpo")
 
 
 def build_workload(request, mesh: Mesh) -> Workload:

@@ -117,7 +117,9 @@ def workload(request, mesh) -> Workload:
     ]
     if None in wanted:
         raise BadInput(f"phases {request.phases!r}: choose from {', '.join(PHASES)}")
-    exes = abstract_phases(request.model, recipe, mesh=mesh, remat=request.remat)
+    exes = abstract_phases(
+        request.model, recipe, mesh=mesh, remat=request.remat, layers=request.layers
+    )
     kept = [e for e in exes if e.label in wanted]
     if not kept:
         raise BadInput(
@@ -207,6 +209,7 @@ def abstract_phases(
     tokenizer=None,
     remat: str = "none",
     vocab_size: int | None = None,
+    layers: int | None = None,
 ) -> list[Executable]:
     """The jitted functions of one GRPO step of model `name` (any family) with abstract
     arguments on `mesh`, each phase's micro-batch x G sequences, for
@@ -215,7 +218,7 @@ def abstract_phases(
     base + adapters), "reference weights" (the base the reference keeps), "optimizer state"."""
     sizes, g, calls = recipe.batches(), recipe.num_generations, recipe.calls_per_step()
     tokenizer = tokenizer or models.IdsOnlyTokenizer()
-    base = models.abstract_model(name, vocab_size=vocab_size, remat=remat)
+    base = models.abstract_model(name, vocab_size=vocab_size, remat=remat, layers=layers)
     models.check_divisible(base, mesh, name)
     policy = _placed(
         models.abstract_model(
@@ -224,6 +227,7 @@ def abstract_phases(
             lora_rank=recipe.lora_rank,
             lora_alpha=recipe.alpha,
             remat=remat,
+            layers=layers,
         ),
         mesh,
     )

@@ -44,6 +44,7 @@ def workload(request, mesh) -> Workload:
                 remat=request.remat,
                 microbatches=request.microbatches,
                 loss=request.loss,
+                layers=request.layers,
             )
         ]
     )
@@ -61,6 +62,7 @@ def lora_train_executable(
     remat: str = "none",
     microbatches: int = 1,
     loss: str = "chunked",
+    layers: int | None = None,
 ) -> Executable:
     """The LoRA step (`finetune_executable` with a rank)."""
     return finetune_executable(
@@ -74,6 +76,7 @@ def lora_train_executable(
         remat=remat,
         microbatches=microbatches,
         loss=loss,
+        layers=layers,
     )
 
 
@@ -89,6 +92,7 @@ def finetune_executable(
     remat: str = "none",
     microbatches: int = 1,
     loss: str = "chunked",
+    layers: int | None = None,
 ) -> Executable:
     """`shared.lora.train_step` with abstract arguments on `mesh`, for plan mode: a LoRA step
     (`rank`) or a full fine-tune (rank None: every weight trained, Adam's fp32 moments for all
@@ -104,7 +108,7 @@ def finetune_executable(
     optimizer = optimizer or optax.adamw(1e-4)
     alpha = default_alpha(rank) if rank else None
     abstract = models.abstract_model(
-        name, vocab_size=vocab_size, lora_rank=rank, lora_alpha=alpha, remat=remat
+        name, vocab_size=vocab_size, lora_rank=rank, lora_alpha=alpha, remat=remat, layers=layers
     )
     models.check_divisible(abstract, mesh, name)
     graphdef, trained, frozen = (split_lora if rank else split_full)(abstract)

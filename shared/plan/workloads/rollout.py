@@ -71,6 +71,7 @@ def workload(request, mesh, *, lora: bool = False) -> Workload:
         lora_rank=s.lora_rank,
         lora_alpha=default_alpha(s.lora_rank) if s.lora_rank else None,
         semantics=s.semantics,
+        layers=request.layers,
     )
     notes = (
         []
@@ -163,6 +164,7 @@ def abstract_rollout(
     top_k: int | None = None,
     seed: int = 0,
     semantics: str = "0.1.7",
+    layers: int | None = None,
 ) -> AbstractRollout:
     """Abstract prefill/decode arguments, built with nnx.eval_shape / jax.eval_shape only.
 
@@ -178,6 +180,7 @@ def abstract_rollout(
         is_sampling=is_sampling,
         lora_rank=lora_rank,
         lora_alpha=lora_alpha,
+        layers=layers,
     )
     models.check_divisible(abstract, mesh, name)
     sampler = make_sampler(

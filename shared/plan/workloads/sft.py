@@ -24,6 +24,7 @@ def workload(request, mesh) -> Workload:
                 remat=request.remat,
                 microbatches=request.microbatches,
                 loss=request.loss,
+                layers=request.layers,
             )
         ]
     )
