@@ -3,6 +3,7 @@ left, the rendered atlas (from a small fake store, no compiles), and one real ce
 model."""
 
 import csv
+import dataclasses
 import io
 import json
 
@@ -253,3 +254,24 @@ def test_shards_split_the_cells_left_and_a_bad_shard_is_one_line(tmp_path, capsy
     for bad in ("0/2", "3/2", "2", "a/b"):
         with pytest.raises(BadInput, match="--shard wants K/N"):
             cli.parse_shard(bad)
+
+
+def test_a_search_that_is_an_atlas_cell_is_answered_from_the_store(tmp_path):
+    """Only the exact cell answers: its recipe's settings, the same versions and unit; any
+    other flag (a longer sequence, a mesh, a fast compile) leaves the search to the compiler."""
+    from shared.plan.atlas import answer
+
+    request = plan.Request("lora-train", "gemma3-1b", "v5e-1", seq=2048, lora_rank=16)
+    assert answer.recipe_of(request) == "lora-train"
+    for other in ({"seq": 4096}, {"mesh": "1x1"}, {"fast": True}, {"remat": "block"}):
+        assert answer.recipe_of(dataclasses.replace(request, **other)) is None
+    assert answer.recipe_of(dataclasses.replace(request, workload="forward")) is None
+    store = tmp_path / "atlas.jsonl"
+    atlas.append_row(store, _row("gemma3-1b", "v5e-1", "lora-train", versions=plan.versions()))
+    row = answer.committed_search(request, 8, store)
+    assert row["max_batch"] == 8 and row["recipe"] == "lora-train"
+    assert answer.committed_search(request, 1, store) is None  # another unit
+    atlas.append_row(
+        store, _row("gemma3-1b", "v6e-1", "lora-train", versions=VERSIONS | {"jax": "0"})
+    )
+    assert answer.committed_search(dataclasses.replace(request, target="v6e-1"), 8, store) is None

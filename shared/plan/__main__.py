@@ -14,6 +14,8 @@ from shared.errors import BadInput, choose, run_cli  # noqa: E402
 from shared.grpo.token_logprobs import IMPLEMENTATIONS  # noqa: E402
 from shared.lora import LOSSES  # noqa: E402
 from shared.plan import budget, buffers, frontier  # noqa: E402
+from shared.plan.atlas import answer  # noqa: E402
+from shared.plan.search import unit_for  # noqa: E402
 from shared.rollout.sampler import SEMANTICS  # noqa: E402
 from shared.sizing import human  # noqa: E402
 
@@ -86,6 +88,23 @@ def print_bill(point: dict, args) -> None:
             f"  in {args.hours:g} h: at most {fit['at_most']:,} runs (roofline), about "
             f"{fit['estimated']:,} at {fit['assumed_efficiency']:.0%}"
         )
+
+
+def describe_committed(row: dict, as_json: bool) -> str:
+    """A committed atlas cell as the search's answer, saying where it comes from."""
+    if as_json:
+        return json.dumps({**row, "from_atlas": True}, indent=1)
+    at = (
+        f"; {_size(row['bytes_per_device'])} of {_size(row['hbm_bytes'])} per device at "
+        f"{row['max_batch']}"
+        if row["bytes_per_device"]
+        else ""
+    )
+    return (
+        f"{row['summary']}{at}\n  from the committed atlas (benchmarks/results/atlas.jsonl: "
+        f"{row['compiles']} compiles on {row['date'][:10]}, the same versions and settings); "
+        "--no-cache compiles it again"
+    )
 
 
 # A Request field whose flag is named otherwise on the command line.
@@ -252,6 +271,11 @@ def main(argv: list[str] | None = None) -> int:
         if result["choice"] is not None:
             print_bill(result["choice"], args)
         return 0
+    if args.max_batch and not args.no_cache:
+        row = answer.committed_search(request, unit_for(request, args.multiple_of))
+        if row is not None:
+            print(describe_committed(row, args.json))
+            return 0
     if args.max_batch:
         result = plan.max_batch(
             request,

@@ -1,0 +1,44 @@
+"""The committed atlas answering a search: a `--max-batch` request that is one of the atlas's
+cells (its recipe's settings, every other field the workload reads at its default, the default
+mesh, the search's unit, the same library versions) is answered from the store in a second
+instead of minutes of compiles. The stored cell is itself an exact compile at the boundary, made
+by the same search; anything that differs from it (a flag, a version, the mesh) compiles."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from shared.hardware import parse_target
+from shared.plan.atlas.store import RECIPES, STORE, newest, read_store
+from shared.plan.verdict import Request
+from shared.plan.workloads import READS
+from shared.versions import versions
+
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Request)}
+
+
+def recipe_of(request: Request) -> str | None:
+    """The atlas recipe the request asks for, or None when any field it reads differs."""
+    if request.mesh is not None or request.fast or request.layers is not None:
+        return None
+    for name, settings in RECIPES.items():
+        if settings["workload"] != request.workload:
+            continue
+        fields = [f for f in READS[request.workload] if f != "batch"]  # the batch is searched
+        if all(getattr(request, f) == settings.get(f, _DEFAULTS[f]) for f in fields):
+            return name
+    return None
+
+
+def committed_search(request: Request, unit: int, store: Path = STORE) -> dict | None:
+    """The stored cell for this search, or None: no such recipe, no current row, a failed row,
+    other versions or another unit."""
+    recipe = recipe_of(request)
+    if recipe is None:
+        return None
+    key = (recipe, request.model, parse_target(request.target).name)
+    row = newest(read_store(store)).get(key)
+    if row is None or row["status"] != "ok" or row["versions"] != versions():
+        return None
+    return row if row["multiple_of"] == unit else None
