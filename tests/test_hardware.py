@@ -160,3 +160,12 @@ def test_compiler_hbm_in_the_table_is_what_libtpu_allows(target):
         jax.jit(lambda a: a * 2).lower(x).compile()
     available = refusal(err.value)["compiler_hbm_bytes"]
     assert abs(available - parse_target(target).chip.compiler_hbm_bytes) < 0.01 * GiB
+
+
+@pytest.mark.parametrize(
+    "name, hosts",
+    [("v5e-1", 1), ("v5e-8", 1), ("v5e-16", 4), ("v6e-256", 64), ("v5p-8", 1), ("v5p-16", 2)]
+    + [("tpu7x-64", 8), ("h100", 1)],
+)
+def test_hosts_of_a_slice(name, hosts):
+    assert parse_target(name).hosts == hosts

@@ -177,7 +177,7 @@ def test_results_are_cached_atomically_and_a_broken_entry_recompiles(capsys):
     [
         ({"target": "v7z-8"}, "unknown target"),
         ({"target": "h100"}, "this machine has"),
-        ({"target": "v5e-8", "batch": 6}, "does not divide"),
+        ({"target": "v5e-8", "batch": 6, "mesh": "8x1"}, "does not divide"),
         ({"target": "v5e-8", "mesh": "3x3"}, "must be FSDPxTP"),
         ({"target": "v5e-1", "workload": "decode"}, "unknown workload"),
     ],
@@ -269,7 +269,8 @@ def test_cli_rollout_json_and_table(tmp_path):
     [
         (["rollout", "--model", "gemma3-tiny", "--target", "v5e-9"], "no TPU topology"),
         (
-            ["rollout", "--model", "gemma3-tiny", "--target", "v5e-8", "--batch", "6"],
+            ["rollout", "--model", "gemma3-tiny", "--target", "v5e-8", "--batch", "6"]
+            + ["--mesh", "8x1"],
             "does not divide",
         ),
         (["rollout", "--model", "gemma3-2b", "--target", "v5e-1"], "unknown model"),

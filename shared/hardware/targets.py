@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from shared.errors import BadInput
 from shared.hardware.chips import CHIPS, Chip, current_chip
 
+CHIPS_PER_HOST = 4  # multi-host TPU slices (see Target.hosts)
+
 # Square-ish 2D layouts libtpu accepts for v5e / v6e slices, by chip count.
 _TORUS_2D = {
     1: (1, 1),
@@ -59,6 +61,15 @@ class Target:
         return (dims[0], dims[1], 1)
 
     @property
+    def hosts(self) -> int:
+        """TPU VMs in the slice: a v5e or v6e slice of up to 8 chips is one host; larger slices,
+        and every v4/v5p/tpu7x slice, have 4 chips a host (Cloud TPU's machine types:
+        ct5lp-hightpu-4t, ct6e-standard-4t, ct5p-hightpu-4t, tpu7x-standard-4t). GPUs: one."""
+        if not self.chip.is_tpu or (self.chip.ici_axes == 2 and self.chips <= 8):
+            return 1
+        return max(1, self.chips // CHIPS_PER_HOST)
+
+    @property
     def devices(self) -> int:
         """How many jax devices a deviceless compile for this slice sees (tpu7x-8: 8)."""
         return self.chips * self.chip.devices_per_chip
@@ -86,8 +97,10 @@ _ALIASES = {
 
 def valid_target_examples() -> str:
     return (
-        "v5e-1, v5e-8, v6e-1, v6e-8, v5p-8, v4-8, tpu7x-8 (alias ironwood-8), h100, h200, "
-        "b200, cpu (chip-N is N chips; v4/v5p/tpu7x names count TensorCores)"
+        "v5e-1, v5e-8, v6e-1, v6e-8, v5p-8, v4-8, tpu7x-8 (alias ironwood-8), multi-host "
+        "slices v5e-16 ... v5e-256, v6e-16 ... v6e-256, v5p-16 ... v5p-128, tpu7x-16 ... "
+        "tpu7x-64, h100, h200, b200, cpu (chip-N is N chips; v4/v5p/tpu7x names count "
+        "TensorCores)"
     )
 
 

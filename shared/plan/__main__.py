@@ -33,7 +33,9 @@ def print_point(point: dict) -> None:
     print(
         f"{'[fast compile: bytes approximate] ' if point['fast'] else ''}"
         f"{point['workload']} {point['model']} ({point['dtype']} weights) batch "
-        f"{point['batch']} on {point['target']} (mesh {point['mesh_shape']}): {verdict}, "
+        f"{point['batch']} on {point['target']} ("
+        f"{str(point['hosts']) + ' hosts, ' if point.get('hosts', 1) > 1 else ''}"
+        f"mesh {point['mesh_shape']}): {verdict}, "
         f"{_size(point['bytes_per_device'])} of {_size(point['hbm_bytes'])} per device, "
         f"margin {_size(point['margin_bytes'])}{' [cached]' if point.get('cached') else ''}"
     )
@@ -148,7 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--target",
         required=True,
-        help="v5e-1, v5e-8, v6e-1, v6e-8, v5p-8, tpu7x-8, or the GPU here (h100)",
+        help="a slice: v5e-1, v5e-8, v6e-1, v6e-8, v5p-8, tpu7x-8; multi-host slices v5e-16 "
+        "... v5e-256, v6e-16 ... v6e-256, v5p-16 ... v5p-128, tpu7x-16 ... tpu7x-64 "
+        "(v5p/tpu7x names count TensorCores); or the GPU here (h100)",
     )
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--batch", type=int, default=8)
@@ -182,7 +186,11 @@ def build_parser() -> argparse.ArgumentParser:
         default="0.1.7",
         help="rollouts: 0.1.7 (donated KV cache) or 0.1.6 (not donated)",
     )
-    parser.add_argument("--mesh", help="FSDPxTP, e.g. 1x8 (default: all devices on fsdp)")
+    parser.add_argument(
+        "--mesh",
+        help="FSDPxTP, e.g. 1x8 (default: every device on fsdp, or the smallest tp that "
+        "divides the weights and the batch where that does not: shared.plan.mesh)",
+    )
     parser.add_argument(
         "--fast",
         action="store_true",

@@ -23,7 +23,7 @@ import time
 
 from shared.errors import BadInput
 from shared.hardware import parse_target
-from shared.hardware.sharding import mesh_shape
+from shared.plan.mesh import search_shape
 from shared.plan.target import target_devices
 from shared.plan.verdict import Request, plan_point
 
@@ -32,8 +32,9 @@ MAX_EXACT = 8  # exact compiles before the search gives up on a non-linear bound
 
 
 def unit_for(request: Request, multiple_of: int | None) -> int:
-    """The search's step: `multiple_of`, which must itself split over the data-parallel axis."""
-    fsdp, _ = mesh_shape(request.mesh, len(target_devices(parse_target(request.target))))
+    """The search's step: `multiple_of`, which must itself split over the data-parallel axis
+    of the mesh the search keeps (shared.plan.mesh.search_shape)."""
+    fsdp, _ = search_shape(request, target_devices(parse_target(request.target)))
     unit = multiple_of or fsdp
     if unit < 1 or unit % fsdp:
         raise BadInput(
@@ -67,6 +68,9 @@ def max_batch(
     from tqdm.auto import tqdm
 
     unit = unit_for(request, multiple_of)
+    fsdp, tp = search_shape(request, target_devices(parse_target(request.target)))
+    if request.mesh is None and tp > 1:  # every probe on the one mesh that shards the model
+        request = dataclasses.replace(request, mesh=f"{fsdp}x{tp}")
     bar = tqdm(
         desc=f"max batch {request.workload} {request.model} on {request.target}",
         unit="compile",
@@ -87,8 +91,10 @@ def max_batch(
     low = probe(unit, True)
     usable = low["hbm_bytes"]
     fast_slope, candidate = None, unit  # one unit does not fit: confirm that, exactly
-    if low["fits"]:
-        high = probe(8 * unit, True)
+    if low["fits"] and CEILING // unit == 1:  # nothing above it to try
+        candidate = unit
+    elif low["fits"]:
+        high = probe(min(8 * unit, CEILING // unit * unit), True)
         fast_slope = _slope(low, high)
         candidate = _crossing(high if high["fits"] else low, fast_slope, usable, unit)
         if high["fits"] and 2 * high["batch"] < candidate < CEILING:  # far: a third point there

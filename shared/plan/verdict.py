@@ -28,10 +28,11 @@ import jax
 
 from shared.errors import BadInput, choose
 from shared.hardware import parse_target
-from shared.hardware.sharding import bytes_per_device, make_mesh
+from shared.hardware.sharding import bytes_per_device
 from shared.paths import ROOT, writable_folder
 from shared.plan.compiled import FAST_COMPILE, compile_lowered
 from shared.plan.executable import Workload
+from shared.plan.mesh import mesh_for
 from shared.plan.target import target_devices, usable_hbm_per_device
 from shared.plan.workloads import COMMON, CUT_TO_LAYERS, READS, WORKLOADS, build_workload
 from shared.versions import versions
@@ -39,6 +40,10 @@ from shared.versions import versions
 CACHE_DIR = Path(os.environ.get("TPU_BUDGET_LAB_PLAN_CACHE", ROOT / ".cache" / "plan"))
 
 WORKERS = max(1, min(4, os.cpu_count() or 1))  # executables compiled at once
+MULTI_HOST_NOTE = (
+    "{hosts} hosts, one slice: every mesh axis runs over ICI (the compiler sees one topology; "
+    "no DCN, which only joins separate slices)"
+)
 ACTIVATION_SHARDING_NOTE = (
     "tunix's activation shardings applied (batch over fsdp, wide dimensions over tp), as its "
     "models declare them and its trainers run them on a TPU: shared.models.activation_sharding"
@@ -279,15 +284,6 @@ def _takes(workload: Workload) -> dict[str, list[str]]:
     return {exe.label: sorted(set(exe.resident_args.values())) for exe in workload.executables}
 
 
-def check_batch_on(request: Request, mesh) -> None:
-    fsdp = mesh.shape["fsdp"]
-    if request.batch < 1 or request.batch % fsdp:
-        raise BadInput(
-            f"batch {request.batch} does not divide the mesh's fsdp axis of {fsdp}: "
-            f"use a multiple of {fsdp} or --mesh 1x{mesh.size}"
-        )
-
-
 def plan_point(request: Request, *, use_cache: bool = True) -> dict:
     """Compile the request's workload for its target: bytes per device (resident + worst
     transient), a verdict against the compiler's usable HBM, FLOPs and a roofline.
@@ -304,8 +300,7 @@ def plan_point(request: Request, *, use_cache: bool = True) -> dict:
     if use_cache and (cached := read_cache(request)) is not None:
         return {**cached, "cached": True}
     devices = target_devices(target)
-    mesh = make_mesh(request.mesh, devices)
-    check_batch_on(request, mesh)
+    mesh, mesh_note = mesh_for(request, devices)
     workload = build_workload(request, mesh)
     options = FAST_COMPILE if request.fast else None
     resident = resident_bytes(workload)
@@ -340,6 +335,7 @@ def plan_point(request: Request, *, use_cache: bool = True) -> dict:
         "dtype": weights_dtype(workload),
         "target_chip": chip.name,
         "devices": len(devices),
+        "hosts": target.hosts,
         "mesh_shape": dict(mesh.shape),
         "executables": executables,
         "resident": resident,
@@ -351,7 +347,9 @@ def plan_point(request: Request, *, use_cache: bool = True) -> dict:
         "skipped": skipped,
         "margin_bytes": usable - verdict["bytes_per_device"],
         "notes": workload.notes
+        + ([mesh_note] if mesh_note else [])
         + ([ACTIVATION_SHARDING_NOTE] if mesh.size > 1 else [])
+        + ([MULTI_HOST_NOTE.format(hosts=target.hosts)] if target.hosts > 1 else [])
         + (
             [f"not compiled: {', '.join(skipped)} (an executable before it already does not fit)"]
             if skipped

@@ -1,0 +1,62 @@
+"""shared.plan.mesh: the mesh a verdict compiles on when none is given. All fsdp while it
+works; on a big slice, the smallest tp that divides the weights and the batch, said in the
+verdict; a given mesh is kept as given."""
+
+import pytest
+
+from shared.errors import BadInput
+from shared.hardware import parse_target
+from shared.plan import Request, max_batch, plan_point
+from shared.plan.mesh import auto_shape, mesh_for, search_shape
+from shared.plan.target import target_devices
+
+
+def _devices(target):
+    return target_devices(parse_target(target))
+
+
+def test_all_fsdp_while_it_shards_the_model_and_the_batch():
+    request = Request("rollout", "gemma3-1b", "v5e-8", batch=64)
+    mesh, note = mesh_for(request, _devices("v5e-8"))
+    assert dict(mesh.shape) == {"fsdp": 8, "tp": 1} and note is None
+
+
+def test_a_256_chip_slice_takes_the_smallest_tp_that_shards_gemma3_1b():
+    """1152 (gemma3-1b's width) is 2^7 x 9: 256 fsdp ways do not divide it, 128 do."""
+    request = Request("rollout", "gemma3-1b", "v5e-256", batch=256)
+    mesh, note = mesh_for(request, _devices("v5e-256"))
+    assert dict(mesh.shape) == {"fsdp": 128, "tp": 2}
+    assert "mesh 128x2 chosen: the smallest tp" in note and "256x1 does not" in note
+    assert search_shape(request, _devices("v5e-256")) == (128, 2)
+
+
+def test_a_batch_smaller_than_the_slice_moves_devices_to_tp():
+    request = Request("lora-train", "gemma3-1b", "v5e-16", batch=8, seq=128)
+    assert auto_shape(request, _devices("v5e-16")) == (8, 2)
+    assert search_shape(request, _devices("v5e-16")) == (16, 1)  # a search steps in 16s
+
+
+def test_a_given_mesh_is_kept_and_checked():
+    request = Request("rollout", "gemma3-1b", "v5e-8", batch=4, mesh="8x1")
+    with pytest.raises(BadInput, match="batch 4 does not divide the mesh's fsdp axis of 8"):
+        mesh_for(request, _devices("v5e-8"))
+
+
+def test_a_multi_host_verdict_names_its_hosts_and_mesh():
+    point = plan_point(
+        Request("rollout", "gemma3-tiny", "v5e-16", batch=4, prompt_len=8, steps=8, fast=True)
+    )
+    assert point["hosts"] == 4 and point["mesh_shape"] == {"fsdp": 4, "tp": 4}
+    assert any("4 hosts, one slice" in note for note in point["notes"])
+    assert any("mesh 4x4 chosen" in note for note in point["notes"])
+
+
+def test_a_search_keeps_one_mesh_for_every_probe(monkeypatch):
+    from shared.plan import search
+
+    monkeypatch.setattr(search, "CEILING", 256)
+    request = Request("rollout", "gemma3-tiny", "v5e-256", prompt_len=8, steps=8)
+    found = max_batch(request, progress=False)  # 256 fsdp ways do not divide tiny's 128 width
+    assert found["mesh"] == "128x2" and found["multiple_of"] == 128
+    assert [p["batch"] for p in found["probes"]] == [128, 256, 256]
+    assert all(p["mesh_shape"] == {"fsdp": 128, "tp": 2} for p in found["probes"])
