@@ -203,7 +203,7 @@ if MODE == "device":
 # ## 3 · Predicted: the largest batch under each tunix (plan mode; else the committed one)
 # `shared.plan.max_batch` compiles the rollout for `TARGET` and reads `memory_analysis()`:
 # resident weights plus the worst executable's arguments, outputs and temporaries, against the
-# HBM libtpu lets a program use (15.75 of a v5e's 16 GiB). Fast compiles at 8 and 64 units
+# HBM libtpu lets a program use (15.75 of a v5e's 16 GiB). Fast compiles at 1 and 8 units
 # locate the line, exact compiles confirm the boundary, so the answer is always an exact
 # compile's verdict. `tunix="0.1.6"` compiles the same Sampler functions without donation,
 # with 0.1.6's single zeros layer as every layer's initial cache. A gemma3-1b search takes a
