@@ -65,6 +65,15 @@ def _shared_weights(request, mesh):
     )
 
 
+def _fast_steeper(request, mesh):
+    """1 MiB a row (2 with the output) when compiled exactly, 1.5 MiB when compiled fast: a
+    fast line steeper than the exact one, as fast compiles can be."""
+    row = (768, 1024) if request.fast else (512, 1024)
+    return Workload(
+        [Executable("scale", jax.jit(lambda a: a * 2), (_spec(mesh, request.batch, row),))]
+    )
+
+
 @pytest.fixture(autouse=True)
 def isolated(monkeypatch, tmp_path):
     monkeypatch.setattr(verdict, "CACHE_DIR", tmp_path / "plan-cache")
@@ -72,6 +81,7 @@ def isolated(monkeypatch, tmp_path):
         ("scale", _scale),
         ("small-rows", _small_rows),
         ("shared", _shared_weights),
+        ("fast-steeper", _fast_steeper),
     ):
         monkeypatch.setitem(plan.WORKLOADS, name, builder)
 
@@ -144,6 +154,16 @@ def test_a_search_whose_first_unit_does_not_fit_compiles_twice():
     result = plan.max_batch(plan.Request("scale", "none", "v5e-1"), multiple_of=8, progress=False)
     assert result["max_batch"] == 0 and result["first_not_fitting"] == 8
     assert [(p["batch"], p["fast"]) for p in result["probes"]] == [(8, True), (8, False)]
+
+
+def test_exact_points_that_all_fit_step_on_their_own_slope():
+    """The fast line undershoots every exact step by a third; two fitting exact points give the
+    exact slope, which lands on the boundary (8064 rows of 2 MiB in 15.75 GiB; the compiler's
+    own few MiB put the last fitting batch just under it)."""
+    result = plan.max_batch(plan.Request("fast-steeper", "none", "v5e-1"), progress=False)
+    exact = [p["batch"] for p in result["probes"] if not p["fast"]]
+    assert exact[:3] == [5376, 7168, 8064]  # the third lands on the line's boundary
+    assert result["converged"] and len(exact) <= 5 and result["max_batch"] >= 8060
 
 
 def test_search_steps_in_the_multiple_asked_for():
@@ -381,3 +401,20 @@ def test_the_depth_line_compares_cut_models_with_the_whole_one():
         assert 0 < a < b and line[label]["compiled_at_full_depth"] > b
         assert line[label]["straight_line_at_full_depth"] == a + 5 * (b - a)
         assert line["runs"][2]["executables"][label]["compile_s"] > 0
+
+
+def test_a_deep_model_is_located_by_cut_compiles_and_answered_at_full_depth(monkeypatch):
+    """The cut-depth locate, on gemma3-tiny as if it were deep (cut to 1 and 2 of its 6
+    layers): every locating compile is exact on a cut model, every whole-model probe exact,
+    and the answer a whole-model verdict."""
+    monkeypatch.setattr(search, "cut_depths", lambda request: ((1, 2), 6))
+    monkeypatch.setattr(search, "CEILING", 64)
+    request = plan.Request("rollout", "gemma3-tiny", "v5e-1", prompt_len=8, steps=8)
+    found = plan.max_batch(request, progress=False)
+    assert {p["layers"] for p in found["cut_probes"]} == {1, 2}
+    assert [p["batch"] for p in found["cut_probes"]] == [1, 1, 8, 8, 64, 64][
+        : len(found["cut_probes"])
+    ]
+    assert all(not p["fast"] and p["layers"] is None for p in found["probes"])
+    assert found["max_batch"] == 64 and found["at_least"]
+    assert found["compiles"] == len(found["cut_probes"]) + len(found["probes"])

@@ -295,16 +295,26 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(result, indent=1))
             return 0
         fast = [p for p in result["probes"] if p["fast"]]
-        print(
-            "fast compiles (locate, bytes approximate): "
-            + ", ".join(f"{p['batch']}: {_size(p['bytes_per_device'])}" for p in fast)
-        )
+        if fast:
+            print(
+                "fast compiles (locate, bytes approximate): "
+                + ", ".join(f"{p['batch']}: {_size(p['bytes_per_device'])}" for p in fast)
+            )
+        if result["cut_probes"]:
+            print(
+                "cut to a few layers (locate; batch/layers: bytes): "
+                + ", ".join(
+                    f"{p['batch']}/{p['layers']}L: {_size(p['bytes_per_device'])}"
+                    for p in result["cut_probes"]
+                )
+            )
         for point in result["probes"]:
             if not point["fast"]:
                 print_point(point)
         print(
             f"\n{plan.describe(result)}; {result['compiles']} compiles "
-            f"({len(result['probes']) - result['compiles']} cached), {result['wall_s']:.0f} s"
+            f"({sum(p['cached'] for p in (*result['probes'], *result['cut_probes']))} cached), "
+            f"{result['wall_s']:.0f} s"
         )
         for point in result["probes"]:
             if not point["fast"] and point["batch"] == result["max_batch"]:

@@ -1,14 +1,17 @@
 """The largest batch that fits, in a handful of compiles, and always the compiler's verdict.
 
 Bytes per device grow close to linearly with the batch (KV cache, activations). So:
-1. locate: fast compiles (least optimisation effort) at 1 and 8 units give the line's slope;
+1. locate: fast compiles (least optimisation effort) at 1 and 8 units give the line's slope
+   (for a deep model, exact compiles of it cut to a few layers, carried to its full depth in a
+   straight line: see `cut_depths`);
    where it crosses the usable HBM is the candidate, and when that is far off, a third fast
    compile there gives the slope near the boundary. When 1 unit does not fit, 8 is not tried.
    Small first: most fine-tunes fit a few units, and a probe far over the HBM is the slowest
    compile of a search (the compiler works hardest to fit what cannot);
 2. confirm: exact compiles until a fitting batch and a failing one sit one unit apart. With
-   exact points on one side only, the fast slope through the newest one gives the next
-   candidate; with points on both sides, the line through the nearest two (regula falsi).
+   one exact point, the fast slope through it gives the next candidate; with two or more
+   that all fit, the line through the largest two; with points on both sides, the line
+   through the nearest two (regula falsi).
    A point that fails stops compiling at its first failing executable.
 The answer is the exact compile's verdict at that boundary, never the line's. The unit is
 `multiple_of` (default: the mesh's data-parallel size; people pick multiples of 8 or 64). No
@@ -21,11 +24,13 @@ from __future__ import annotations
 import dataclasses
 import time
 
+from shared import models
 from shared.errors import BadInput
 from shared.hardware import parse_target
 from shared.plan.mesh import search_shape
 from shared.plan.target import target_devices
 from shared.plan.verdict import Request, plan_point
+from shared.plan.workloads import CUT_TO_LAYERS
 
 CEILING = 1 << 16  # the largest batch a search tries; reaching it is reported as "at least"
 MAX_EXACT = 8  # exact compiles before the search gives up on a non-linear boundary
@@ -42,6 +47,23 @@ def unit_for(request: Request, multiple_of: int | None) -> int:
             f"data-parallel size {fsdp}"
         )
     return unit
+
+
+def cut_depths(request: Request) -> tuple[tuple[int, int] | None, int]:
+    """The two depths a deep model is cut to for locating its boundary (one and two repeats of
+    its attention pattern, at least 2 layers), and its full depth; None for a model shallower
+    than 4x the deeper cut, where a cut saves too little to pay for two compiles.
+
+    Why cut: a 27B LoRA step's fast compile at full depth took 144 s and was 24% under the
+    exact bytes, while exact compiles at 6 and 12 layers took 50 s and 71 s and their straight
+    line came within 4% of the exact full-depth bytes (benchmarks/results/plan_cpu.json,
+    `breakdown`). For gemma3-1b the fast full-depth compile is within 0.3% and cheap, and a
+    26-layer model barely shrinks, so shallow models keep it."""
+    if request.workload not in CUT_TO_LAYERS or request.layers is not None:
+        return None, 0
+    full = models.model_config(request.model).num_layers
+    cut = max(models.attention_period(request.model), 2)
+    return ((cut, 2 * cut) if 8 * cut <= full else None), full
 
 
 def _crossing(at: dict, slope: float, usable: int, unit: int) -> int:
@@ -77,7 +99,9 @@ def max_batch(
         disable=not progress,
     )
     start = time.perf_counter()
-    probes: list[dict] = []
+    probes: list[dict] = []  # the whole model's verdicts, fast and exact
+    cut_probes: list[dict] = []  # exact verdicts of the model cut to `depths` layers
+    depths, full_layers = cut_depths(request)
 
     def probe(batch: int, fast: bool) -> dict:
         bar.set_postfix(batch=batch, fast=fast)
@@ -88,17 +112,34 @@ def max_batch(
         bar.update()
         return point
 
-    low = probe(unit, True)
+    def line_to_full_depth(batch: int) -> dict:
+        """Exact verdicts at the two cut depths, and the straight line through them carried to
+        the whole model's depth: where the search looks, never an answer."""
+        bar.set_postfix(batch=batch, layers=depths)
+        cut = [
+            plan_point(dataclasses.replace(request, batch=batch, layers=d), use_cache=use_cache)
+            for d in depths
+        ]
+        cut_probes.extend(cut)
+        bar.update(len(cut))
+        (a, b), (shallow, deep) = (p["bytes_per_device"] for p in cut), depths
+        line = a + (full_layers - shallow) * (b - a) / (deep - shallow)
+        usable = cut[0]["hbm_bytes"]
+        fits = all(p["fits"] for p in cut) and line <= usable
+        return {"batch": batch, "bytes_per_device": line, "fits": fits, "hbm_bytes": usable}
+
+    locate = line_to_full_depth if depths else (lambda batch: probe(batch, True))
+    low = locate(unit)
     usable = low["hbm_bytes"]
     fast_slope, candidate = None, unit  # one unit does not fit: confirm that, exactly
     if low["fits"] and CEILING // unit == 1:  # nothing above it to try
         candidate = unit
     elif low["fits"]:
-        high = probe(min(8 * unit, CEILING // unit * unit), True)
+        high = locate(min(8 * unit, CEILING // unit * unit))
         fast_slope = _slope(low, high)
         candidate = _crossing(high if high["fits"] else low, fast_slope, usable, unit)
         if high["fits"] and 2 * high["batch"] < candidate < CEILING:  # far: a third point there
-            near = probe(candidate, True)
+            near = locate(candidate)
             fast_slope = _slope(high, near)
             candidate = _crossing(near, fast_slope, usable, unit)
     exact: dict[int, dict] = {}
@@ -110,6 +151,11 @@ def max_batch(
             break
         if best and worst is not None:  # exact points on both sides: regula falsi
             guess = _crossing(exact[best], _slope(exact[best], exact[worst]), usable, unit)
+        elif len(fits := sorted(b for b, p in exact.items() if p["fits"])) >= 2:
+            # fitting exact points only: their own slope, not the fast one (a fast slope
+            # steeper than the exact one undershoots every time: 6 exact steps of 4 to 16 rows
+            # for gemma3-1b rollouts on a v5p-8)
+            guess = _crossing(point, _slope(exact[fits[-2]], exact[fits[-1]]), usable, unit)
         elif fast_slope is None:  # the fast compile refused 1 unit, the exact one fits it
             guess = 2 * best
         else:  # one side only: the fast slope through the newest exact point
@@ -131,8 +177,11 @@ def max_batch(
         "at_least": first_fail is None,  # the ceiling stopped the search, not the compiler
         "ceiling": CEILING,
         "converged": first_fail is not None and first_fail - largest <= unit or largest >= CEILING,
-        "compiles": sum(not p["cached"] and p.get("compiled", True) for p in probes),
+        "compiles": sum(
+            not p["cached"] and p.get("compiled", True) for p in (*probes, *cut_probes)
+        ),
         "probes": probes,
+        "cut_probes": cut_probes,
         "wall_s": time.perf_counter() - start,
     }
 

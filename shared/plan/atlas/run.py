@@ -51,7 +51,7 @@ def run_cell(cell: Cell, *, progress: bool = True) -> dict:
         }
     probes = search["probes"]
     at = next((p for p in probes if not p["fast"] and p["batch"] == search["max_batch"]), None)
-    fresh = [p for p in probes if not p["cached"]]
+    fresh = [p for p in (*probes, *search["cut_probes"]) if not p["cached"]]
     return {
         **row,
         "status": "ok",
@@ -73,6 +73,7 @@ def run_cell(cell: Cell, *, progress: bool = True) -> dict:
         "bytes_per_device": at and at["bytes_per_device"],
         "worst": at and at["worst"],
         "probes": [[p["batch"], p["fast"], p["fits"]] for p in probes],
+        "cut_probes": [[p["batch"], p["layers"], p["fits"]] for p in search["cut_probes"]],
         "compiles": search["compiles"],  # compiles only: a cached or arithmetic answer is not one
         "compile_s": sum(p["compile_s"] for p in fresh),
         "wall_s": time.perf_counter() - start,
