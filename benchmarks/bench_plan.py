@@ -149,17 +149,12 @@ def breakdown(a) -> dict:
 
 
 def _part(report: dict, name: str, run, out: Path) -> None:
-    """Run one part between two load readings; keep what finished, whatever happens next."""
+    """Run one part between two load readings; keep what finished, whatever happens next.
+    Quiet means the load before the first part (later parts' loads include this benchmark's
+    own earlier compiles, which a one-minute average remembers)."""
     before = os.getloadavg()
-    if before[0] > QUIET_LOAD:
-        print(
-            f"warning: load {before[0]:.1f} > {QUIET_LOAD} before {name}: its timings say more "
-            "about the other jobs than about the engine",
-            flush=True,
-        )
     report[name] = run()
     report["loads"][name] = {"before": before, "after": os.getloadavg()}
-    report["quiet"][name] = before[0] <= QUIET_LOAD
     results.write(out, report)
 
 
@@ -184,7 +179,15 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     parts = [choose("part", name, PARTS) for name in filter(None, args.parts.split(","))]
     args.lora_batches = [int(b) for b in args.lora_batches.split(",") if b]
-    report = {**results.header("benchmarks/bench_plan.py", argv), "loads": {}, "quiet": {}}
+    report = {**results.header("benchmarks/bench_plan.py", argv), "loads": {}}
+    report["start_load"] = os.getloadavg()
+    report["quiet"] = report["start_load"][0] <= QUIET_LOAD
+    if not report["quiet"]:
+        print(
+            f"warning: load {report['start_load'][0]:.1f} > {QUIET_LOAD} at the start: these "
+            "timings say more about the other jobs than about the engine",
+            flush=True,
+        )
     with tempfile.TemporaryDirectory() as empty:  # every number from an empty cache
         verdict.CACHE_DIR = Path(empty)
         if "search" in parts:
