@@ -4,15 +4,13 @@ The Takeaway quotes benchmarks/results/07_grpo_plan.json (benchmarks/bench_grpo.
 the two log-prob searches and a session's steps, for one recipe. A run of another recipe (a
 tiny model, other sizes) has nothing there to compare with, so `committed_plan` hands the file
 over only when it answered this very recipe, and each check below is one `report.agree` line.
-Plain data in and out: shared.plan imports this package, so the notebook compiles and hands its
-verdicts and searches here.
+Plain data in and out: the notebook compiles and hands its verdicts and searches here.
 """
 
 from __future__ import annotations
 
-import dataclasses
-
 from shared import report
+from shared.plan.verdict import same_request
 
 QUOTED = "07_grpo_plan"  # benchmarks/results/07_grpo_plan.json, the file the Takeaway quotes
 
@@ -21,7 +19,7 @@ def committed_plan(request) -> dict | None:
     """The committed plan when it was made for `request` (a shared.plan.Request: every field
     equal), else None: its numbers are the answer to that recipe only."""
     quoted = report.committed(QUOTED)
-    if quoted and quoted["recipe"] == dataclasses.asdict(request):
+    if quoted and same_request(quoted["recipe"], request):
         return quoted
     return None
 

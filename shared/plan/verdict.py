@@ -108,6 +108,14 @@ class Request:
         return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
+def same_request(recorded: dict, request: Request) -> bool:
+    """Whether a request recorded in a results file (its fields as a dict) is `request`. A
+    field the record lacks was added to Request after it was written and is taken at its
+    default (Request.layers, 2026-11-25), so committed results stay comparable."""
+    defaults = {f.name: f.default for f in dataclasses.fields(Request)}
+    return {**defaults, **recorded} == dataclasses.asdict(request)
+
+
 def request_of(point: dict) -> Request:
     """The request a verdict answered (its fields are the first keys of the verdict)."""
     return Request(**{field.name: point[field.name] for field in dataclasses.fields(Request)})
