@@ -8,7 +8,11 @@ Parts (`--parts`, comma-separated):
   depth and cut to one and two repeats of the attention pattern (shared.plan.timing), for the
   1B rollout near its v5e-1 boundary and a 27B LoRA step on a v5p-8; with the straight line
   through the cut depths against the full model's compiled bytes;
-- `big-lora`: gemma4-31b LoRA verdicts (fast compiles) on a v5p-8, with and without remat.
+- `big-lora`: gemma4-31b LoRA verdicts (fast compiles) on a v5p-8, with and without remat;
+- `compiler`: this process's libtpu on its own: the 1B rollout's executables compiled exact and
+  fast at its v5e-1 boundary, and the field's tunix 0.1.6 bracket (batch 200 ran, 256 ran out
+  of HBM). To compare a newer libtpu without changing the project's pins:
+  `pip install --target DIR libtpu==X` and run with `PYTHONPATH=DIR`.
 Runs on any machine with libtpu, no TPU needed. Compile times say something about the engine
 only on a quiet machine: the JSON records the load average before and after each part and
 flags a part that started above QUIET_LOAD (run nothing else beside it).
@@ -108,7 +112,28 @@ def big_lora(a) -> list[dict]:
 
 
 QUIET_LOAD = 1.5  # on 2 cores: above this, another job shares the compiler's CPU
-PARTS = ("search", "breakdown", "big-lora")
+PARTS = ("search", "breakdown", "big-lora", "compiler")
+
+
+def compiler(a) -> dict:
+    """Compile seconds and bytes at the 1B boundary, fast and exact, and the field bracket."""
+    boundary = plan.Request(
+        "rollout",
+        a.model,
+        "v5e-1",
+        batch=a.breakdown_batch,
+        prompt_len=a.prompt_len,
+        steps=a.steps,
+        cache_size=a.cache_size,
+    )
+    exact, fast = (dataclasses.replace(boundary, fast=f) for f in (False, True))
+    timings = [timing.time_executables(exact), timing.time_executables(fast)]
+    bracket = []
+    for batch in (200, 256):  # shared.plan.field's tunix 0.1.6 rollout point
+        request = dataclasses.replace(boundary, batch=batch, prompt_len=128, tunix="0.1.6")
+        point, wall = _timed(plan.plan_point, request, use_cache=False)
+        bracket.append(_verdict_row(point, wall))
+    return {"versions": plan.versions(), "boundary": timings, "field_bracket": bracket}
 
 
 def breakdown(a) -> dict:
@@ -207,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
             _part(report, "breakdown", lambda: breakdown(args), args.out)
         if "big-lora" in parts:
             _part(report, "big_lora", lambda: big_lora(args), args.out)
+        if "compiler" in parts:
+            _part(report, "compiler", lambda: compiler(args), args.out)
     return 0
 
 
