@@ -3,6 +3,9 @@ a thin command line over shared.plan.atlas (see its docstring for the store and 
 
     nice -n 19 python benchmarks/bench_atlas.py --limit-minutes 60 \\
         --only recipe=rollout,model=gemma3-1b,model=gemma2-2b,target=v5e-1,target=v5e-8
+    # one run per core, sharing the store (a 27B/31B compile needs ~17 GB: run those alone)
+    nice -n 19 python benchmarks/bench_atlas.py --shard 1/2 --limit-minutes 170 &
+    nice -n 19 python benchmarks/bench_atlas.py --shard 2/2 --limit-minutes 170 &
     python benchmarks/bench_atlas.py --render-only
 """
 
