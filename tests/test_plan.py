@@ -178,6 +178,22 @@ def test_a_search_that_never_fails_says_at_least():
     result = plan.max_batch(plan.Request("small-rows", "none", "v5e-1"), progress=False)
     assert result["at_least"] and result["max_batch"] == search.CEILING
     assert plan.describe(result).startswith(f"at least {search.CEILING} fits")
+    assert "stops at its ceiling" in plan.describe(result)
+
+
+def test_a_search_out_of_exact_compiles_without_a_failure_does_not_claim_its_ceiling():
+    """The atlas's 1B LoRA v5p-8 cell: 8 exact compiles, every one fitting, up to 128. It said
+    "the search stops at its ceiling of 65536", which was false."""
+    stopped = {"workload": "lora-train", "model": "gemma3-1b", "target": "v5p-8"}
+    stopped.update(max_batch=128, first_not_fitting=None, at_least=True, converged=False)
+    stopped.update(multiple_of=4, ceiling=search.CEILING, compiles=11)
+    text = plan.describe(stopped)
+    assert text.startswith("at least 128 fits") and "ceiling" not in text
+    assert "stopped after 8 exact compiles, every one of which fit" in text
+    from shared.plan.atlas.render import cell_text
+
+    row = {"status": "ok", "max_batch": 128, "at_least": True, "converged": False}
+    assert cell_text(row) == "✓ ≥128 gap"
 
 
 def test_results_are_cached_atomically_and_a_broken_entry_recompiles(capsys):

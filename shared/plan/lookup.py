@@ -55,8 +55,10 @@ def describe(row: dict) -> str:
     largest, first_fail = int(row["max_batch"]), row["first_not_fitting"]
     if largest == 0:
         answer = f"not even batch {row['multiple_of']} fits"
-    elif row["at_least"] == "True":
+    elif row["at_least"] == "True" and row["converged"] == "True":
         answer = f"at least {largest} fits (the search's ceiling)"
+    elif row["at_least"] == "True":
+        answer = f"at least {largest} fits (the search stopped with every exact compile fitting)"
     else:
         answer = f"largest batch {largest} ({first_fail} does not fit)"
     settings = ", ".join(f"{k} {v}" for k, v in json.loads(row["settings"]).items())

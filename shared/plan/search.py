@@ -174,7 +174,8 @@ def max_batch(
         "multiple_of": unit,
         "max_batch": largest,
         "first_not_fitting": first_fail,
-        "at_least": first_fail is None,  # the ceiling stopped the search, not the compiler
+        # no batch failed: the answer is a lower bound (the ceiling, or MAX_EXACT, stopped it)
+        "at_least": first_fail is None,
         "ceiling": CEILING,
         "converged": first_fail is not None and first_fail - largest <= unit or largest >= CEILING,
         "compiles": sum(
@@ -219,10 +220,15 @@ def describe(search: dict) -> str:
     if largest == 0:
         why = "the compiler's verdict" if search["compiles"] else "arithmetic, before any compile"
         return f"not even batch {search['multiple_of']} fits for {where} ({why})"
-    if search["at_least"]:
+    if search["at_least"] and largest >= search["ceiling"]:
         return (
             f"at least {largest} fits for {where}: the search stops at its ceiling of "
             f"{search['ceiling']} without a failing batch"
+        )
+    if search["at_least"]:
+        return (
+            f"at least {largest} fits for {where}: the search stopped after {MAX_EXACT} exact "
+            "compiles, every one of which fit, so a larger batch may fit too"
         )
     text = f"largest batch that fits for {where}: {largest} (batch {fail} does not)"
     if not search["converged"]:

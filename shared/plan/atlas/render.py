@@ -62,7 +62,7 @@ def cell_text(row: dict | None) -> str:
     if row["max_batch"] == 0:
         return f"✗ 0 (✗ {row['first_not_fitting']})"
     if row["at_least"]:
-        return f"✓ ≥{row['max_batch']}"
+        return f"✓ ≥{row['max_batch']}{'' if row['converged'] else ' gap'}"
     gap = "" if row["converged"] else " gap"
     return f"✓ {row['max_batch']} (✗ {row['first_not_fitting']}{gap})"
 
@@ -143,7 +143,8 @@ def _header(best: list[dict], command: str) -> str:
         "- `✓ N (✗ M)`: batch N fits and M (the next multiple) does not.\n"
         "- `✓ ≥N`: the search reached its ceiling and everything it tried fit: at least N.\n"
         "- `✗ 0 (✗ M)`: not even the smallest batch M fits.\n"
-        "- `gap`: the search stopped with a gap between N and M; a batch between may fit too.\n"
+        "- `gap`: the search stopped with a gap between N and M, so a batch between may fit "
+        "too; `✓ ≥N gap`: it stopped with every exact compile fitting, so more may fit.\n"
         "- `not yet`: not computed yet (listed at the end); `failed`: the reason is below.\n\n"
         "Multi-chip cells are compiled with tunix's activation shardings applied (batch over "
         "fsdp, wide dimensions over tp), as tunix's models declare them and its trainers run "
@@ -195,7 +196,7 @@ def _section(
             elif row["status"] != "ok":
                 notes.append(f"{model} on {target} failed: {row['error']}")
             elif row["max_batch"] == 0 or row["at_least"] or not row["converged"]:
-                notes.append(row["summary"])
+                notes.append(plan.describe({**row, "workload": row["settings"]["workload"]}))
     text += (
         "| *$/h on-demand / spot* | "
         + " | ".join(
