@@ -32,7 +32,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 from shared import models, plan  # noqa: E402
 from shared.errors import choose, run_cli  # noqa: E402
 from shared.plan import timing, verdict  # noqa: E402
-from shared.plan.search import probe_rows  # noqa: E402
+from shared.plan.search import cut_pair, probe_rows  # noqa: E402
 from shared.report import results  # noqa: E402
 
 
@@ -115,9 +115,9 @@ QUIET_LOAD = 1.5  # on 2 cores: above this, another job shares the compiler's CP
 PARTS = ("search", "breakdown", "big-lora", "compiler")
 
 
-def compiler(a) -> dict:
-    """Compile seconds and bytes at the 1B boundary, fast and exact, and the field bracket."""
-    boundary = plan.Request(
+def _boundary(a) -> plan.Request:
+    """The 1B rollout at its v5e-1 boundary, where the compiler works hardest."""
+    return plan.Request(
         "rollout",
         a.model,
         "v5e-1",
@@ -126,6 +126,11 @@ def compiler(a) -> dict:
         steps=a.steps,
         cache_size=a.cache_size,
     )
+
+
+def compiler(a) -> dict:
+    """Compile seconds and bytes at the 1B boundary, fast and exact, and the field bracket."""
+    boundary = _boundary(a)
     exact, fast = (dataclasses.replace(boundary, fast=f) for f in (False, True))
     timings = [timing.time_executables(exact), timing.time_executables(fast)]
     bracket = []
@@ -139,15 +144,7 @@ def compiler(a) -> dict:
 def breakdown(a) -> dict:
     """Per-executable seconds and the depth line for a small and a big model (module doc)."""
     cases = {
-        "rollout": plan.Request(
-            "rollout",
-            a.model,
-            "v5e-1",
-            batch=a.breakdown_batch,
-            prompt_len=a.prompt_len,
-            steps=a.steps,
-            cache_size=a.cache_size,
-        ),
+        "rollout": _boundary(a),
         "lora-train": plan.Request(
             "lora-train",
             a.breakdown_lora_model,
@@ -159,15 +156,12 @@ def breakdown(a) -> dict:
     }
     out = {}
     for name, request in cases.items():
-        period = models.attention_period(request.model)
-        cut = period if period > 1 else 2
+        depths = cut_pair(request.model)
         full_layers = models.model_config(request.model).num_layers
         out[name] = {
             "request": dataclasses.asdict(request),
-            "fast": timing.depth_line(
-                dataclasses.replace(request, fast=True), (cut, 2 * cut), full_layers
-            ),
-            "exact": timing.depth_line(request, (cut, 2 * cut), full_layers),
+            "fast": timing.depth_line(dataclasses.replace(request, fast=True), depths, full_layers),
+            "exact": timing.depth_line(request, depths, full_layers),
         }
         print(f"breakdown {name} {request.model}: done", flush=True)
     return out

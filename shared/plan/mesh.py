@@ -69,12 +69,11 @@ def mesh_for(request, devices: list) -> tuple[Mesh, str | None]:
         check_batch_on(request, mesh)
         return mesh, None
     fsdp, tp = auto_shape(request, devices)
-    if tp == 1:
-        return make_mesh((fsdp, tp), devices), None
-    return make_mesh((fsdp, tp), devices), (
+    note = (
         f"mesh {fsdp}x{tp} chosen: the smallest tp for which {request.model}'s weights and "
         f"batch {request.batch} divide the axes ({len(devices)}x1 does not); see shared.plan.mesh"
     )
+    return make_mesh((fsdp, tp), devices), note if tp > 1 else None
 
 
 def search_shape(request, devices: list) -> tuple[int, int]:

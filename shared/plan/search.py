@@ -49,6 +49,13 @@ def unit_for(request: Request, multiple_of: int | None) -> int:
     return unit
 
 
+def cut_pair(model: str) -> tuple[int, int]:
+    """One and two repeats of `model`'s attention pattern, at least 2 layers: the depths a
+    cut model keeps the full model's mix of layers at."""
+    cut = max(models.attention_period(model), 2)
+    return cut, 2 * cut
+
+
 def cut_depths(request: Request) -> tuple[tuple[int, int] | None, int]:
     """The two depths a deep model is cut to for locating its boundary (one and two repeats of
     its attention pattern, at least 2 layers), and its full depth; None for a model shallower
@@ -62,8 +69,8 @@ def cut_depths(request: Request) -> tuple[tuple[int, int] | None, int]:
     if request.workload not in CUT_TO_LAYERS or request.layers is not None:
         return None, 0
     full = models.model_config(request.model).num_layers
-    cut = max(models.attention_period(request.model), 2)
-    return ((cut, 2 * cut) if 8 * cut <= full else None), full
+    shallow, deep = cut_pair(request.model)
+    return ((shallow, deep) if 4 * deep <= full else None), full
 
 
 def _crossing(at: dict, slope: float, usable: int, unit: int) -> int:

@@ -14,8 +14,8 @@ import time
 import jax
 
 from shared.hardware import parse_target
-from shared.hardware.sharding import make_mesh
 from shared.plan.compiled import FAST_COMPILE, compile_lowered
+from shared.plan.mesh import mesh_for
 from shared.plan.target import target_devices
 from shared.plan.verdict import Request, check_request
 from shared.plan.workloads import build_workload
@@ -25,7 +25,7 @@ def time_executables(request: Request) -> dict:
     """Build, lower and compile the request's executables one after another, nothing cached:
     seconds for each step and each executable's bytes (arguments + outputs + temps − aliased)."""
     check_request(request)
-    mesh = make_mesh(request.mesh, target_devices(parse_target(request.target)))
+    mesh, _ = mesh_for(request, target_devices(parse_target(request.target)))  # plan_point's
     start = time.perf_counter()
     workload = build_workload(request, mesh)
     row = {

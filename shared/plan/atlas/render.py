@@ -61,9 +61,9 @@ def cell_text(row: dict | None) -> str:
         return "failed"
     if row["max_batch"] == 0:
         return f"✗ 0 (✗ {row['first_not_fitting']})"
-    if row["at_least"]:
-        return f"✓ ≥{row['max_batch']}{'' if row['converged'] else ' gap'}"
     gap = "" if row["converged"] else " gap"
+    if row["at_least"]:
+        return f"✓ ≥{row['max_batch']}{gap}"
     return f"✓ {row['max_batch']} (✗ {row['first_not_fitting']}{gap})"
 
 
