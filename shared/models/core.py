@@ -340,6 +340,28 @@ def dummy_model(
     return nnx.merge(graphdef, jax.tree.unflatten(treedef, values))
 
 
+# Key/value projections, left out of matmul_weights: a Gemma 4 layer that shares an earlier
+# layer's KV cache keeps its own projection weights, unused.
+_KV_PROJECTIONS = {"kv_einsum", "k_proj", "v_proj"}
+
+
+def matmul_weights(name: str) -> int:
+    """Weights every token is multiplied by on its way through the decoder: each parameter of
+    two or more dimensions except the vocabulary-sized tables (gathered, or used once as the
+    LM head) and the key/value projections, exact from the model's shapes. A forward pass costs
+    at least two FLOPs per such weight per token whatever the compiler does: a lower bound for
+    dense models (every model we plan is dense; a mixture of experts counts every expert)."""
+    vocab = family_of(name).vocab_size(model_config(name))
+    state = nnx.state(abstract_model(name))
+    return sum(
+        int(np.prod(x.shape))
+        for path, x in jax.tree_util.tree_flatten_with_path(state)[0]
+        if len(x.shape) >= 2
+        and vocab not in x.shape
+        and not _KV_PROJECTIONS & {str(getattr(key, "key", key)) for key in path}
+    )
+
+
 def param_count(model) -> int:
     return sum(int(np.prod(x.shape)) for x in jax.tree.leaves(nnx.state(model)))
 

@@ -12,8 +12,9 @@ import sys  # noqa: E402
 from shared import plan  # noqa: E402
 from shared.errors import BadInput, choose, run_cli  # noqa: E402
 from shared.grpo.token_logprobs import IMPLEMENTATIONS  # noqa: E402
+from shared.hardware import rent  # noqa: E402
 from shared.lora import LOSSES  # noqa: E402
-from shared.plan import budget, buffers, frontier  # noqa: E402
+from shared.plan import budget, buffers, cheapest, cheapest_view, frontier  # noqa: E402
 from shared.plan.atlas import answer  # noqa: E402
 from shared.plan.search import unit_for  # noqa: E402
 from shared.rollout.sampler import SEMANTICS  # noqa: E402
@@ -149,9 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--target",
-        required=True,
-        help="a slice: v5e-1, v5e-8, v6e-1, v6e-8, v5p-8, tpu7x-8; multi-host slices v5e-16 "
-        "... v5e-256, v6e-16 ... v6e-256, v5p-16 ... v5p-128, tpu7x-16 ... tpu7x-64 "
+        help="a slice (not with --cheapest, which chooses one): v5e-1, v5e-8, v6e-1, v6e-8, "
+        "v5p-8, tpu7x-8; multi-host slices v5e-16 ... v5e-256, v6e-16 ... v6e-256, "
+        "v5p-16 ... v5p-128, tpu7x-16 ... tpu7x-64 "
         "(v5p/tpu7x names count TensorCores); or the GPU here (h100)",
     )
     size = parser.add_mutually_exclusive_group()
@@ -161,6 +162,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--frontier",
         action="store_true",
         help="compile a small grid of the workload's knobs; name the one to use",
+    )
+    size.add_argument(
+        "--cheapest",
+        action="store_true",
+        help="the cheapest rented slice (and batch, remat) for the whole job: --tokens, "
+        "--sequences or --grpo-steps; every TPU slice Cloud TPU rents, H100/H200 beside them",
     )
     parser.add_argument(
         "--multiple-of",
@@ -209,6 +216,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bill.add_argument("--hours", type=float, help="also: how many runs fit in this many hours")
     bill.add_argument("--price", default="on-demand", help="on-demand | spot | 1y | 3y")
+    whole = parser.add_argument_group("--cheapest: the whole job (shared.plan.cheapest)")
+    whole.add_argument("--tokens", type=float, help="lora-train, sft: tokens to train on")
+    whole.add_argument("--sequences", type=float, help="rollout, lora-rollout: rollouts to make")
+    whole.add_argument("--grpo-steps", type=float, help="grpo: steps (the batch stays as given)")
+    whole.add_argument("--within-hours", type=float, help="only slices that finish in time")
+    whole.add_argument(
+        "--slices",
+        help="only these TPU slices, comma-separated (default: every one Cloud TPU rents)",
+    )
+    whole.add_argument(
+        "--max-slices",
+        type=int,
+        default=cheapest.MAX_COMPILED,
+        help="slices compiled at most",
+    )
+    whole.add_argument("--figure", help="also write hours against dollars to this .png")
     grpo = parser.add_argument_group(
         "grpo (--batch: sequences per call of each phase without "
         "its own micro-batch; --steps: the completion length)"
@@ -234,16 +257,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    workload = choose("workload", args.workload, plan.WORKLOADS)
-    check_flags_apply(parser, workload, sys.argv[1:] if argv is None else argv)
-
-    request = plan.Request(
+def request_from(args, workload: str, target: str) -> plan.Request:
+    """The plan request the command line describes."""
+    return plan.Request(
         workload=workload,
         model=args.model,
-        target=args.target,
+        target=target,
         batch=args.batch,
         seq=args.seq,
         prompt_len=args.prompt_len,
@@ -268,6 +287,66 @@ def main(argv: list[str] | None = None) -> int:
         beta=args.beta,
         phases=args.phases,
     )
+
+
+# workload's job unit -> the flag that gives it
+JOB_FLAGS = {"tokens": "tokens", "sequences": "sequences", "steps": "grpo_steps"}
+
+
+def print_cheapest(args, workload: str) -> int:
+    """--cheapest: every slice's row, the answer, the commands; the figure when asked."""
+    unit = cheapest.JOB_UNITS.get(workload)
+    if unit is None:
+        raise BadInput(
+            f"--cheapest prices a whole job of {', '.join(cheapest.JOB_UNITS)}, not {workload}"
+        )
+    amount = getattr(args, JOB_FLAGS[unit])
+    if amount is None:
+        flag = "--" + JOB_FLAGS[unit].replace("_", "-")
+        raise BadInput(f"--cheapest {workload} needs the job's size: {flag} N")
+    # the slice is what --cheapest chooses: any target stands in until then
+    request = request_from(args, workload, args.target or "v5e-1")
+    result = cheapest.cheapest(
+        request,
+        amount,
+        kind=args.price,
+        within_hours=args.within_hours,
+        slices=tuple(args.slices.split(",")) if args.slices else rent.ALL_TPU_SLICES,
+        max_compiled=args.max_slices,
+        use_cache=not args.no_cache,
+        progress=not args.json,
+    )
+    if args.json:
+        print(json.dumps(result, indent=1, default=str))
+        return 0
+    print(cheapest_view.table(result))
+    print()
+    print(cheapest_view.describe(result))
+    if args.figure:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        cheapest_view.plot(result, ax)
+        fig.tight_layout()
+        fig.savefig(args.figure, dpi=120)
+        print(f"  wrote {args.figure}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    workload = choose("workload", args.workload, plan.WORKLOADS)
+    check_flags_apply(parser, workload, sys.argv[1:] if argv is None else argv)
+
+    if args.cheapest:
+        return print_cheapest(args, workload)
+    if args.target is None:
+        raise BadInput("--target is required (a slice such as v5e-8), except with --cheapest")
+    request = request_from(args, workload, args.target)
     if args.frontier:
         result = frontier.frontier(request, use_cache=not args.no_cache, progress=not args.json)
         if args.json:

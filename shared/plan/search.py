@@ -73,13 +73,13 @@ def cut_depths(request: Request) -> tuple[tuple[int, int] | None, int]:
     return ((shallow, deep) if 4 * deep <= full else None), full
 
 
-def _crossing(at: dict, slope: float, usable: int, unit: int) -> int:
-    """The largest multiple of `unit` where the line through `at` (batch, bytes) with `slope`
-    stays within `usable` bytes."""
+def _crossing(at: dict, slope: float, usable: int, unit: int, ceiling: int) -> int:
+    """The largest multiple of `unit` up to `ceiling` where the line through `at` (batch,
+    bytes) with `slope` stays within `usable` bytes."""
     if slope <= 0:
-        return CEILING
+        return ceiling
     batch = at["batch"] + (usable - at["bytes_per_device"]) / slope
-    return int(max(unit, min(CEILING, batch)) // unit * unit)
+    return int(max(unit, min(ceiling, batch)) // unit * unit)
 
 
 def _slope(a: dict, b: dict) -> float:
@@ -90,13 +90,16 @@ def max_batch(
     request: Request,
     *,
     multiple_of: int | None = None,
+    ceiling: int = CEILING,
     use_cache: bool = True,
     progress: bool = True,
 ) -> dict:
-    """The largest batch (a multiple of the unit) the compiler says fits, with every probe."""
+    """The largest batch (a multiple of the unit, at most `ceiling`) the compiler says fits,
+    with every probe."""
     from tqdm.auto import tqdm
 
     unit = unit_for(request, multiple_of)
+    ceiling = max(unit, ceiling // unit * unit)
     fsdp, tp = search_shape(request, target_devices(parse_target(request.target)))
     if request.mesh is None and tp > 1:  # every probe on the one mesh that shards the model
         request = dataclasses.replace(request, mesh=f"{fsdp}x{tp}")
@@ -139,35 +142,36 @@ def max_batch(
     low = locate(unit)
     usable = low["hbm_bytes"]
     fast_slope, candidate = None, unit  # one unit does not fit: confirm that, exactly
-    if low["fits"] and CEILING // unit == 1:  # nothing above it to try
+    if low["fits"] and ceiling // unit == 1:  # nothing above it to try
         candidate = unit
     elif low["fits"]:
-        high = locate(min(8 * unit, CEILING // unit * unit))
+        high = locate(min(8 * unit, ceiling // unit * unit))
         fast_slope = _slope(low, high)
-        candidate = _crossing(high if high["fits"] else low, fast_slope, usable, unit)
-        if high["fits"] and 2 * high["batch"] < candidate < CEILING:  # far: a third point there
+        candidate = _crossing(high if high["fits"] else low, fast_slope, usable, unit, ceiling)
+        if high["fits"] and 2 * high["batch"] < candidate < ceiling:  # far: a third point there
             near = locate(candidate)
             fast_slope = _slope(high, near)
-            candidate = _crossing(near, fast_slope, usable, unit)
+            candidate = _crossing(near, fast_slope, usable, unit, ceiling)
     exact: dict[int, dict] = {}
     for _ in range(MAX_EXACT):
         point = exact[candidate] = probe(candidate, False)
         best = max((b for b, p in exact.items() if p["fits"]), default=0)
         worst = min((b for b, p in exact.items() if not p["fits"]), default=None)
-        if (worst is not None and worst - best <= unit) or (worst is None and best >= CEILING):
+        if (worst is not None and worst - best <= unit) or (worst is None and best >= ceiling):
             break
         if best and worst is not None:  # exact points on both sides: regula falsi
-            guess = _crossing(exact[best], _slope(exact[best], exact[worst]), usable, unit)
+            guess = _crossing(exact[best], _slope(exact[best], exact[worst]), usable, unit, ceiling)
         elif len(fits := sorted(b for b, p in exact.items() if p["fits"])) >= 2:
             # fitting exact points only: their own slope, not the fast one (a fast slope
             # steeper than the exact one undershoots every time: 6 exact steps of 4 to 16 rows
             # for gemma3-1b rollouts on a v5p-8)
-            guess = _crossing(point, _slope(exact[fits[-2]], exact[fits[-1]]), usable, unit)
+            slope = _slope(exact[fits[-2]], exact[fits[-1]])
+            guess = _crossing(point, slope, usable, unit, ceiling)
         elif fast_slope is None:  # the fast compile refused 1 unit, the exact one fits it
             guess = 2 * best
         else:  # one side only: the fast slope through the newest exact point
-            guess = _crossing(point, fast_slope, usable, unit)
-        top = CEILING if worst is None else worst - unit
+            guess = _crossing(point, fast_slope, usable, unit, ceiling)
+        top = ceiling if worst is None else worst - unit
         guess = min(max(guess, best + unit), top)
         if guess in exact:  # the line keeps landing on a known point: halve the bracket
             guess = min(max((best + (worst or 2 * best)) // 2 // unit * unit, best + unit), top)
@@ -183,8 +187,8 @@ def max_batch(
         "first_not_fitting": first_fail,
         # no batch failed: the answer is a lower bound (the ceiling, or MAX_EXACT, stopped it)
         "at_least": first_fail is None,
-        "ceiling": CEILING,
-        "converged": first_fail is not None and first_fail - largest <= unit or largest >= CEILING,
+        "ceiling": ceiling,
+        "converged": first_fail is not None and first_fail - largest <= unit or largest >= ceiling,
         "compiles": sum(
             not p["cached"] and p.get("compiled", True) for p in (*probes, *cut_probes)
         ),

@@ -292,6 +292,39 @@ def _takes(workload: Workload) -> dict[str, list[str]]:
     return {exe.label: sorted(set(exe.resident_args.values())) for exe in workload.executables}
 
 
+def floor_bytes(workload: Workload) -> int:
+    """Per-device bytes the workload needs before any executable's outputs or temporaries:
+    resident buffers plus the largest arguments-only transient, exact from shapes."""
+    return combine(arguments_only(workload), resident_bytes(workload), _takes(workload))[
+        "bytes_per_device"
+    ]
+
+
+def floor_verdict(request: Request, devices: list | None = None) -> dict:
+    """Whether the request can fit at all, known without compiling: `floor_bytes` on the mesh
+    the verdict would use, against the HBM the compiler allows. A search over slices drops a
+    slice whose devices cannot even hold the weights and optimizer state this way. `devices`
+    stands in for the target's own (a GPU slice planned on another machine's mesh of the same
+    size: the bytes depend on the mesh's shape and the shardings only)."""
+    check_request(request)
+    target = parse_target(request.target)
+    devices = devices if devices is not None else target_devices(target)
+    mesh, _ = mesh_for(request, devices)
+    floor = floor_bytes(build_workload(request, mesh))
+    usable = (
+        usable_hbm_per_device(target, devices)
+        if target.chip.is_tpu
+        else target.chip.hbm_bytes_per_device
+    )
+    return {
+        "target": request.target,
+        "mesh_shape": dict(mesh.shape),
+        "floor_bytes": floor,
+        "hbm_bytes": usable,
+        "fits": floor <= usable,
+    }
+
+
 def plan_point(request: Request, *, use_cache: bool = True) -> dict:
     """Compile the request's workload for its target: bytes per device (resident + worst
     transient), a verdict against the compiler's usable HBM, FLOPs and a roofline.
@@ -316,7 +349,7 @@ def plan_point(request: Request, *, use_cache: bool = True) -> dict:
     executables, takes, skipped = {}, {}, []
     pending = list(workload.executables)
     floor = arguments_only(workload)
-    if combine(floor, resident, _takes(workload))["bytes_per_device"] > usable:
+    if floor_bytes(workload) > usable:
         executables, takes, pending = floor, _takes(workload), []  # arithmetic says no
     with jax.set_mesh(mesh), ThreadPoolExecutor(WORKERS) as pool:
         while pending:
