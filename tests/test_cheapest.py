@@ -76,6 +76,7 @@ def _fake_compile(costs):
             "compute_bound": True,
             "compiles": 1,
             "flops_per_unit": 1e9,
+            "bytes_per_unit": 1e6,
             "batch": request.batch,
             "remat": "none",
             "mesh_shape": {"fsdp": 1, "tp": 1},

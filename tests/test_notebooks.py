@@ -137,6 +137,7 @@ SMOKE = {
             "SEARCH": False,
         },
     ],
+    "08_which_slice": [{"SLICES": ["v6e-1"], "MAX_SLICES": 1}],
 }
 
 

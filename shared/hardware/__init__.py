@@ -3,6 +3,7 @@
 - `chips`: one table of every hardware number (peak FLOP/s, HBM, bandwidths, usable HBM), sourced;
 - `targets`: names like `v5e-8` or `h100-2` parsed into a chip and a count, and this process's;
 - `prices`: dated, sourced dollars per chip-hour (on-demand and spot);
+- `rent`: the slices Cloud TPU rents, and the commands that rent one and run a notebook there;
 - `sharding`: meshes with the ("fsdp", "tp") axes and sharded initialisation;
 - `measure`: wall time after warm-up, HBM per device, out-of-memory kept as a data point;
 - `distributed`: joining the hosts of a multi-host slice.

@@ -12,7 +12,9 @@ worst executable's transient bytes, against the HBM the compiler allows.
 Modules: `target` (devices, usable HBM), `workloads/` (what gets compiled, one file per
 workload), `executable` (the types a workload is made of), `compiled` (compile one executable,
 read its bytes, FLOPs and `buffers`), `verdict` (a whole workload's verdict, cached), `search`
-(the largest batch), `frontier` (what to change), `budget` (hours and dollars), `field`
+(the largest batch), `frontier` (what to change), `budget` (hours and dollars), `cheapest`
+(which slice to rent for a whole job; `cheapest_view` shows it, `jobs` holds notebook 08's
+jobs), `mesh` (the mesh a verdict compiles on), `field`
 (published points we must agree with), `layer_probe` (what a step keeps per layer), `atlas`
 (model x slice x recipe), `lookup` (one atlas cell, instantly), `__main__` (the command line).
 

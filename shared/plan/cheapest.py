@@ -30,8 +30,9 @@ on the mesh a verdict chooses (shared.plan.mesh). Work goes from free to dear:
 GPUs (H100, H200) are listed beside the TPUs but never compiled here: jax 0.10.2 without a GPU
 plugin cannot compile for a CUDA topology (`topologies.get_topology_desc("h100", "cuda")`
 raises NotImplementedError), so their rows carry the floor bytes (exact, on a mesh of the same
-size) and the FLOP bound only, marked "not compiler-checked". With a GPU attached, plan mode
-compiles for it (`--target h100`).
+size), the FLOP bound, and hours and dollars from the cheapest TPU program's roofline at the
+GPU's peak and bandwidth, marked "not compiler-checked" and never chosen. With a GPU attached,
+plan mode compiles for it (`--target h100`).
 """
 
 from __future__ import annotations
@@ -39,32 +40,36 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from shared import models
+from shared import models, sizing
 from shared.errors import BadInput, choose, positive
 from shared.hardware import parse_target, prices, rent
 from shared.plan import budget
 from shared.plan.search import max_batch, unit_for
 from shared.plan.target import target_devices
 from shared.plan.verdict import Request, floor_verdict, plan_point
+from shared.pretrain import model as pretrain_model
 
 # workload -> what its job is counted in
 JOB_UNITS = {
     "lora-train": "tokens",
     "sft": "tokens",
+    "train": "tokens",
     "rollout": "sequences",
     "lora-rollout": "sequences",
     "grpo": "steps",
 }
-REMATS = {"lora-train": ("none", "block"), "sft": ("none", "block")}  # tried in this order
+# tried in this order until one fits
+REMATS = {"lora-train": ("none", "block"), "sft": ("none", "block"), "train": ("none", "block")}
 MAX_COMPILED = 6  # candidates compiled before the search stops and says so
 # A batch whose roofline cost per unit of work is within this of the least any larger batch
 # could reach is large enough: cost is the question, and the rest would take ever larger
 # batches (and compiles) for under a tenth off the bill.
 COST_TOLERANCE = 0.10
-GPU_WHY = "no CUDA compile here: floor bytes exact, hours from the TPU program's FLOPs"
+GPU_WHY = "no CUDA compile here: floor bytes exact, hours from the TPU program's roofline"
 GPU_NOTE = (
     "not compiler-checked: jax here cannot compile for a CUDA topology without a GPU; bytes "
-    "are the exact floor on a mesh of the same size, time and dollars a FLOP lower bound"
+    "are the exact floor on a mesh of the same size, hours the cheapest TPU program's FLOPs "
+    "and bytes at the GPU's peak and bandwidth, at the same assumed efficiency"
 )
 
 
@@ -104,10 +109,20 @@ def forward_tokens(request: Request, job: Job) -> float:
     return job.amount * request.batch * (request.prompt_len + request.steps) * passes
 
 
+def matmul_weights(request: Request) -> int:
+    """The request's model's matmul weights: a tunix model's from its shapes
+    (models.matmul_weights), our ~130M pretraining model's from its dims (dense, every
+    projection used)."""
+    if request.workload == "train":
+        parts = sizing.param_counts(pretrain_model.config(request.model).dims())
+        return parts["attention"] + parts["mlp"]
+    return models.matmul_weights(request.model)
+
+
 def bound(request: Request, job: Job, target: str, kind: str) -> dict:
     """Hours and dollars no run of the job on `target` can beat: the forward FLOPs at peak."""
     slice_ = parse_target(target)
-    flops = 2 * models.matmul_weights(request.model) * forward_tokens(request, job)
+    flops = 2 * matmul_weights(request) * forward_tokens(request, job)
     hours = flops / slice_.peak_flops_total / budget.SECONDS_PER_HOUR
     try:
         dollars = hours * prices.price_per_hour(target, kind)
@@ -209,7 +224,10 @@ def compile_candidate(request: Request, job: Job, kind: str, *, use_cache: bool)
         "status": "fits",
         "compute_bound": flops_s >= bytes_s,
         "compiles": compiles,
+        # the whole program's FLOPs and bytes per unit of work (all devices): what a GPU row
+        # is estimated from
         "flops_per_unit": best["flops_per_device"] * best["devices"] / _work(best, job),
+        "bytes_per_unit": best["bytes_accessed_per_device"] * best["devices"] / _work(best, job),
         **_priced(best, job, kind),
     }
 
@@ -222,7 +240,7 @@ def _work(point: dict, job: Job) -> float:
 
 
 # workload -> the notebook that runs it on a TPU VM (make tpu-execute NB=...)
-NOTEBOOK = {"rollout": "01", "lora-rollout": "01", "lora-train": "02", "grpo": "07"}
+NOTEBOOK = {"rollout": "01", "lora-rollout": "01", "lora-train": "02", "train": "04", "grpo": "07"}
 
 
 def _tpu_rows(request: Request, job: Job, kind: str, slices: tuple[str, ...]) -> list[dict]:
@@ -253,10 +271,11 @@ def _tpu_rows(request: Request, job: Job, kind: str, slices: tuple[str, ...]) ->
     return rows
 
 
-def _gpu_rows(request: Request, job: Job, kind: str, flops_per_unit: float | None) -> list[dict]:
+def _gpu_rows(request: Request, job: Job, kind: str, program: dict | None) -> list[dict]:
     """H100/H200 slices: floor bytes on a mesh of the same size (a TPU topology's devices stand
     in: the bytes depend on the mesh's shape only), the FLOP bound, and where a TPU candidate
-    was compiled, hours and dollars from that program's FLOPs at the GPU's peak."""
+    was compiled (`program`), hours and dollars from that program's roofline moved to the
+    GPU: its FLOPs at the GPU's peak or its bytes at the GPU's bandwidth, whichever is slower."""
     stand_in = target_devices(parse_target("v5e-8"))
     rows = []
     for chip, slices in rent.GPU_SLICES.items():
@@ -275,9 +294,14 @@ def _gpu_rows(request: Request, job: Job, kind: str, flops_per_unit: float | Non
             row.update(hbm_bytes=floor["hbm_bytes"], mesh_shape=floor["mesh_shape"])
             row.update(bound(request, job, target, kind))
             row.update(status="not compiler-checked", why=GPU_WHY, fits_floor=floor["fits"])
-            if floor["fits"] and flops_per_unit:
+            if floor["fits"] and program:
                 efficiency = budget.EFFICIENCY[request.workload].fraction
-                seconds = flops_per_unit * job.amount / slice_.peak_flops_total / efficiency
+                bandwidth = slice_.chip.hbm_bandwidth * slice_.chips
+                roofline = max(
+                    program["flops_per_unit"] / slice_.peak_flops_total,
+                    program["bytes_per_unit"] / bandwidth,
+                )
+                seconds = roofline * job.amount / efficiency
                 row["hours"] = seconds / budget.SECONDS_PER_HOUR
                 if row["bound_dollars"] is not None:
                     row["dollars"] = row["hours"] * prices.price_per_hour(target, kind)
@@ -381,7 +405,7 @@ def cheapest(
         for r in rows
         if r["status"] == "fits" and (within_hours is None or r["hours"] <= within_hours)
     ]
-    rows += _gpu_rows(request, job, kind, best["flops_per_unit"] if best else None)
+    rows += _gpu_rows(request, job, kind, best)
     return {
         "request": dataclasses.asdict(request),
         "job": dataclasses.asdict(job),

@@ -60,6 +60,26 @@ def describe(result: dict) -> str:
     return "\n".join(lines)
 
 
+def summary_row(result: dict) -> dict:
+    """One job's answer as one row: the slice, its setting, hours, dollars, compiles."""
+    c = result["choice"] or {}
+    return {
+        "workload": result["request"]["workload"],
+        "model": result["request"]["model"],
+        "amount": result["job"]["amount"],
+        "unit": result["job"]["unit"],
+        "slice": c.get("target", "none fits"),
+        "batch": c.get("batch"),
+        "remat": c.get("remat"),
+        "GiB_per_device": c["bytes_per_device"] / GiB if c else None,
+        "hours": c.get("hours"),
+        "dollars": c.get("dollars"),
+        "price": result["price_kind"],
+        "slices_compiled": result["compiled_slices"],
+        "compiles": result["compiles"],
+    }
+
+
 COLUMNS = ("slice", "status", "batch", "GiB/device", "hours", "dollars", "why")
 
 
@@ -101,7 +121,10 @@ def plot(result: dict, ax) -> None:
     styles = {
         "fits": dict(marker="o", color="tab:blue", label="TPU slice, exact compile"),
         "not compiler-checked": dict(
-            marker="o", mfc="none", color="tab:gray", label="GPU, FLOPs of the TPU program"
+            marker="o",
+            mfc="none",
+            color="tab:gray",
+            label="GPU: the TPU program's roofline, not compiler-checked",
         ),
     }
     for status, style in styles.items():

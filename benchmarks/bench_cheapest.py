@@ -1,0 +1,69 @@
+"""Which slice to rent, recorded: notebook 08's jobs through `shared.plan.cheapest`, timed.
+
+Each job's whole search (exclusions by arithmetic, bounds, exact compiles, the answer) goes into
+one results file with its wall time, the load average before it started (a compile timing is
+the engine's only on a quiet machine) and an empty plan cache when --empty-cache is given, as
+issue 23's "under 15 minutes on 2 quiet cores with an empty plan cache" asks:
+
+    python benchmarks/bench_cheapest.py --jobs 2 --empty-cache \\
+        --out benchmarks/results/08_which_slice.json
+
+--jobs picks notebook 08's plan-mode jobs by number (1: Gemma 4 31B LoRA, 2: gemma3-27b LoRA
+at 4,096, 3: GRPO gemma3-4b, 4: the 130M pretraining run); a file already holding other jobs
+keeps them.
+"""
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+from shared.errors import BadInput, run_cli  # noqa: E402
+from shared.plan import cheapest, cheapest_view, verdict  # noqa: E402
+from shared.plan.jobs import WhichSlice  # noqa: E402
+from shared.report import results  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--jobs", default="2", help="notebook 08's plan-mode jobs, e.g. 1,2")
+    p.add_argument("--price", default="on-demand")
+    p.add_argument("--empty-cache", action="store_true", help="compile into a fresh plan cache")
+    p.add_argument("--out", type=Path, required=True)
+    a = p.parse_args(argv)
+    setting = WhichSlice.field()
+    numbers = [int(n) for n in a.jobs.split(",") if n.strip().isdigit()]
+    if not numbers or any(not 1 <= n <= len(setting.jobs) for n in numbers):
+        raise BadInput(f"--jobs takes numbers 1 to {len(setting.jobs)}, e.g. 2 or 1,2")
+    earlier = json.loads(a.out.read_text()) if a.out.exists() else {}
+    report = {**results.header("benchmarks/bench_cheapest.py", argv), "jobs": {}}
+    report["jobs"] = earlier.get("jobs", {})
+    for number in numbers:
+        job = setting.jobs[number - 1]
+        load = os.getloadavg()
+        with tempfile.TemporaryDirectory() as empty:
+            if a.empty_cache:
+                verdict.CACHE_DIR = Path(empty)
+            started = time.perf_counter()
+            result = cheapest.cheapest(job.request(), job.amount, kind=a.price)
+            wall = time.perf_counter() - started
+        print(cheapest_view.table(result), "\n")
+        print(cheapest_view.describe(result))
+        print(f"{job.title}: {wall:.0f} s wall, load before {load[0]:.2f}", flush=True)
+        report["jobs"][job.title] = {
+            "wall_s": wall,
+            "load_average_before": load,
+            "empty_cache": a.empty_cache,
+            "summary": cheapest_view.summary_row(result),
+            "result": result,
+        }
+        results.write(a.out, report)
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main)

@@ -1,0 +1,143 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 08 · I have this job and this budget: which slice should I rent?
+#
+# ## Takeaway
+# TAKEAWAY
+#
+# ![Hours against dollars, one point per slice](../docs/figures/08_which_slice.png)
+#
+# ## How this notebook answers it
+# A person with a budget starts from a job, not a slice. For each job below,
+# `shared.plan.cheapest` looks at every slice Cloud TPU rents (v5e and v6e from 1 to 256 chips,
+# v5p-8 to v5p-128, tpu7x-8 to tpu7x-64), each on the mesh a verdict chooses. It excludes a
+# slice whose devices cannot hold the weights and optimizer state (exact arithmetic from
+# shapes, no compile), bounds every other slice's cost from below (the job's forward FLOPs at
+# the slice's peak, times its price), compiles the slices that can still win in that order with
+# the real TPU compiler, and answers with the cheapest exact verdict: its batch, hours and
+# dollars (the roofline divided by a named efficiency, never the roofline as a prediction), the
+# commands that rent it, and the frontier of hours against dollars. H100 and H200 are listed
+# beside, marked plainly: jax cannot compile for a GPU without one here. `local` (the default)
+# runs the same search on tiny models over three slices; `plan` runs the real jobs (minutes to
+# an hour on 2 cores; each verdict is cached); `device` is plan mode: the question is answered
+# before a slice is rented.
+
+# %%
+# On Colab or Kaggle: install this project (tools/colab_install.sh); in a clone, `make setup`.
+import os
+import sys
+
+if "google.colab" in sys.modules or "KAGGLE_KERNEL_RUN_TYPE" in os.environ:
+    script = "raw.githubusercontent.com/tpu-budget-lab/tpu-budget-lab/main/tools/colab_install.sh"
+    if os.system(f"curl -sSL https://{script} | bash -s -- {sys.executable}"):
+        raise RuntimeError("installing tpu-budget-lab failed: see the output above")
+
+# %% tags=["parameters"]
+MODE = "local"  # local | plan | device (device answers as plan does: before renting)
+SLICES = None  # None: three single-host slices locally, every rented slice in plan mode
+MAX_SLICES = None  # slices compiled at most per job (None: 2 locally, 6 in plan mode)
+PRICE = "on-demand"  # on-demand | spot
+WITHIN_HOURS = None  # a deadline in hours: slower slices do not count
+RESULTS_DIR = "results/08_which_slice"
+KEY_FIGURES = False  # also write the key figure to docs/figures/
+
+# %%
+from shared import report
+
+MODE = report.use_mode(MODE)  # before jax: every mode compiles for TPU targets on the CPU
+
+import matplotlib.pyplot as plt
+
+from shared.data import files
+from shared.plan import cheapest, cheapest_view
+from shared.plan.jobs import WhichSlice
+
+setting = report.setting(
+    MODE, WhichSlice, SLICES=SLICES, MAX_SLICES=MAX_SLICES, PRICE=PRICE,
+    WITHIN_HOURS=WITHIN_HOURS)
+out = report.results_dir(RESULTS_DIR)
+for number, job in enumerate(setting.jobs, 1):
+    print(f"job {number}: {job.title}: {job.workload} {job.model}, {job.amount:,.4g} {job.unit}")
+
+
+def answer(job):
+    """One job's search, its table and its paragraph; the result for the figure."""
+    result = cheapest.cheapest(
+        job.request(), job.amount, kind=setting.price, within_hours=setting.within_hours,
+        slices=setting.slices, max_compiled=setting.max_slices)
+    files.write_json(out / f"job_{job.model}_{job.workload}.json", result)
+    print(cheapest_view.table(result), "\n")
+    print(cheapest_view.describe(result))
+    return result
+
+
+# %% [markdown]
+# ## 1 · A LoRA fine-tune
+# The first job is a LoRA fine-tune: in plan mode seed 001's recipe, Gemma 4 31B at 2,048
+# tokens with rank-16 adapters on 1e8 tokens, which the seed ran on a v5p-8 against two H100s.
+# A LoRA step reads the frozen weights once per micro-batch and multiplies every token through
+# them twice (forward, and the backward pass to the adapters), so a step is compute-bound once
+# each chip holds a few sequences: a larger slice of the same chip buys speed, not savings.
+
+# %%
+results = {job.title: answer(job) for job in setting.jobs[:1]}
+
+# %% [markdown]
+# ## 2 · The other jobs
+# Plan mode adds gemma3-27b at 4,096 tokens (5e7 tokens), GRPO on gemma3-4b (2,000 steps of
+# tunix's Gemma demo recipe, its batch kept as the recipe gives it) and notebook 04's 130M
+# pretraining run (2.6B tokens); locally, rollouts of a tiny Qwen 3. A rollout's decode reads
+# the weights and the KV cache for every token it makes, so it stays memory-bound: its cost
+# falls with the batch, and the search goes up to the batch whose cost per sequence is within
+# 10% of the least any batch could reach.
+
+# %%
+results |= {job.title: answer(job) for job in setting.jobs[1:]}
+
+# %% [markdown]
+# ## 3 · Hours against dollars
+# One panel per job: every slice that was compiled and fits (filled), the GPUs from the TPU
+# program's FLOPs at their peak (hollow: not compiler-checked), the frontier no slice beats on
+# both, and the cheapest (star). Points left of and below the star do not exist.
+
+# %%
+fig, axes = plt.subplots(1, len(results), figsize=(6 * len(results), 4.5), squeeze=False)
+for ax, result in zip(axes[0], results.values(), strict=True):
+    cheapest_view.plot(result, ax)
+fig.tight_layout()
+report.save_figure(fig, out, "which_slice", key=KEY_FIGURES and "08_which_slice")
+plt.show()
+
+# %% [markdown]
+# ## 4 · What the answers rest on
+# Every chosen setting is an exact compile of the whole program by libtpu, deviceless; its
+# hours and dollars are a roofline divided by the efficiency `shared.plan.budget` names with its
+# source, at prices `shared.hardware.prices` dates. Two things are a search's judgement, and
+# each row that one of them skipped says so: a slice of a chip whose smaller slice was
+# compute-bound, or cost within 10% of the next size down, is not compiled (a larger slice buys
+# speed, not savings), and at most `MAX_SLICES` slices are compiled per job.
+
+# %%
+summary = [{"job": title, **cheapest_view.summary_row(result)} for title, result in results.items()]
+report.table(summary, out, "summary")
+
+# %% [markdown]
+# ## Evidence
+# EVIDENCE
+
+# %%
+report.evidence("08_which_slice")

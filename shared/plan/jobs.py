@@ -1,0 +1,112 @@
+"""Notebook 08's setting: whole jobs people budget for, and where to look for a slice.
+
+`WhichSlice.field()` holds the jobs issue 23 names: seed 001's Gemma 4 31B LoRA, a gemma3-27b
+LoRA at 4,096 tokens, GRPO on gemma3-4b and notebook 04's 130M pretraining run, searched over
+every slice Cloud TPU rents. `WhichSlice.local()` runs the same search on tiny models over three
+single-host slices, minutes on a CPU. A notebook builds it with `report.setting(MODE,
+WhichSlice, ...)`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from shared.errors import BadInput, choose, positive
+from shared.hardware import parse_target, prices, rent
+from shared.plan.cheapest import JOB_UNITS, MAX_COMPILED
+from shared.plan.verdict import Request
+
+
+@dataclasses.dataclass(frozen=True)
+class SliceJob:
+    """One job: a workload with its shapes (plan.Request fields) and how much of it."""
+
+    title: str
+    workload: str
+    model: str
+    amount: float  # in the workload's unit: shared.plan.cheapest.JOB_UNITS
+    shapes: tuple[tuple[str, object], ...] = ()
+
+    def request(self) -> Request:
+        """The plan request (its target is a stand-in: the search chooses the slice)."""
+        return Request(self.workload, self.model, "v5e-1", **dict(self.shapes))
+
+    @property
+    def unit(self) -> str:
+        return JOB_UNITS[self.workload]
+
+
+def job(title: str, workload: str, model: str, amount: float, **shapes) -> SliceJob:
+    choose("workload with a job to price", workload, JOB_UNITS)
+    positive(**{JOB_UNITS[workload]: amount})
+    return SliceJob(title, workload, model, amount, tuple(sorted(shapes.items())))
+
+
+# tunix's Gemma GRPO demo recipe, as notebook 07 and the atlas's GRPO column run it
+_GRPO_DEMO = dict(prompt_len=256, steps=768, num_generations=4, batch=8, lora_rank=64, beta=0.08)
+
+
+@dataclasses.dataclass(frozen=True)
+class WhichSlice:
+    """The jobs notebook 08 answers, the slices it searches and how it prices them."""
+
+    jobs: tuple[SliceJob, ...]
+    slices: tuple[str, ...] = rent.ALL_TPU_SLICES
+    max_slices: int = MAX_COMPILED  # slices compiled at most per job
+    price: str = "on-demand"  # or spot
+    within_hours: float | None = None  # a deadline: slower slices do not count
+
+    @classmethod
+    def local(cls) -> WhichSlice:
+        """Tiny models (random weights, real compiles) over three single-host slices."""
+        return cls(
+            jobs=(
+                job(
+                    "LoRA fine-tune, tiny Gemma 3",
+                    "lora-train",
+                    "gemma3-tiny",
+                    1e7,
+                    seq=128,
+                    lora_rank=4,
+                ),
+                job("rollouts, tiny Qwen 3", "rollout", "qwen3-tiny", 1e5, prompt_len=16, steps=16),
+            ),
+            slices=("v5e-1", "v6e-1", "v5p-8"),
+            max_slices=2,
+        )
+
+    @classmethod
+    def field(cls) -> WhichSlice:
+        """Issue 23's jobs over every rented slice."""
+        return cls(
+            jobs=(
+                job(
+                    "Gemma 4 31B LoRA, seed 001's recipe",
+                    "lora-train",
+                    "gemma4-31b",
+                    1e8,
+                    seq=2048,
+                    lora_rank=16,
+                ),
+                job(
+                    "gemma3-27b LoRA at 4,096 tokens",
+                    "lora-train",
+                    "gemma3-27b",
+                    5e7,
+                    seq=4096,
+                    lora_rank=16,
+                ),
+                job("GRPO on gemma3-4b, 2,000 steps", "grpo", "gemma3-4b", 2000, **_GRPO_DEMO),
+                job("the 130M pretraining run (notebook 04)", "train", "130m", 2.6e9, seq=2048),
+            )
+        )
+
+    def __post_init__(self):
+        object.__setattr__(self, "slices", tuple(self.slices))  # papermill hands lists
+        for target in self.slices:
+            if not parse_target(target).chip.is_tpu:
+                raise BadInput(f"SLICES are TPU slices (GPUs are listed beside), not {target}")
+        choose("PRICE", self.price, prices.HOURLY_KINDS)
+        positive(MAX_SLICES=self.max_slices, WITHIN_HOURS=self.within_hours)
+        if not self.jobs:
+            raise BadInput("JOBS needs at least one job")
