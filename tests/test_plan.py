@@ -74,6 +74,15 @@ def _fast_steeper(request, mesh):
     )
 
 
+def _fast_flat(request, mesh):
+    """1 MiB a row (2 with the output) compiled exactly; compiled fast, 64 rows whatever the
+    batch: a fast line with no slope, as gemma3-1b rollouts on a tpu7x-8 had."""
+    rows = 64 if request.fast else request.batch
+    return Workload(
+        [Executable("scale", jax.jit(lambda a: a * 2), (_spec(mesh, rows, (512, 1024)),))]
+    )
+
+
 @pytest.fixture(autouse=True)
 def isolated(monkeypatch, tmp_path):
     monkeypatch.setattr(verdict, "CACHE_DIR", tmp_path / "plan-cache")
@@ -82,6 +91,7 @@ def isolated(monkeypatch, tmp_path):
         ("small-rows", _small_rows),
         ("shared", _shared_weights),
         ("fast-steeper", _fast_steeper),
+        ("fast-flat", _fast_flat),
     ):
         monkeypatch.setitem(plan.WORKLOADS, name, builder)
 
@@ -164,6 +174,17 @@ def test_exact_points_that_all_fit_step_on_their_own_slope():
     exact = [p["batch"] for p in result["probes"] if not p["fast"]]
     assert exact[:3] == [5376, 7168, 8064]  # the third lands on the line's boundary
     assert result["converged"] and len(exact) <= 5 and result["max_batch"] >= 8060
+
+
+def test_a_flat_fast_line_that_overshoots_comes_back_down_in_a_few_compiles():
+    """The atlas's gemma3-1b rollout cell on a tpu7x-8: the fast line had no slope, the
+    search went to its ceiling (65536, which does not fit) and crept down 8 rows an exact
+    compile until it gave up, then said "not even batch 8 fits". Now the line from the
+    located fit to the failure lands near the boundary (8064 rows of 2 MiB in 15.75 GiB)."""
+    result = plan.max_batch(plan.Request("fast-flat", "none", "v5e-1"), progress=False)
+    exact = [p["batch"] for p in result["probes"] if not p["fast"]]
+    assert exact[0] == search.CEILING and len(exact) <= 6, exact
+    assert result["converged"] and 8000 <= result["max_batch"] <= 8064
 
 
 def test_search_steps_in_the_multiple_asked_for():

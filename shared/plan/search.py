@@ -90,16 +90,16 @@ def max_batch(
     request: Request,
     *,
     multiple_of: int | None = None,
-    ceiling: int = CEILING,
+    ceiling: int | None = None,
     use_cache: bool = True,
     progress: bool = True,
 ) -> dict:
-    """The largest batch (a multiple of the unit, at most `ceiling`) the compiler says fits,
-    with every probe."""
+    """The largest batch (a multiple of the unit, at most `ceiling`, by default CEILING) the
+    compiler says fits, with every probe."""
     from tqdm.auto import tqdm
 
     unit = unit_for(request, multiple_of)
-    ceiling = max(unit, ceiling // unit * unit)
+    ceiling = max(unit, (CEILING if ceiling is None else ceiling) // unit * unit)
     fsdp, tp = search_shape(request, target_devices(parse_target(request.target)))
     if request.mesh is None and tp > 1:  # every probe on the one mesh that shards the model
         request = dataclasses.replace(request, mesh=f"{fsdp}x{tp}")
@@ -141,17 +141,22 @@ def max_batch(
     locate = line_to_full_depth if depths else (lambda batch: probe(batch, True))
     low = locate(unit)
     usable = low["hbm_bytes"]
+    located = [low]
     fast_slope, candidate = None, unit  # one unit does not fit: confirm that, exactly
     if low["fits"] and ceiling // unit == 1:  # nothing above it to try
         candidate = unit
     elif low["fits"]:
         high = locate(min(8 * unit, ceiling // unit * unit))
+        located.append(high)
         fast_slope = _slope(low, high)
         candidate = _crossing(high if high["fits"] else low, fast_slope, usable, unit, ceiling)
         if high["fits"] and 2 * high["batch"] < candidate < ceiling:  # far: a third point there
             near = locate(candidate)
+            located.append(near)
             fast_slope = _slope(high, near)
             candidate = _crossing(near, fast_slope, usable, unit, ceiling)
+    # the largest located batch that fits: the low end of the bracket until an exact one fits
+    located_fit = max((p for p in located if p["fits"]), key=lambda p: p["batch"], default=None)
     exact: dict[int, dict] = {}
     for _ in range(MAX_EXACT):
         point = exact[candidate] = probe(candidate, False)
@@ -169,6 +174,14 @@ def max_batch(
             guess = _crossing(point, slope, usable, unit, ceiling)
         elif fast_slope is None:  # the fast compile refused 1 unit, the exact one fits it
             guess = 2 * best
+        elif not best and located_fit is not None:
+            # only failing exact points: the line from the located fit to the nearest failure
+            # (the fast slope can be flat or negative at small batches: gemma3-1b rollouts on
+            # a tpu7x-8 went to the ceiling and then crept down from it one unit at a time)
+            low_end = located_fit["batch"]
+            guess = _crossing(located_fit, _slope(located_fit, exact[worst]), usable, unit, worst)
+            if guess >= worst - unit or guess in exact:
+                guess = max(unit, (low_end + worst) // 2 // unit * unit)
         else:  # one side only: the fast slope through the newest exact point
             guess = _crossing(point, fast_slope, usable, unit, ceiling)
         top = ceiling if worst is None else worst - unit
@@ -176,6 +189,8 @@ def max_batch(
         if guess in exact:  # the line keeps landing on a known point: halve the bracket
             guess = min(max((best + (worst or 2 * best)) // 2 // unit * unit, best + unit), top)
         candidate = guess
+    if not any(p["fits"] for p in exact.values()) and unit not in exact:
+        exact[unit] = probe(unit, False)  # "not even one unit fits" must be an exact verdict
     bar.close()
     fits = [b for b, p in exact.items() if p["fits"]]
     fails = [b for b, p in exact.items() if not p["fits"]]
