@@ -119,7 +119,7 @@ fig, axes = plt.subplots(1, len(results), figsize=(6 * len(results), 4.5), squee
 for ax, result in zip(axes[0], results.values(), strict=True):
     cheapest_view.plot(result, ax)
 fig.tight_layout()
-report.save_figure(fig, out, "which_slice", key=KEY_FIGURES and "08_which_slice")
+report.save_figure(fig, out, "which_slice", key="08_which_slice" if KEY_FIGURES else None)
 plt.show()
 
 # %% [markdown]
