@@ -17,7 +17,15 @@
 # # 08 · I have this job and this budget: which slice should I rent?
 #
 # ## Takeaway
-# TAKEAWAY
+# **A rank-16 LoRA of gemma3-27b on 5e7 tokens at 4,096 tokens: rent a v6e-4.** The TPU
+# compiler fits it at batch 4 with block remat (30.24 of 31.25 GiB a chip): about 2.9 h and
+# $32 on demand at an assumed 40% MFU (at least 1.17 h and $12.66 at the roofline). A v6e-64
+# at batch 64 does it in 0.19 h for $33, 15x faster for 5% more; v6e-8 to v6e-32 miss one
+# sequence a chip by under 0.4 GiB, and one v5e or v6e chip cannot even hold the weights (51
+# GiB, known without a compile). Two H100s would cost about $17 by the same program's
+# roofline, not compiler-checked. The search took 45 min on 2 quiet cores and spent its six
+# compiled slices on v6e before trying v5e-8 or v5p-8; the other three jobs are not recorded
+# yet: plan mode computes them.
 #
 # ![Hours against dollars, one point per slice](../docs/figures/08_which_slice.png)
 #
@@ -137,7 +145,12 @@ report.table(summary, out, "summary")
 
 # %% [markdown]
 # ## Evidence
-# EVIDENCE
+# The Takeaway's numbers are `benchmarks/results/08_which_slice.json`, made 2026-11-25 in plan
+# mode with jax 0.10.2, libtpu 0.0.42.1 and tunix 0.1.7 on a quiet 2-core CPU (load 0.24 before
+# it, an empty plan cache: 2,730 s, 14 compiles); prices in us-central1, read 2026-11-22.
+#
+#     python benchmarks/bench_cheapest.py --jobs 2 --empty-cache \
+#         --out benchmarks/results/08_which_slice.json
 
 # %%
 report.evidence("08_which_slice")

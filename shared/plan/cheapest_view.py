@@ -7,6 +7,8 @@ frontier joined and the choice starred.
 
 from __future__ import annotations
 
+from matplotlib.ticker import NullFormatter
+
 from shared.plan.cheapest import GPU_NOTE
 from shared.sizing import human
 
@@ -160,6 +162,8 @@ def plot(result: dict, ax) -> None:
         ax.axvline(result["within_hours"], color="red", ls="--", label="deadline")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    ax.xaxis.set_minor_formatter(NullFormatter())  # the minor labels overlap on short ranges
+    ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("hours (estimated: roofline / assumed efficiency)")
     ax.set_ylabel(f"dollars ({result['price_kind']})")
     job = result["job"]
