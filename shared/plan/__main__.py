@@ -217,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     bill.add_argument("--hours", type=float, help="also: how many runs fit in this many hours")
     bill.add_argument("--price", default="on-demand", help="on-demand | spot | 1y | 3y")
     whole = parser.add_argument_group("--cheapest: the whole job (shared.plan.cheapest)")
-    whole.add_argument("--tokens", type=float, help="lora-train, sft: tokens to train on")
+    whole.add_argument("--tokens", type=float, help="lora-train, sft, train: tokens to train on")
     whole.add_argument("--sequences", type=float, help="rollout, lora-rollout: rollouts to make")
     whole.add_argument("--grpo-steps", type=float, help="grpo: steps (the batch stays as given)")
     whole.add_argument("--within-hours", type=float, help="only slices that finish in time")
