@@ -43,7 +43,7 @@ import math
 from shared import models, sizing
 from shared.errors import BadInput, choose, positive
 from shared.hardware import parse_target, prices, rent
-from shared.plan import budget
+from shared.plan import budget, verdict
 from shared.plan.search import max_batch, unit_for
 from shared.plan.target import target_devices
 from shared.plan.verdict import Request, floor_verdict, plan_point
@@ -132,11 +132,10 @@ def bound(request: Request, job: Job, target: str, kind: str) -> dict:
 
 
 def roofline_terms(point: dict) -> tuple[float, float]:
-    """The roofline's two terms, seconds: FLOPs at peak and bytes at HBM bandwidth."""
+    """A verdict's roofline terms, seconds: FLOPs at peak and bytes at HBM bandwidth."""
     chip = parse_target(point["target"]).chip
-    return (
-        point["flops_per_device"] / chip.peak_flops_per_device,
-        point["bytes_accessed_per_device"] / (chip.hbm_bandwidth / chip.devices_per_chip),
+    return verdict.roofline_terms(
+        chip, point["flops_per_device"], point["bytes_accessed_per_device"]
     )
 
 

@@ -292,17 +292,19 @@ def _takes(workload: Workload) -> dict[str, list[str]]:
     return {exe.label: sorted(set(exe.resident_args.values())) for exe in workload.executables}
 
 
-def floor_bytes(workload: Workload) -> int:
-    """Per-device bytes the workload needs before any executable's outputs or temporaries:
-    resident buffers plus the largest arguments-only transient, exact from shapes."""
-    return combine(arguments_only(workload), resident_bytes(workload), _takes(workload))[
-        "bytes_per_device"
-    ]
+def roofline_terms(chip, flops: float, bytes_accessed: float) -> tuple[float, float]:
+    """The roofline's two terms for one device, seconds: its FLOPs at its peak and its bytes
+    at its share of the chip's HBM bandwidth. Their max is a verdict's roofline."""
+    return (
+        flops / chip.peak_flops_per_device,
+        bytes_accessed / (chip.hbm_bandwidth / chip.devices_per_chip),
+    )
 
 
 def floor_verdict(request: Request, devices: list | None = None) -> dict:
-    """Whether the request can fit at all, known without compiling: `floor_bytes` on the mesh
-    the verdict would use, against the HBM the compiler allows. A search over slices drops a
+    """Whether the request can fit at all, known without compiling: resident buffers plus the
+    largest arguments-only transient (`arguments_only`), exact from shapes, on the mesh the
+    verdict would use, against the HBM the compiler allows. A search over slices drops a
     slice whose devices cannot even hold the weights and optimizer state this way. `devices`
     stands in for the target's own (a GPU slice planned on another machine's mesh of the same
     size: the bytes depend on the mesh's shape and the shardings only)."""
@@ -310,7 +312,10 @@ def floor_verdict(request: Request, devices: list | None = None) -> dict:
     target = parse_target(request.target)
     devices = devices if devices is not None else target_devices(target)
     mesh, _ = mesh_for(request, devices)
-    floor = floor_bytes(build_workload(request, mesh))
+    workload = build_workload(request, mesh)
+    floor = combine(arguments_only(workload), resident_bytes(workload), _takes(workload))[
+        "bytes_per_device"
+    ]
     usable = (
         usable_hbm_per_device(target, devices)
         if target.chip.is_tpu
@@ -349,7 +354,7 @@ def plan_point(request: Request, *, use_cache: bool = True) -> dict:
     executables, takes, skipped = {}, {}, []
     pending = list(workload.executables)
     floor = arguments_only(workload)
-    if floor_bytes(workload) > usable:
+    if combine(floor, resident, _takes(workload))["bytes_per_device"] > usable:
         executables, takes, pending = floor, _takes(workload), []  # arithmetic says no
     with jax.set_mesh(mesh), ThreadPoolExecutor(WORKERS) as pool:
         while pending:
@@ -403,10 +408,7 @@ def plan_point(request: Request, *, use_cache: bool = True) -> dict:
         ),
         "flops_per_device": flops,
         "bytes_accessed_per_device": accessed,
-        "roofline_lower_bound_s": max(
-            flops / chip.peak_flops_per_device,
-            accessed / (chip.hbm_bandwidth / chip.devices_per_chip),
-        ),
+        "roofline_lower_bound_s": max(roofline_terms(chip, flops, accessed)),
         "compile_s": sum(e["compile_s"] for e in executables.values()),
         "compiled": executables is not floor,  # False: answered by arithmetic (arguments_only)
     }
