@@ -60,6 +60,7 @@ SLICES = None  # None: three single-host slices locally, every rented slice in p
 MAX_SLICES = None  # slices compiled at most per job (None: 2 locally, 6 in plan mode)
 PRICE = "on-demand"  # on-demand | spot
 WITHIN_HOURS = None  # a deadline in hours: slower slices do not count
+MINUTES = None  # of compiling per job, then the best so far (None: 12)
 RESULTS_DIR = "results/08_which_slice"
 KEY_FIGURES = False  # also write the key figure to docs/figures/
 
@@ -76,7 +77,7 @@ from shared.plan.jobs import WhichSlice
 
 setting = report.setting(
     MODE, WhichSlice, SLICES=SLICES, MAX_SLICES=MAX_SLICES, PRICE=PRICE,
-    WITHIN_HOURS=WITHIN_HOURS)
+    WITHIN_HOURS=WITHIN_HOURS, MINUTES=MINUTES)
 out = report.results_dir(RESULTS_DIR)
 for number, job in enumerate(setting.jobs, 1):
     print(f"job {number}: {job.title}: {job.workload} {job.model}, {job.amount:,.4g} {job.unit}")
@@ -86,7 +87,7 @@ def answer(job):
     """One job's search, its table and its paragraph; the result for the figure."""
     result = cheapest.cheapest(
         job.request(), job.amount, kind=setting.price, within_hours=setting.within_hours,
-        slices=setting.slices, max_compiled=setting.max_slices)
+        slices=setting.slices, max_compiled=setting.max_slices, minutes=setting.minutes)
     files.write_json(out / f"job_{job.model}_{job.workload}.json", result)
     print(cheapest_view.table(result), "\n")
     print(cheapest_view.describe(result))
@@ -134,10 +135,12 @@ plt.show()
 # ## 4 · What the answers rest on
 # Every chosen setting is an exact compile of the whole program by libtpu, deviceless; its
 # hours and dollars are a roofline divided by the efficiency `shared.plan.budget` names with its
-# source, at prices `shared.hardware.prices` dates. Two things are a search's judgement, and
-# each row that one of them skipped says so: a slice of a chip whose smaller slice was
-# compute-bound, or cost within 10% of the next size down, is not compiled (a larger slice buys
-# speed, not savings), and at most `MAX_SLICES` slices are compiled per job.
+# source, at prices `shared.hardware.prices` dates. The search visits chips breadth first
+# (each chip's smallest slice that can hold the weights, before a larger slice of any chip), and
+# some slices are left by its judgement, each row saying why: a slice whose chip's smaller slice
+# was compute-bound, or cost within 10% of the next size down (a larger one buys speed, not
+# savings); a chip after two sizes in a row that do not fit; and whatever is left after
+# `MAX_SLICES` slices or `MINUTES` of compiling.
 
 # %%
 summary = [{"job": title, **cheapest_view.summary_row(result)} for title, result in results.items()]

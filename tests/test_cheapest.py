@@ -12,7 +12,7 @@ import pytest
 
 from shared.errors import BadInput
 from shared.hardware import rent
-from shared.plan import Request, cheapest, cheapest_view
+from shared.plan import Request, candidate, cheapest, cheapest_view, slice_job
 
 TINY = Request("lora-train", "gemma3-tiny", "v5e-1", seq=128, lora_rank=4)
 
@@ -29,15 +29,15 @@ def test_the_commands_name_slices_as_cloud_tpu_rents_them():
 
 
 def test_a_job_is_counted_in_its_workloads_unit():
-    assert cheapest.job_for("lora-train", 1e6) == cheapest.Job(1e6, "tokens")
-    assert cheapest.job_for("rollout", 100).unit == "sequences"
+    assert slice_job.job_for("lora-train", 1e6) == slice_job.Job(1e6, "tokens")
+    assert slice_job.job_for("rollout", 100).unit == "sequences"
     with pytest.raises(BadInput, match="workload with a job to price"):
-        cheapest.job_for("forward", 10)
+        slice_job.job_for("forward", 10)
     with pytest.raises(BadInput, match="tokens"):
-        cheapest.job_for("sft", 0)
+        slice_job.job_for("sft", 0)
     point = {"batch": 8, "seq": 1000}
-    assert cheapest.runs(point, cheapest.Job(16_001, "tokens")) == 3  # a partly filled last step
-    assert cheapest.runs(point, cheapest.Job(17, "sequences")) == 3
+    assert slice_job.runs(point, slice_job.Job(16_001, "tokens")) == 3  # a partly filled last step
+    assert slice_job.runs(point, slice_job.Job(17, "sequences")) == 3
 
 
 def _point(batch, flops, bytes_):
@@ -55,7 +55,7 @@ def test_large_enough_is_the_least_batch_within_the_tolerance_of_the_best_cost()
     peak, bandwidth = 197e12, 819e9
     f, a, w = 2e9, 1e6, 8e9  # memory-bound at every batch: a/bw > f/peak
     small, double = _point(4, 4 * f, w + 4 * a), _point(8, 8 * f, w + 8 * a)
-    b = cheapest.large_enough(small, double)
+    b = candidate.large_enough(small, double)
 
     def per_seq(batch):
         return max(f / peak, (w / batch + a) / bandwidth)
@@ -64,17 +64,22 @@ def test_large_enough_is_the_least_batch_within_the_tolerance_of_the_best_cost()
     assert per_seq(b) <= 1.1 * least * (1 + 1e-9) < per_seq(b - 1)
 
 
-def _fake_compile(costs):
-    """compile_candidate replaced: each slice's dollars from `costs`, compute-bound."""
+def _fake_compile(costs, *, compute_bound=True):
+    """compile_candidate replaced: each slice's dollars from `costs` (None: it does not fit,
+    with remat none nor block), compute-bound or not."""
     compiled = []
 
-    def compile_candidate(request, job, kind, *, use_cache):
+    def compile_candidate(request, job, kind, *, use_cache, lightest_first=False):
         compiled.append(request.target)
         dollars = costs[request.target]
+        if dollars is None:
+            tried = {"block": False} if lightest_first else {"none": False, "block": False}
+            return {"status": "does not fit", "why": "test", "compiles": 2, "remats_tried": tried}
         return {
             "status": "fits",
-            "compute_bound": True,
+            "compute_bound": compute_bound,
             "compiles": 1,
+            "remats_tried": {"none": True},
             "flops_per_unit": 1e9,
             "bytes_per_unit": 1e6,
             "batch": request.batch,
@@ -101,7 +106,9 @@ def test_a_slice_whose_bound_cannot_beat_the_best_is_never_compiled(monkeypatch)
     compiled too; v5p's bound is above the best and is not. A compute-bound v6e-1 settles v6e:
     its larger slices are not compiled."""
     slices = ("v5e-1", "v6e-1", "v6e-4", "v5p-8")
-    bounds = {t: cheapest.bound(TINY, cheapest.Job(1e9, "tokens"), t, "on-demand") for t in slices}
+    bounds = {
+        t: slice_job.bound(TINY, slice_job.Job(1e9, "tokens"), t, "on-demand") for t in slices
+    }
     assert bounds["v6e-1"]["bound_dollars"] < bounds["v5e-1"]["bound_dollars"]
     assert bounds["v5e-1"]["bound_dollars"] < bounds["v5p-8"]["bound_dollars"]
     costs = {
@@ -178,3 +185,93 @@ def test_every_rented_slice_has_a_topology_to_compile_for():
 
     for target in rent.ALL_TPU_SLICES:
         assert parse_target(target).topology is not None, target
+
+
+def test_the_bound_counts_the_passes_a_job_cannot_avoid():
+    """Forward once per token; a LoRA backward through every layer but the first; a full
+    fine-tune also forms every weight's gradient; GRPO's step sums its phases."""
+    from shared import models
+
+    layers = models.model_config("gemma3-tiny").num_layers
+    tokens = slice_job.Job(1000, "tokens")
+    assert slice_job.matmul_passes(TINY, tokens) == pytest.approx(1000 * (2 - 1 / layers))
+    sft = Request("sft", "gemma3-tiny", "v5e-1", seq=128)
+    assert slice_job.matmul_passes(sft, tokens) == pytest.approx(1000 * (3 - 1 / layers))
+    rollout = Request("rollout", "gemma3-tiny", "v5e-1", prompt_len=16, steps=48)
+    assert slice_job.matmul_passes(rollout, slice_job.Job(10, "sequences")) == 10 * 64
+    grpo = Request("grpo", "gemma3-tiny", "v5e-1", prompt_len=16, steps=48, batch=8, beta=0.08)
+    # 8 sequences a step: the rollout, the reference, one LoRA update
+    expected = 3 * 8 * 64 * (1 + 1 + (2 - 1 / layers))
+    assert slice_job.matmul_passes(grpo, slice_job.Job(3, "steps")) == pytest.approx(expected)
+
+
+def test_chips_are_visited_breadth_first(monkeypatch):
+    """Every slice of a chip shares one bound: by the bound alone the search would climb v6e's
+    sizes first. Breadth first, v5e-4 comes before any larger v6e, and then the chip whose
+    fitting slice costs least grows first."""
+    slices = ("v6e-4", "v6e-8", "v5e-4", "v5e-8")
+    job = slice_job.Job(1e9, "tokens")
+    bounds = {t: slice_job.bound(TINY, job, t, "on-demand")["bound_dollars"] for t in slices}
+    cheap = bounds["v5e-4"] * 1.5  # above v5e's bound, so v5e is still worth a compile
+    costs = {"v6e-4": cheap, "v5e-4": cheap * 1.2, "v6e-8": cheap * 0.8, "v5e-8": cheap * 0.9}
+    fake, compiled = _fake_compile(costs, compute_bound=False)
+    monkeypatch.setattr(cheapest, "compile_candidate", fake)
+    result = cheapest.cheapest(TINY, 1e9, slices=slices, progress=False)
+    assert compiled[:3] == ["v6e-4", "v5e-4", "v6e-8"]
+    assert result["choice"]["target"] == "v6e-8"
+
+
+def test_a_chip_that_misses_twice_is_left_and_tries_the_lighter_remat_first(monkeypatch):
+    seen = []
+    fake, compiled = _fake_compile({"v6e-1": None, "v6e-4": None, "v6e-8": 1.0})
+
+    def recording(request, job, kind, *, use_cache, lightest_first=False):
+        seen.append((request.target, lightest_first))
+        return fake(request, job, kind, use_cache=use_cache, lightest_first=lightest_first)
+
+    monkeypatch.setattr(cheapest, "compile_candidate", recording)
+    result = cheapest.cheapest(TINY, 1e9, slices=("v6e-1", "v6e-4", "v6e-8"), progress=False)
+    assert seen == [("v6e-1", False), ("v6e-4", True)]  # remat none failed on v6e-1
+    (row,) = [r for r in result["rows"] if r["target"] == "v6e-8"]
+    assert row["status"] == "not compiled" and "v6e-1 and v6e-4 did not fit" in row["why"]
+    assert result["choice"] is None
+
+
+def test_the_time_budget_stops_before_a_slice_it_cannot_finish(monkeypatch):
+    """Each compiled slice takes 400 s of a 12-minute budget: a second would end at 800 s."""
+    clock = [0.0]
+    fake, compiled = _fake_compile({"v6e-1": 1.0, "v5e-1": 1.0}, compute_bound=False)
+
+    def slow(request, job, kind, *, use_cache, lightest_first=False):
+        clock[0] += 400
+        return fake(request, job, kind, use_cache=use_cache, lightest_first=lightest_first)
+
+    monkeypatch.setattr(cheapest, "compile_candidate", slow)
+    monkeypatch.setattr(cheapest.time, "monotonic", lambda: clock[0])
+    result = cheapest.cheapest(TINY, 1e9, slices=("v6e-1", "v5e-1"), minutes=12, progress=False)
+    assert compiled == ["v6e-1"]
+    (row,) = [r for r in result["rows"] if r["target"] == "v5e-1"]
+    assert row["status"] == "not compiled" and "12-minute budget" in row["why"]
+    assert "not compiled though their FLOP bound is below" in cheapest_view.describe(result)
+
+
+def test_a_remat_that_keeps_more_is_not_compiled_where_a_lighter_one_does_not_fit(monkeypatch):
+    remats = []
+
+    def plan_point(request, use_cache):
+        remats.append(request.remat)
+        return {
+            "fits": False,
+            "batch": request.batch,
+            "remat": request.remat,
+            "cached": False,
+            "bytes_per_device": 3 * 2**30,
+            "hbm_bytes": 2**30,
+        }
+
+    monkeypatch.setattr(candidate, "plan_point", plan_point)
+    job = slice_job.Job(1e6, "tokens")
+    row = candidate.compile_candidate(TINY, job, "on-demand", use_cache=False, lightest_first=True)
+    assert remats == ["block"] and row["status"] == "does not fit"
+    assert row["remats_tried"] == {"block": False}
+    assert "remat none, which keeps more, not compiled" in row["why"]

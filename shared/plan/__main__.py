@@ -14,7 +14,7 @@ from shared.errors import BadInput, choose, run_cli  # noqa: E402
 from shared.grpo.token_logprobs import IMPLEMENTATIONS  # noqa: E402
 from shared.hardware import rent  # noqa: E402
 from shared.lora import LOSSES  # noqa: E402
-from shared.plan import budget, buffers, cheapest, cheapest_view, frontier  # noqa: E402
+from shared.plan import budget, buffers, cheapest, cheapest_view, frontier, slice_job  # noqa: E402
 from shared.plan.atlas import answer  # noqa: E402
 from shared.plan.search import unit_for  # noqa: E402
 from shared.rollout.sampler import SEMANTICS  # noqa: E402
@@ -231,6 +231,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=cheapest.MAX_COMPILED,
         help="slices compiled at most",
     )
+    whole.add_argument(
+        "--minutes",
+        type=float,
+        default=cheapest.SEARCH_MINUTES,
+        help="minutes of compiling, then answer with the best so far (rows not reached say so)",
+    )
     whole.add_argument("--figure", help="also write hours against dollars to this .png")
     grpo = parser.add_argument_group(
         "grpo (--batch: sequences per call of each phase without "
@@ -295,10 +301,10 @@ JOB_FLAGS = {"tokens": "tokens", "sequences": "sequences", "steps": "grpo_steps"
 
 def print_cheapest(args, workload: str) -> int:
     """--cheapest: every slice's row, the answer, the commands; the figure when asked."""
-    unit = cheapest.JOB_UNITS.get(workload)
+    unit = slice_job.JOB_UNITS.get(workload)
     if unit is None:
         raise BadInput(
-            f"--cheapest prices a whole job of {', '.join(cheapest.JOB_UNITS)}, not {workload}"
+            f"--cheapest prices a whole job of {', '.join(slice_job.JOB_UNITS)}, not {workload}"
         )
     amount = getattr(args, JOB_FLAGS[unit])
     if amount is None:
@@ -313,6 +319,7 @@ def print_cheapest(args, workload: str) -> int:
         within_hours=args.within_hours,
         slices=tuple(args.slices.split(",")) if args.slices else rent.ALL_TPU_SLICES,
         max_compiled=args.max_slices,
+        minutes=args.minutes,
         use_cache=not args.no_cache,
         progress=not args.json,
     )

@@ -52,6 +52,18 @@ def describe(result: dict) -> str:
         lines.append(f"  run it:  {result['commands']['run']} PARAMS='-p MODE device'")
     if any(r["status"] == "not compiler-checked" for r in result["rows"]):
         lines.append(f"  GPUs: {GPU_NOTE}")
+    unsettled = [
+        r["target"]
+        for r in result["rows"]
+        if r["status"] == "not compiled"
+        and r.get("bound_dollars") is not None
+        and r["bound_dollars"] < choice["dollars_at_roofline"]
+    ]
+    if unsettled:
+        lines.append(
+            f"  not compiled though their FLOP bound is below this answer's roofline: "
+            f"{', '.join(unsettled)} (a search limit, each row says which)"
+        )
     lines.append(
         f"  {result['compiled_slices']} slices compiled ({result['compiles']} compiles); "
         f"the frontier: "

@@ -13,7 +13,8 @@ import dataclasses
 
 from shared.errors import BadInput, choose, positive
 from shared.hardware import parse_target, prices, rent
-from shared.plan.cheapest import JOB_UNITS, MAX_COMPILED
+from shared.plan.cheapest import MAX_COMPILED, SEARCH_MINUTES
+from shared.plan.slice_job import JOB_UNITS
 from shared.plan.verdict import Request
 
 
@@ -24,7 +25,7 @@ class SliceJob:
     title: str
     workload: str
     model: str
-    amount: float  # in the workload's unit: shared.plan.cheapest.JOB_UNITS
+    amount: float  # in the workload's unit: shared.plan.slice_job.JOB_UNITS
     shapes: tuple[tuple[str, object], ...] = ()
 
     def request(self) -> Request:
@@ -53,6 +54,7 @@ class WhichSlice:
     jobs: tuple[SliceJob, ...]
     slices: tuple[str, ...] = rent.ALL_TPU_SLICES
     max_slices: int = MAX_COMPILED  # slices compiled at most per job
+    minutes: float | None = SEARCH_MINUTES  # of compiling per job, then the best so far
     price: str = "on-demand"  # or spot
     within_hours: float | None = None  # a deadline: slower slices do not count
 
@@ -107,6 +109,6 @@ class WhichSlice:
             if not parse_target(target).chip.is_tpu:
                 raise BadInput(f"SLICES are TPU slices (GPUs are listed beside), not {target}")
         choose("PRICE", self.price, prices.HOURLY_KINDS)
-        positive(MAX_SLICES=self.max_slices, WITHIN_HOURS=self.within_hours)
+        positive(MAX_SLICES=self.max_slices, WITHIN_HOURS=self.within_hours, MINUTES=self.minutes)
         if not self.jobs:
             raise BadInput("JOBS needs at least one job")

@@ -1,0 +1,144 @@
+"""One candidate slice of `--cheapest`, compiled: the exact verdicts that price it.
+
+The smallest batch first (with the remat that fits); when that step is memory-bound, twice the
+batch, and then the largest batch up to the one whose cost per unit of work is within
+COST_TOLERANCE of the least any batch could reach (`large_enough`). The cheapest of those
+verdicts is priced for the whole job: the roofline (a lower bound) divided by the workload's
+stated efficiency (shared.plan.budget), times the dated price.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from shared.hardware import parse_target
+from shared.plan import budget, verdict
+from shared.plan.search import max_batch
+from shared.plan.slice_job import Job, runs
+from shared.plan.verdict import Request, plan_point
+
+# tried in this order until one fits; each keeps less than the one before it
+REMATS = {"lora-train": ("none", "block"), "sft": ("none", "block"), "train": ("none", "block")}
+
+
+# A batch whose roofline cost per unit of work is within this of the least any larger batch
+# could reach is large enough: cost is the question, and the rest would take ever larger
+# batches (and compiles) for under a tenth off the bill.
+COST_TOLERANCE = 0.10
+
+
+def roofline_terms(point: dict) -> tuple[float, float]:
+    """A verdict's roofline terms, seconds: FLOPs at peak and bytes at HBM bandwidth."""
+    chip = parse_target(point["target"]).chip
+    return verdict.roofline_terms(
+        chip, point["flops_per_device"], point["bytes_accessed_per_device"]
+    )
+
+
+def _priced(point: dict, job: Job, kind: str) -> dict:
+    est = budget.estimate(point, runs=runs(point, job), kind=kind)
+    return {
+        "batch": point["batch"],
+        "remat": point["remat"],
+        "mesh_shape": point["mesh_shape"],
+        "hosts": point["hosts"],
+        "bytes_per_device": point["bytes_per_device"],
+        "hbm_bytes": point["hbm_bytes"],
+        "runs": est["runs"],
+        "roofline_hours": est["roofline_s"] / budget.SECONDS_PER_HOUR,
+        "hours": est["estimated_s"] / budget.SECONDS_PER_HOUR,
+        "dollars_at_roofline": est.get("dollars_at_roofline"),
+        "dollars": est.get("dollars_estimated"),
+        "assumed_efficiency": est["assumed_efficiency"],
+        "efficiency_source": est["efficiency_source"],
+        "price_read": est.get("price_read"),
+    }
+
+
+def large_enough(small: dict, double: dict) -> int:
+    """The least batch whose roofline cost per unit of work is within COST_TOLERANCE of the
+    least any batch could reach, from exact verdicts at one and two units: per run, FLOPs grow
+    as b·f and bytes as w + b·a (the weights read once, the rest per sequence), so the cost
+    per sequence, max(f/peak, (w/b + a)/bw), falls towards max(f/peak, a/bw) as b grows."""
+    (f1, b1), (f2, b2) = roofline_terms(small), roofline_terms(double)
+    unit = double["batch"] - small["batch"]
+    per_seq_flops, per_seq_bytes = (f2 - f1) / unit, (b2 - b1) / unit
+    weights = max(b1 - small["batch"] * per_seq_bytes, 0.0)
+    floor = max(per_seq_flops, per_seq_bytes)
+    if floor <= 0:  # nothing grows with the batch: the larger one is as good as any
+        return double["batch"]
+    return math.ceil(weights / ((1 + COST_TOLERANCE) * floor - per_seq_bytes))
+
+
+def compile_candidate(
+    request: Request, job: Job, kind: str, *, use_cache: bool, lightest_first: bool = False
+) -> dict:
+    """Exact verdicts for one slice: the smallest batch with the remat that fits (REMATS in
+    order; with `lightest_first`, the remat that keeps least first, and the others only when it
+    fits: one that keeps more cannot fit where it does not); when its step is memory-bound,
+    twice that, and then the largest batch up to the one that is large enough
+    (`large_enough`). The cheapest of them priced, or why none fits. `remats_tried` says which
+    remat was compiled at the smallest batch and whether it fit."""
+    compiles = 0
+
+    def exact(req: Request) -> dict:
+        nonlocal compiles
+        point = plan_point(req, use_cache=use_cache)
+        compiles += not point["cached"]
+        return point
+
+    tried: dict[str, bool] = {}
+    fitting: list[dict] = []
+    remats = REMATS.get(request.workload, (request.remat,))
+    for remat in reversed(remats) if lightest_first else remats:
+        point = exact(dataclasses.replace(request, remat=remat))
+        tried[remat] = point["fits"]
+        if point["fits"]:
+            fitting.append(point)
+        if point["fits"] != lightest_first:
+            break  # in order: the first that fits; lightest first: the first that does not
+    if not fitting:
+        skipped = [r for r in remats if r not in tried]
+        return {
+            "status": "does not fit",
+            "why": f"batch {point['batch']} needs {point['bytes_per_device'] / 2**30:.2f} GiB "
+            f"a device of {point['hbm_bytes'] / 2**30:.2f} with remat {point['remat']} "
+            "(exact compile)"
+            + (f"; remat {', '.join(skipped)}, which keeps more, not compiled" if skipped else ""),
+            "compiles": compiles,
+            "remats_tried": tried,
+        }
+    point = min(fitting, key=lambda p: p["roofline_lower_bound_s"])
+    request = dataclasses.replace(request, remat=point["remat"])
+    points = [point]
+    flops_s, bytes_s = roofline_terms(point)
+    if bytes_s > flops_s and request.workload != "grpo":  # GRPO keeps its recipe's batch
+        double = exact(dataclasses.replace(request, batch=2 * request.batch))
+        if double["fits"]:
+            points.append(double)
+            enough = large_enough(point, double)
+            if enough > double["batch"]:
+                searched = max_batch(request, ceiling=enough, use_cache=use_cache, progress=False)
+                compiles += searched["compiles"]
+                points += [p for p in searched["probes"] if not p["fast"] and p["fits"]]
+    best = min(points, key=lambda p: p["roofline_lower_bound_s"] / _work(p, job))
+    flops_s, bytes_s = roofline_terms(best)
+    return {
+        "status": "fits",
+        "compute_bound": flops_s >= bytes_s,
+        "compiles": compiles,
+        "remats_tried": tried,
+        # the whole program's FLOPs and bytes per unit of work (all devices): what a GPU row
+        # is estimated from
+        "flops_per_unit": best["flops_per_device"] * best["devices"] / _work(best, job),
+        "bytes_per_unit": best["bytes_accessed_per_device"] * best["devices"] / _work(best, job),
+        **_priced(best, job, kind),
+    }
+
+
+def _work(point: dict, job: Job) -> float:
+    """The job's units one run of the verdict does (a GRPO run is one step)."""
+    if job.unit == "tokens":
+        return point["batch"] * point["seq"]
+    return point["batch"] if job.unit == "sequences" else 1
