@@ -33,6 +33,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", default="2", help="notebook 08's plan-mode jobs, e.g. 1,2")
     p.add_argument("--price", default="on-demand")
     p.add_argument("--empty-cache", action="store_true", help="compile into a fresh plan cache")
+    p.add_argument(
+        "--minutes",
+        type=float,
+        default=cheapest.SEARCH_MINUTES,
+        help="each search's compile budget",
+    )
     p.add_argument("--out", type=Path, required=True)
     a = p.parse_args(argv)
     setting = WhichSlice.field()
@@ -49,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
             if a.empty_cache:
                 verdict.CACHE_DIR = Path(empty)
             started = time.perf_counter()
-            result = cheapest.cheapest(job.request(), job.amount, kind=a.price)
+            result = cheapest.cheapest(job.request(), job.amount, kind=a.price, minutes=a.minutes)
             wall = time.perf_counter() - started
         print(cheapest_view.table(result), "\n")
         print(cheapest_view.describe(result))
@@ -58,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
             "wall_s": wall,
             "load_average_before": load,
             "empty_cache": a.empty_cache,
+            "minutes": a.minutes,
             "summary": cheapest_view.summary_row(result),
             "result": result,
         }

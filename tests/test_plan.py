@@ -187,6 +187,47 @@ def test_a_flat_fast_line_that_overshoots_comes_back_down_in_a_few_compiles():
     assert result["converged"] and 8000 <= result["max_batch"] <= 8064
 
 
+def test_a_compiler_that_squeezes_near_the_hbm_is_bracketed_by_steps_not_lines(monkeypatch):
+    """Near the HBM the exact compiler works to fit and its bytes stop growing (the atlas's
+    gemma3-1b full fine-tune on a v5p-8: 97-101 of 102.8 GB from batch 120 to 184), and a batch
+    past the squeeze asks for far more than a line (540: 304 GB). Regula falsi through such
+    points crept one unit at a time (160, 164, 168, 176, 184) and ran out of compiles with a gap
+    to 540. Fake verdicts on a v6e-8 (unit 8): the fast line grows 21 MiB a row; exact ones
+    that fit sit at 98% of the HBM up to 1896 rows; beyond, the compiler asks for 3x the line."""
+    target = plan.Request("scale", "none", "v6e-8")
+    usable = parse_target("v6e-8").chip.hbm_bytes_per_device
+
+    mib_a_row = [21]
+
+    def line(batch):
+        return GIB + batch * mib_a_row[0] * 2**20
+
+    def plan_point(request, use_cache):
+        fits = line(request.batch) <= usable if request.fast else request.batch <= 1896
+        used = line(request.batch) if request.fast else min(line(request.batch), 0.98 * usable)
+        if not fits:
+            used = 3 * line(request.batch)
+        return {
+            "batch": request.batch,
+            "fast": request.fast,
+            "fits": fits,
+            "cached": False,
+            "bytes_per_device": used,
+            "hbm_bytes": usable,
+        }
+
+    monkeypatch.setattr(search, "plan_point", plan_point)
+    result = plan.max_batch(target, progress=False)
+    exact = [p["batch"] for p in result["probes"] if not p["fast"]]
+    assert len(exact) <= search.MAX_EXACT and result["max_batch"] <= 1896
+    assert result["first_not_fitting"] - result["max_batch"] <= 0.03 * 1896, exact
+    # a fast line that crosses far past the squeeze: its located fit at the batch whose exact
+    # compile fails is no low end (the line from it to that failure divided by zero)
+    mib_a_row[0] = 10
+    result = plan.max_batch(target, progress=False)
+    assert 0 < result["max_batch"] <= 1896 < result["first_not_fitting"]
+
+
 def test_search_steps_in_the_multiple_asked_for():
     result = plan.max_batch(plan.Request("scale", "none", "v6e-8"), multiple_of=16, progress=False)
     assert all(p["batch"] % 16 == 0 for p in result["probes"])

@@ -80,12 +80,13 @@ def compile_candidate(
     twice that, and then the largest batch up to the one that is large enough
     (`large_enough`). The cheapest of them priced, or why none fits. `remats_tried` says which
     remat was compiled at the smallest batch and whether it fit."""
-    compiles = 0
+    compiles, seconds = 0, 0.0
 
     def exact(req: Request) -> dict:
-        nonlocal compiles
+        nonlocal compiles, seconds
         point = plan_point(req, use_cache=use_cache)
         compiles += not point["cached"]
+        seconds += 0.0 if point["cached"] else point.get("compile_s", 0.0)
         return point
 
     tried: dict[str, bool] = {}
@@ -107,6 +108,7 @@ def compile_candidate(
             "(exact compile)"
             + (f"; remat {', '.join(skipped)}, which keeps more, not compiled" if skipped else ""),
             "compiles": compiles,
+            "compile_s": seconds,
             "remats_tried": tried,
         }
     point = min(fitting, key=lambda p: p["roofline_lower_bound_s"])
@@ -121,6 +123,11 @@ def compile_candidate(
             if enough > double["batch"]:
                 searched = max_batch(request, ceiling=enough, use_cache=use_cache, progress=False)
                 compiles += searched["compiles"]
+                seconds += sum(
+                    p.get("compile_s", 0.0)
+                    for p in (*searched["probes"], *searched["cut_probes"])
+                    if not p["cached"]
+                )
                 points += [p for p in searched["probes"] if not p["fast"] and p["fits"]]
     best = min(points, key=lambda p: p["roofline_lower_bound_s"] / _work(p, job))
     flops_s, bytes_s = roofline_terms(best)
@@ -128,6 +135,7 @@ def compile_candidate(
         "status": "fits",
         "compute_bound": flops_s >= bytes_s,
         "compiles": compiles,
+        "compile_s": seconds,
         "remats_tried": tried,
         # the whole program's FLOPs and bytes per unit of work (all devices): what a GPU row
         # is estimated from

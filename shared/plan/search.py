@@ -34,6 +34,15 @@ from shared.plan.workloads import CUT_TO_LAYERS
 
 CEILING = 1 << 16  # the largest batch a search tries; reaching it is reported as "at least"
 MAX_EXACT = 8  # exact compiles before the search gives up on a non-linear boundary
+# Near its HBM the exact compiler works to fit (rematerialising, serialising), and the bytes it
+# reports stop growing with the batch: gemma3-1b full fine-tunes on a v5p-8 took 98.3, 98.7,
+# 97.7, 99.1, 97.0 and 100.7 GB of 102.8 at batches 120 to 184, where the fast line grows
+# 0.83 GB a sequence, and batch 540 asked for 304 GB. Two fitting exact points whose slope is
+# under this share of the located one are in that squeeze: a line through them, or from them to
+# a failure, says nothing about where fitting ends (the search crept 160, 164, 168, 176, 184),
+# so the search steps up by GALLOP until a batch fails and then halves the bracket.
+SQUEEZE_SLOPE = 0.25
+GALLOP = 1.25
 
 
 def unit_for(request: Request, multiple_of: int | None) -> int:
@@ -155,8 +164,6 @@ def max_batch(
             located.append(near)
             fast_slope = _slope(high, near)
             candidate = _crossing(near, fast_slope, usable, unit, ceiling)
-    # the largest located batch that fits: the low end of the bracket until an exact one fits
-    located_fit = max((p for p in located if p["fits"]), key=lambda p: p["batch"], default=None)
     exact: dict[int, dict] = {}
     for _ in range(MAX_EXACT):
         point = exact[candidate] = probe(candidate, False)
@@ -164,9 +171,19 @@ def max_batch(
         worst = min((b for b, p in exact.items() if not p["fits"]), default=None)
         if (worst is not None and worst - best <= unit) or (worst is None and best >= ceiling):
             break
-        if best and worst is not None:  # exact points on both sides: regula falsi
+        fits = sorted(b for b, p in exact.items() if p["fits"])
+        squeezed = (
+            len(fits) >= 2
+            and fast_slope
+            and _slope(exact[fits[-2]], exact[fits[-1]]) < SQUEEZE_SLOPE * fast_slope
+        )
+        if squeezed and worst is not None:  # the compiler's squeeze: halve the bracket
+            guess = (best + worst) // 2 // unit * unit
+        elif squeezed:
+            guess = int(best * GALLOP) // unit * unit
+        elif best and worst is not None:  # exact points on both sides: regula falsi
             guess = _crossing(exact[best], _slope(exact[best], exact[worst]), usable, unit, ceiling)
-        elif len(fits := sorted(b for b, p in exact.items() if p["fits"])) >= 2:
+        elif len(fits) >= 2:
             # fitting exact points only: their own slope, not the fast one (a fast slope
             # steeper than the exact one undershoots every time: 6 exact steps of 4 to 16 rows
             # for gemma3-1b rollouts on a v5p-8)
@@ -174,10 +191,12 @@ def max_batch(
             guess = _crossing(point, slope, usable, unit, ceiling)
         elif fast_slope is None:  # the fast compile refused 1 unit, the exact one fits it
             guess = 2 * best
-        elif not best and located_fit is not None:
-            # only failing exact points: the line from the located fit to the nearest failure
-            # (the fast slope can be flat or negative at small batches: gemma3-1b rollouts on
-            # a tpu7x-8 went to the ceiling and then crept down from it one unit at a time)
+        elif not best and (below := [p for p in located if p["fits"] and p["batch"] < worst]):
+            # only failing exact points: the line from the largest located fit below the
+            # nearest failure to it (the fast slope can be flat or negative at small batches:
+            # gemma3-1b rollouts on a tpu7x-8 went to the ceiling and then crept down from it
+            # one unit at a time). A located fit at the failing batch itself is no low end.
+            located_fit = max(below, key=lambda p: p["batch"])
             low_end = located_fit["batch"]
             guess = _crossing(located_fit, _slope(located_fit, exact[worst]), usable, unit, worst)
             if guess >= worst - unit or guess in exact:
