@@ -6,7 +6,7 @@ the engine's only on a quiet machine) and an empty plan cache when --empty-cache
 issue 23's "under 15 minutes on 2 quiet cores with an empty plan cache" asks:
 
     python benchmarks/bench_cheapest.py --jobs 2 --empty-cache \\
-        --out benchmarks/results/08_which_slice.json
+        --out benchmarks/results/08_which_slice.json --figure docs/figures/08_which_slice.png
 
 --jobs picks notebook 08's plan-mode jobs by number (1: Gemma 4 31B LoRA, 2: gemma3-27b LoRA
 at 4,096, 3: GRPO gemma3-4b, 4: the 130M pretraining run); a file already holding other jobs
@@ -40,11 +40,16 @@ def main(argv: list[str] | None = None) -> int:
         help="each search's compile budget",
     )
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument(
+        "--figure",
+        type=Path,
+        help="also draw every job in --out, hours against dollars (--jobs none: only that)",
+    )
     a = p.parse_args(argv)
     setting = WhichSlice.field()
     numbers = [int(n) for n in a.jobs.split(",") if n.strip().isdigit()]
-    if not numbers or any(not 1 <= n <= len(setting.jobs) for n in numbers):
-        raise BadInput(f"--jobs takes numbers 1 to {len(setting.jobs)}, e.g. 2 or 1,2")
+    if a.jobs != "none" and (not numbers or any(not 1 <= n <= len(setting.jobs) for n in numbers)):
+        raise BadInput(f"--jobs takes numbers 1 to {len(setting.jobs)} (e.g. 2 or 1,2) or none")
     earlier = json.loads(a.out.read_text()) if a.out.exists() else {}
     report = {**results.header("benchmarks/bench_cheapest.py", argv), "jobs": {}}
     report["jobs"] = earlier.get("jobs", {})
@@ -69,7 +74,26 @@ def main(argv: list[str] | None = None) -> int:
             "result": result,
         }
         results.write(a.out, report)
+    if a.figure:
+        draw(report["jobs"], a.figure)
     return 0
+
+
+def draw(jobs: dict, path: Path) -> None:
+    """One panel a job, as notebook 08 draws them (shared.plan.cheapest_view.plot)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not jobs:
+        raise BadInput("no job recorded to draw: run some with --jobs first")
+    fig, axes = plt.subplots(1, len(jobs), figsize=(6 * len(jobs), 4.5), squeeze=False)
+    for ax, job in zip(axes[0], jobs.values(), strict=True):
+        cheapest_view.plot(job["result"], ax)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

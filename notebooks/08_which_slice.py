@@ -34,9 +34,10 @@
 # `shared.plan.cheapest` looks at every slice Cloud TPU rents (v5e and v6e from 1 to 256 chips,
 # v5p-8 to v5p-128, tpu7x-8 to tpu7x-64), each on the mesh a verdict chooses. It excludes a
 # slice whose devices cannot hold the weights and optimizer state (exact arithmetic from
-# shapes, no compile), bounds every other slice's cost from below (the job's forward FLOPs at
-# the slice's peak, times its price), compiles the slices that can still win in that order with
-# the real TPU compiler, and answers with the cheapest exact verdict: its batch, hours and
+# shapes, no compile), bounds every other slice's cost from below (the matmul FLOPs the job
+# cannot avoid, its backward included, at the slice's peak, times its price), compiles the
+# slices that can still win, chip by chip, with the real TPU compiler for at most `MINUTES`,
+# and answers with the cheapest exact verdict: its batch, hours and
 # dollars (the roofline divided by a named efficiency, never the roofline as a prediction), the
 # commands that rent it, and the frontier of hours against dollars. H100 and H200 are listed
 # beside, marked plainly: jax cannot compile for a GPU without one here. `local` (the default)

@@ -275,3 +275,27 @@ def test_a_remat_that_keeps_more_is_not_compiled_where_a_lighter_one_does_not_fi
     assert remats == ["block"] and row["status"] == "does not fit"
     assert row["remats_tried"] == {"block": False}
     assert "remat none, which keeps more, not compiled" in row["why"]
+
+
+def test_a_grpo_floor_compiles_nothing_and_holds_no_more_than_the_compiled_layout(monkeypatch):
+    """GRPO's decode takes prefill's compiled output layout. A floor lays it out without that
+    compile (22 s a slice for gemma3-4b: 13 of the 22 minutes of a --cheapest search), split
+    as far as the mesh allows, so it holds no more bytes than the compiled layout does."""
+    import contextvars
+
+    from jax import stages
+
+    from shared.plan import verdict
+
+    grpo = Request("grpo", "gemma3-tiny", "v5e-8", prompt_len=16, steps=16, batch=8, lora_rank=4)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a floor verdict compiled")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(stages.Lowered, "compile", refuse)
+        floor = verdict.floor_verdict(grpo)
+    unset = contextvars.ContextVar("never set for grpo", default=False)
+    monkeypatch.setattr(verdict, "LAYOUT_WITHOUT_COMPILING", unset)  # grpo reads its own: unset
+    with_compile = verdict.floor_verdict(grpo)
+    assert 0 < floor["floor_bytes"] <= with_compile["floor_bytes"]

@@ -2,9 +2,17 @@
 mode would call it with) and a `Workload` (the executables of one run and what it keeps
 resident). Each file of shared.plan.workloads builds one Workload."""
 
+import contextvars
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+# Set while a floor verdict builds a workload (shared.plan.verdict.floor_verdict), which compiles
+# nothing: a workload that learns an argument layout from a compile (GRPO's decode takes
+# prefill's compiled output layout) splits those arguments as far as the mesh allows instead, so
+# their bytes can only be smaller and the floor stays a floor. GRPO's floor took 22 s a slice
+# with the compile, 13 of the 22 minutes a --cheapest search of gemma3-4b GRPO spent.
+LAYOUT_WITHOUT_COMPILING = contextvars.ContextVar("layout_without_compiling", default=False)
 
 
 @dataclass

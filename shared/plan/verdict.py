@@ -31,7 +31,7 @@ from shared.hardware import parse_target
 from shared.hardware.sharding import bytes_per_device
 from shared.paths import ROOT, writable_folder
 from shared.plan.compiled import FAST_COMPILE, compile_lowered
-from shared.plan.executable import Workload
+from shared.plan.executable import LAYOUT_WITHOUT_COMPILING, Workload
 from shared.plan.mesh import mesh_for
 from shared.plan.target import target_devices, usable_hbm_per_device
 from shared.plan.workloads import COMMON, CUT_TO_LAYERS, READS, WORKLOADS, build_workload
@@ -312,7 +312,11 @@ def floor_verdict(request: Request, devices: list | None = None) -> dict:
     target = parse_target(request.target)
     devices = devices if devices is not None else target_devices(target)
     mesh, _ = mesh_for(request, devices)
-    workload = build_workload(request, mesh)
+    compiling = LAYOUT_WITHOUT_COMPILING.set(True)
+    try:
+        workload = build_workload(request, mesh)
+    finally:
+        LAYOUT_WITHOUT_COMPILING.reset(compiling)
     floor = combine(arguments_only(workload), resident_bytes(workload), _takes(workload))[
         "bytes_per_device"
     ]

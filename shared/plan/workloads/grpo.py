@@ -45,7 +45,7 @@ from shared.grpo import GRPOSettings, arithmetic_reward, token_logprobs
 from shared.hardware.measure import is_out_of_memory
 from shared.hardware.sharding import abstract_like, bytes_per_device, on_mesh
 from shared.plan.compiled import FAST_COMPILE
-from shared.plan.executable import Executable, Workload
+from shared.plan.executable import LAYOUT_WITHOUT_COMPILING, Executable, Workload
 from shared.rollout import sampler as rollout
 from shared.sizing import human
 
@@ -180,6 +180,16 @@ def notes(recipe: GRPOSettings, exes: list[Executable], kept: list[Executable]) 
 
 
 # ---------------------------------------------------------------------------- the phases
+
+
+def _most_split(shape: tuple[int, ...], mesh) -> NamedSharding:
+    """The leading axis over every device, or over fsdp, where it divides; else replicated:
+    no layout holds fewer bytes a device (a floor's layout, LAYOUT_WITHOUT_COMPILING)."""
+    for axes in (tuple(mesh.axis_names), ("fsdp",)):
+        size = math.prod(mesh.shape[a] for a in axes)
+        if shape and shape[0] % size == 0:
+            return NamedSharding(mesh, P(axes))
+    return NamedSharding(mesh, P())
 
 
 def _replicated(tree, mesh):
@@ -335,12 +345,15 @@ def _rollout_phases(policy, recipe: GRPOSettings, rows: int, mesh, tokenizer, ca
     ).replace(num_input_tokens=PromptLength(recipe.prompt_len))
     with jax.set_mesh(mesh):  # as plan mode compiles it: the activation constraints apply
         prefilled = sampler._compiled_prefill_fn.lower(params, state, None, echo=False)
-        try:
-            laid_out = prefilled.compile(FAST_COMPILE).output_shardings
-        except Exception as err:  # prefill alone does not fit: so neither does the step,
-            if not is_out_of_memory(err):  # whatever layout decode is compiled with
-                raise
-            laid_out = jax.tree.map(lambda _: NamedSharding(mesh, P()), prefilled.out_info)
+        if LAYOUT_WITHOUT_COMPILING.get():
+            laid_out = jax.tree.map(lambda info: _most_split(info.shape, mesh), prefilled.out_info)
+        else:
+            try:
+                laid_out = prefilled.compile(FAST_COMPILE).output_shardings
+            except Exception as err:  # prefill alone does not fit: so neither does the step,
+                if not is_out_of_memory(err):  # whatever layout decode is compiled with
+                    raise
+                laid_out = jax.tree.map(lambda _: NamedSharding(mesh, P()), prefilled.out_info)
     decoded = abstract_like(prefilled.out_info, laid_out)
     return sampler, [
         Executable(
