@@ -88,9 +88,13 @@ def draw(jobs: dict, path: Path) -> None:
 
     if not jobs:
         raise BadInput("no job recorded to draw: run some with --jobs first")
-    fig, axes = plt.subplots(1, len(jobs), figsize=(6 * len(jobs), 4.5), squeeze=False)
-    for ax, job in zip(axes[0], jobs.values(), strict=True):
+    cols = min(len(jobs), 2)
+    rows = -(-len(jobs) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(6.5 * cols, 4.5 * rows), squeeze=False)
+    for ax, job in zip(axes.flat, jobs.values(), strict=False):
         cheapest_view.plot(job["result"], ax)
+    for ax in axes.flat[len(jobs) :]:
+        ax.set_visible(False)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     print(f"wrote {path}")

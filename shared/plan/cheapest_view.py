@@ -7,7 +7,7 @@ frontier joined and the choice starred.
 
 from __future__ import annotations
 
-from matplotlib.ticker import NullFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from shared.plan.cheapest import GPU_NOTE
 from shared.sizing import human
@@ -174,8 +174,12 @@ def plot(result: dict, ax) -> None:
         ax.axvline(result["within_hours"], color="red", ls="--", label="deadline")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.xaxis.set_minor_formatter(NullFormatter())  # the minor labels overlap on short ranges
-    ax.yaxis.set_minor_formatter(NullFormatter())
+    # 1-2-5 ticks, labelled as hours and dollars: a range inside one decade keeps its labels,
+    # and the minor ones, which overlap on short ranges, stay blank
+    for axis, unit in ((ax.xaxis, "{:,.3g} h"), (ax.yaxis, "${:,.3g}")):
+        axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        axis.set_major_formatter(FuncFormatter(lambda value, _, unit=unit: unit.format(value)))
+        axis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("hours (estimated: roofline / assumed efficiency)")
     ax.set_ylabel(f"dollars ({result['price_kind']})")
     job = result["job"]
