@@ -19,13 +19,14 @@
 # ## Takeaway
 # **A rank-16 LoRA of gemma3-27b on 5e7 tokens at 4,096 tokens: rent a v6e-4.** The TPU
 # compiler fits it at batch 4 with block remat (30.24 of 31.25 GiB a chip): about 2.9 h and
-# $32 on demand at an assumed 40% MFU (at least 1.17 h and $12.66 at the roofline). A v6e-64
-# at batch 64 does it in 0.19 h for $33, 15x faster for 5% more; v6e-8 to v6e-32 miss one
-# sequence a chip by under 0.4 GiB, and one v5e or v6e chip cannot even hold the weights (51
-# GiB, known without a compile). Two H100s would cost about $17 by the same program's
-# roofline, not compiler-checked. The search took 45 min on 2 quiet cores and spent its six
-# compiled slices on v6e before trying v5e-8 or v5p-8; the other three jobs are not recorded
-# yet: plan mode computes them.
+# $32 on demand at an assumed 40% MFU (at least 1.17 h and $12.66 at the roofline). A v5p-8
+# also fits (block, batch 4) for $49; v5e-4 and v5e-8 do not fit one sequence a chip, and one
+# v5e or v6e chip cannot hold the weights (51 GiB, known without a compile). The search
+# answered in 10 min on 2 quiet cores from an empty cache: one 27B slice takes ~9 min of
+# compiles here, so its 12-minute budget left v5e and v5p to a second run (`MINUTES`). Gemma 4
+# 31B (seed 001's recipe): a v6e-4 too, 6.8 h and $73; GRPO on gemma3-4b for 2,000 steps: a
+# v6e-4, 19 h and $207; the 130M run: one v6e chip, 2.2 h and $6. GPU rows are the TPU
+# program's roofline at GPU peaks, not compiler-checked.
 #
 # ![Hours against dollars, one point per slice](../docs/figures/08_which_slice.png)
 #
@@ -149,12 +150,16 @@ report.table(summary, out, "summary")
 
 # %% [markdown]
 # ## Evidence
-# The Takeaway's numbers are `benchmarks/results/08_which_slice.json`, made 2026-11-25 in plan
-# mode with jax 0.10.2, libtpu 0.0.42.1 and tunix 0.1.7 on a quiet 2-core CPU (load 0.24 before
-# it, an empty plan cache: 2,730 s, 14 compiles); prices in us-central1, read 2026-11-22.
+# The Takeaway's numbers are `benchmarks/results/08_which_slice.json` (the four jobs, each timed
+# on a quiet 2-core CPU from an empty plan cache with its load average, 2026-11-26) and
+# `benchmarks/results/08_27b_other_chips.json` (v5e-4, v5e-8 and v5p-8 for the 27B job), in
+# plan mode with jax 0.10.2, libtpu 0.0.42.1 and tunix 0.1.7; prices in us-central1, read
+# 2026-11-22.
 #
-#     python benchmarks/bench_cheapest.py --jobs 2 --empty-cache \
-#         --out benchmarks/results/08_which_slice.json
+#     python benchmarks/bench_cheapest.py --jobs 2,1,3,4 --empty-cache \
+#         --out benchmarks/results/08_which_slice.json --figure docs/figures/08_which_slice.png
+#     python -m shared.plan lora-train --model gemma3-27b --seq 4096 --lora-rank 16 --cheapest \
+#         --tokens 5e7 --slices v5e-4,v5e-8,v5p-8 --minutes 25 --json
 
 # %%
 report.evidence("08_which_slice")
