@@ -167,11 +167,11 @@ def max_batch(
     exact: dict[int, dict] = {}
     for _ in range(MAX_EXACT):
         point = exact[candidate] = probe(candidate, False)
-        best = max((b for b, p in exact.items() if p["fits"]), default=0)
+        fits = sorted(b for b, p in exact.items() if p["fits"])
+        best = fits[-1] if fits else 0
         worst = min((b for b, p in exact.items() if not p["fits"]), default=None)
         if (worst is not None and worst - best <= unit) or (worst is None and best >= ceiling):
             break
-        fits = sorted(b for b, p in exact.items() if p["fits"])
         squeezed = (
             len(fits) >= 2
             and fast_slope
