@@ -150,6 +150,27 @@ def test_sharding_divides_bytes_by_the_mesh_factor():
     assert eight["executables"]["scale"]["argument_bytes"] == GIB
 
 
+def test_several_requests_compile_together_into_the_verdicts_each_gives_alone():
+    """plan_points (a search's two cut depths at once) answers each request as plan_point
+    does, in the order asked, a cached one from disk and a mesh of its own for each."""
+    requests = [
+        plan.Request("scale", "none", "v6e-8", batch=8),
+        plan.Request("shared", "none", "v5e-1", batch=6),
+        plan.Request("scale", "none", "v5e-1", batch=3),
+    ]
+    cached = verdict.plan_point(requests[2])
+    together = verdict.plan_points(requests)
+    strip = ("cached", "compile_s", "executables")  # compile seconds differ run to run
+    for request, point in zip(requests, together, strict=True):
+        alone = verdict.plan_point(request, use_cache=False)
+        assert {k: v for k, v in point.items() if k not in strip} == {
+            k: v for k, v in alone.items() if k not in strip
+        }
+    assert [p["cached"] for p in together] == [False, False, True]
+    assert together[2]["bytes_per_device"] == cached["bytes_per_device"]
+    assert together[0]["mesh_shape"] == {"fsdp": 8, "tp": 1} and not together[1]["fits"]
+
+
 def test_search_finds_the_boundary_in_few_compiles():
     result = plan.max_batch(plan.Request("scale", "none", "v5e-1"), progress=False)
     assert (result["max_batch"], result["first_not_fitting"]) == (7, 8)  # 2 x 7 GiB < 15.75
@@ -226,6 +247,44 @@ def test_a_compiler_that_squeezes_near_the_hbm_is_bracketed_by_steps_not_lines(m
     mib_a_row[0] = 10
     result = plan.max_batch(target, progress=False)
     assert 0 < result["max_batch"] <= 1896 < result["first_not_fitting"]
+
+
+def test_a_located_point_answered_by_arithmetic_is_not_aimed_through(monkeypatch):
+    """gemma3-1b rollouts on a v5e-1: fast compiles at 1 and 8 rows cross the HBM at 514, where
+    the arguments alone already exceed it, so that point's bytes are a floor, not a compile's.
+    Aimed through it, exact compiles went 426, 368, 374, 375. Fake verdicts shaped like that
+    cell (28.6 MB a row compiled at small batches, 39.5 near the HBM, exact 0.3% over fast; the
+    floor 35 MB a row over the resident weights): the search locates again under the floor's
+    crossing, and its first exact compile lands at the boundary, not the floor's crossing."""
+    usable = parse_target("v5e-1").chip.hbm_bytes_per_device - 2**28  # 15.75 GiB
+
+    def compiled(batch, fast):
+        return 2.1e9 + batch * (39.5e6 if batch > 40 else 28.6e6) * (1 if fast else 1.003)
+
+    def plan_point(request, use_cache):
+        floor = 1.9e9 + request.batch * 35e6
+        if floor > usable:
+            used, done = floor, False
+        else:
+            used, done = compiled(request.batch, request.fast), True
+        return {
+            "batch": request.batch,
+            "fast": request.fast,
+            "fits": used <= usable,
+            "cached": False,
+            "compiled": done,
+            "bytes_per_device": used,
+            "hbm_bytes": usable,
+        }
+
+    monkeypatch.setattr(search, "plan_point", plan_point)
+    result = plan.max_batch(plan.Request("scale", "none", "v5e-1"), progress=False)
+    exact = [p["batch"] for p in result["probes"] if not p["fast"]]
+    best = max(b for b in range(1, 1000) if compiled(b, False) <= usable)
+    assert (result["max_batch"], result["first_not_fitting"]) == (best, best + 1)
+    assert abs(exact[0] - best) <= 0.01 * best and len(exact) <= 3, exact
+    located = [p for p in result["probes"] if p["fast"]]
+    assert not located[2]["compiled"] and located[3]["compiled"]  # located again, compiled
 
 
 def test_search_steps_in_the_multiple_asked_for():

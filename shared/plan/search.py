@@ -29,7 +29,7 @@ from shared.errors import BadInput
 from shared.hardware import parse_target
 from shared.plan.mesh import search_shape
 from shared.plan.target import target_devices
-from shared.plan.verdict import Request, plan_point
+from shared.plan.verdict import Request, plan_point, plan_points
 from shared.plan.workloads import CUT_TO_LAYERS
 
 CEILING = 1 << 16  # the largest batch a search tries; reaching it is reported as "at least"
@@ -135,17 +135,24 @@ def max_batch(
         """Exact verdicts at the two cut depths, and the straight line through them carried to
         the whole model's depth: where the search looks, never an answer."""
         bar.set_postfix(batch=batch, layers=depths)
-        cut = [
-            plan_point(dataclasses.replace(request, batch=batch, layers=d), use_cache=use_cache)
-            for d in depths
-        ]
+        cut = plan_points(  # both depths at once: a train step's verdict keeps one core busy
+            [dataclasses.replace(request, batch=batch, layers=d) for d in depths],
+            use_cache=use_cache,
+        )
         cut_probes.extend(cut)
         bar.update(len(cut))
         (a, b), (shallow, deep) = (p["bytes_per_device"] for p in cut), depths
         line = a + (full_layers - shallow) * (b - a) / (deep - shallow)
         usable = cut[0]["hbm_bytes"]
         fits = all(p["fits"] for p in cut) and line <= usable
-        return {"batch": batch, "bytes_per_device": line, "fits": fits, "hbm_bytes": usable}
+        compiled = all(p.get("compiled", True) for p in cut)
+        return {
+            "batch": batch,
+            "bytes_per_device": line,
+            "fits": fits,
+            "hbm_bytes": usable,
+            "compiled": compiled,
+        }
 
     locate = line_to_full_depth if depths else (lambda batch: probe(batch, True))
     low = locate(unit)
@@ -161,6 +168,13 @@ def max_batch(
         candidate = _crossing(high if high["fits"] else low, fast_slope, usable, unit, ceiling)
         if high["fits"] and 2 * high["batch"] < candidate < ceiling:  # far: a third point there
             near = locate(candidate)
+            below = _crossing(high, _slope(high, near), usable, unit, ceiling)
+            if not near.get("compiled", True) and high["batch"] < below < near["batch"]:
+                # answered by arithmetic: its bytes are a floor (arguments only), too flat a
+                # slope to aim exact compiles with (gemma3-1b rollouts on a v5e-1: a floor at
+                # 514 sent them to 426, 368, 374 and 375). Where the line to that floor
+                # crosses the HBM is still past the boundary and near it: locate there.
+                near = locate(below)
             located.append(near)
             fast_slope = _slope(high, near)
             candidate = _crossing(near, fast_slope, usable, unit, ceiling)

@@ -341,80 +341,127 @@ def plan_point(request: Request, *, use_cache: bool = True) -> dict:
     Executables compile in the workload's order, as many at once as there are cores; once the
     compiled ones do not fit, the rest are skipped (and listed): the verdict cannot change, and a
     search saves their compile time."""
-    choose("workload", request.workload, WORKLOADS)
-    check_request(request)
-    target = parse_target(request.target)
+    return plan_points([request], use_cache=use_cache)[0]
+
+
+def plan_points(requests: list[Request], *, use_cache: bool = True) -> list[dict]:
+    """plan_point for several requests, their executables compiled together, one per core.
+
+    Why: a LoRA or full fine-tune step is one executable, so its verdict keeps one core busy; a
+    search that needs two such verdicts (the two cut depths of `shared.plan.search`) gets both
+    in the wall time of the slower. Each request is lowered under its own mesh; XLA compiles
+    outside the GIL."""
+    for request in requests:
+        choose("workload", request.workload, WORKLOADS)
+        check_request(request)
     writable_folder(
         CACHE_DIR, what="the plan cache", fix="set TPU_BUDGET_LAB_PLAN_CACHE to a writable folder"
     )
-    if use_cache and (cached := read_cache(request)) is not None:
-        return {**cached, "cached": True}
-    devices = target_devices(target)
-    mesh, mesh_note = mesh_for(request, devices)
-    workload = build_workload(request, mesh)
-    options = FAST_COMPILE if request.fast else None
-    resident = resident_bytes(workload)
-    usable = usable_hbm_per_device(target, devices)
-    executables, takes, skipped = {}, {}, []
-    pending = list(workload.executables)
-    floor = arguments_only(workload)
-    if combine(floor, resident, _takes(workload))["bytes_per_device"] > usable:
-        executables, takes, pending = floor, _takes(workload), []  # arithmetic says no
-    with jax.set_mesh(mesh), ThreadPoolExecutor(WORKERS) as pool:
-        while pending:
-            if executables and _exceeds(combine(executables, resident, takes), executables, usable):
-                skipped += [exe.label for exe in pending]  # cannot change the verdict
-                break
-            group, pending = pending[:WORKERS], pending[WORKERS:]
-            # Lowered here (the mesh context is this thread's), compiled one per core: XLA
-            # compiles outside the GIL.
-            lowered = [exe.fn.lower(*exe.args, **exe.kwargs) for exe in group]
-            for exe, summary in zip(
-                group, pool.map(lambda low: compile_lowered(low, options), lowered), strict=True
-            ):
-                executables[exe.label] = {**summary, "repeats": exe.repeats, "note": exe.note}
-                takes[exe.label] = _takes(workload)[exe.label]
-    verdict = combine(executables, resident, takes)
-    refused = [label for label, e in executables.items() if e["refused"]]
-    flops = sum(e["flops"] * e["repeats"] for e in executables.values())
-    accessed = sum(e["bytes_accessed"] * e["repeats"] for e in executables.values())
-    chip = target.chip
-    result = {
-        **dataclasses.asdict(request),
-        "versions": versions(),
-        "dtype": weights_dtype(workload),
-        "target_chip": chip.name,
-        "devices": len(devices),
-        "hosts": target.hosts,
-        "mesh_shape": dict(mesh.shape),
-        "executables": executables,
-        "resident": resident,
-        **verdict,
-        "hbm_bytes": usable,
-        "datasheet_hbm_bytes": chip.hbm_bytes_per_device,
-        "fits": not _exceeds(verdict, executables, usable),
-        "refused": refused,
-        "skipped": skipped,
-        "margin_bytes": usable - verdict["bytes_per_device"],
-        "notes": workload.notes
-        + ([mesh_note] if mesh_note else [])
-        + ([ACTIVATION_SHARDING_NOTE] if mesh.size > 1 else [])
-        + ([MULTI_HOST_NOTE.format(hosts=target.hosts)] if target.hosts > 1 else [])
-        + (
-            [f"not compiled: {', '.join(skipped)} (an executable before it already does not fit)"]
-            if skipped
-            else []
-        )
-        + (
-            ["answered without compiling: resident buffers and arguments alone exceed the HBM"]
-            if executables is floor
-            else []
-        ),
-        "flops_per_device": flops,
-        "bytes_accessed_per_device": accessed,
-        "roofline_lower_bound_s": max(roofline_terms(chip, flops, accessed)),
-        "compile_s": sum(e["compile_s"] for e in executables.values()),
-        "compiled": executables is not floor,  # False: answered by arithmetic (arguments_only)
-    }
-    write_cache(request, result)
-    return {**result, "cached": False}
+    answers: list[dict | None] = [
+        {**cached, "cached": True}
+        if use_cache and (cached := read_cache(request)) is not None
+        else None
+        for request in requests
+    ]
+    compiling = [_Compiling(r) for r, answer in zip(requests, answers, strict=True) if not answer]
+    with ThreadPoolExecutor(WORKERS) as pool:
+        while rounds := [(c, group) for c in compiling if (group := c.next_group())]:
+            lowered = []
+            for state, group in rounds:
+                with jax.set_mesh(state.mesh):  # lowered here: the mesh context is per thread
+                    lowered += [
+                        (state, exe, exe.fn.lower(*exe.args, **exe.kwargs)) for exe in group
+                    ]
+            summaries = pool.map(lambda job: compile_lowered(job[2], job[0].options), lowered)
+            for (state, exe, _), summary in zip(lowered, summaries, strict=True):
+                state.record(exe, summary)
+    results = iter(state.result() for state in compiling)
+    return [answer or next(results) for answer in answers]
+
+
+class _Compiling:
+    """One request's verdict while its executables compile: what is compiled, what is left,
+    and the arithmetic that skips the rest once the compiled ones do not fit."""
+
+    def __init__(self, request: Request):
+        self.request = request
+        self.target = parse_target(request.target)
+        self.devices = target_devices(self.target)
+        self.mesh, self.mesh_note = mesh_for(request, self.devices)
+        self.workload = build_workload(request, self.mesh)
+        self.options = FAST_COMPILE if request.fast else None
+        self.resident = resident_bytes(self.workload)
+        self.usable = usable_hbm_per_device(self.target, self.devices)
+        self.executables, self.takes, self.skipped = {}, {}, []
+        self.pending = list(self.workload.executables)
+        self.floor = arguments_only(self.workload)
+        if combine(self.floor, self.resident, _takes(self.workload))["bytes_per_device"] > (
+            self.usable
+        ):  # arithmetic says no
+            self.executables, self.takes, self.pending = self.floor, _takes(self.workload), []
+
+    def next_group(self) -> list:
+        """The executables to compile next, as many as there are cores; none once the compiled
+        ones already do not fit (the rest are listed as skipped) or all are compiled."""
+        if self.pending and self.executables:
+            verdict = combine(self.executables, self.resident, self.takes)
+            if _exceeds(verdict, self.executables, self.usable):
+                self.skipped += [exe.label for exe in self.pending]  # cannot change the verdict
+                self.pending = []
+        group, self.pending = self.pending[:WORKERS], self.pending[WORKERS:]
+        return group
+
+    def record(self, exe, summary: dict) -> None:
+        self.executables[exe.label] = {**summary, "repeats": exe.repeats, "note": exe.note}
+        self.takes[exe.label] = _takes(self.workload)[exe.label]
+
+    def result(self) -> dict:
+        """The verdict, written to the plan cache."""
+        request, executables, skipped = self.request, self.executables, self.skipped
+        verdict = combine(executables, self.resident, self.takes)
+        refused = [label for label, e in executables.items() if e["refused"]]
+        flops = sum(e["flops"] * e["repeats"] for e in executables.values())
+        accessed = sum(e["bytes_accessed"] * e["repeats"] for e in executables.values())
+        chip, target, mesh = self.target.chip, self.target, self.mesh
+        result = {
+            **dataclasses.asdict(request),
+            "versions": versions(),
+            "dtype": weights_dtype(self.workload),
+            "target_chip": chip.name,
+            "devices": len(self.devices),
+            "hosts": target.hosts,
+            "mesh_shape": dict(mesh.shape),
+            "executables": executables,
+            "resident": self.resident,
+            **verdict,
+            "hbm_bytes": self.usable,
+            "datasheet_hbm_bytes": chip.hbm_bytes_per_device,
+            "fits": not _exceeds(verdict, executables, self.usable),
+            "refused": refused,
+            "skipped": skipped,
+            "margin_bytes": self.usable - verdict["bytes_per_device"],
+            "notes": self.workload.notes
+            + ([self.mesh_note] if self.mesh_note else [])
+            + ([ACTIVATION_SHARDING_NOTE] if mesh.size > 1 else [])
+            + ([MULTI_HOST_NOTE.format(hosts=target.hosts)] if target.hosts > 1 else [])
+            + (
+                [
+                    f"not compiled: {', '.join(skipped)} "
+                    "(an executable before it already does not fit)"
+                ]
+                if skipped
+                else []
+            )
+            + (
+                ["answered without compiling: resident buffers and arguments alone exceed the HBM"]
+                if executables is self.floor
+                else []
+            ),
+            "flops_per_device": flops,
+            "bytes_accessed_per_device": accessed,
+            "roofline_lower_bound_s": max(roofline_terms(chip, flops, accessed)),
+            "compile_s": sum(e["compile_s"] for e in executables.values()),
+            "compiled": executables is not self.floor,  # False: answered by arithmetic
+        }
+        write_cache(request, result)
+        return {**result, "cached": False}
