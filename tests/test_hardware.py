@@ -169,3 +169,14 @@ def test_compiler_hbm_in_the_table_is_what_libtpu_allows(target):
 )
 def test_hosts_of_a_slice(name, hosts):
     assert parse_target(name).hosts == hosts
+
+
+def test_a_roofline_is_per_device_on_a_chip_of_two_devices():
+    """tpu7x shows each TensorCore as a device: one device has half the chip's peak and half
+    its HBM bandwidth, so the same work takes twice as long on it as on the whole chip."""
+    chip = parse_target("tpu7x-8").chip
+    flops_s, bytes_s = chip.roofline_terms(1e15, 1e12)
+    assert flops_s == pytest.approx(2e15 / chip.peak_bf16_flops)
+    assert bytes_s == pytest.approx(2e12 / chip.hbm_bandwidth)
+    one = parse_target("v6e-1").chip
+    assert one.roofline_terms(1e15, 0)[0] == pytest.approx(1e15 / one.peak_bf16_flops)

@@ -20,12 +20,9 @@ def phase_rows(point: dict) -> list[dict]:
     phase's roofline seconds per step (its FLOPs at peak or its bytes at HBM bandwidth,
     whichever is slower: a lower bound)."""
     chip = parse_target(point["target"]).chip
-    bandwidth = chip.hbm_bandwidth / chip.devices_per_chip
 
     def roofline_s(e):
-        return e["repeats"] * max(
-            e["flops"] / chip.peak_flops_per_device, e["bytes_accessed"] / bandwidth
-        )
+        return e["repeats"] * max(chip.roofline_terms(e["flops"], e["bytes_accessed"]))
 
     return [
         {

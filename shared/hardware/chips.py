@@ -40,6 +40,15 @@ class Chip:
         peak = self.peak_bf16_flops
         return None if peak is None else peak / self.devices_per_chip
 
+    def roofline_terms(self, flops: float, bytes_accessed: float) -> tuple[float, float]:
+        """The roofline's two terms for one device, seconds: its FLOPs at its bf16 peak and
+        its bytes at its share of the chip's HBM bandwidth. Their max is a lower bound on the
+        time, never a prediction: the one formula every verdict, phase and slice uses."""
+        return (
+            flops / self.peak_flops_per_device,
+            bytes_accessed / (self.hbm_bandwidth / self.devices_per_chip),
+        )
+
     @property
     def is_tpu(self) -> bool:
         return self.topology_prefix is not None

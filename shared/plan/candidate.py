@@ -13,7 +13,7 @@ import dataclasses
 import math
 
 from shared.hardware import parse_target
-from shared.plan import budget, verdict
+from shared.plan import budget
 from shared.plan.search import max_batch
 from shared.plan.slice_job import Job, runs
 from shared.plan.verdict import Request, plan_point
@@ -31,9 +31,7 @@ COST_TOLERANCE = 0.10
 def roofline_terms(point: dict) -> tuple[float, float]:
     """A verdict's roofline terms, seconds: FLOPs at peak and bytes at HBM bandwidth."""
     chip = parse_target(point["target"]).chip
-    return verdict.roofline_terms(
-        chip, point["flops_per_device"], point["bytes_accessed_per_device"]
-    )
+    return chip.roofline_terms(point["flops_per_device"], point["bytes_accessed_per_device"])
 
 
 def _priced(point: dict, job: Job, kind: str) -> dict:

@@ -125,10 +125,12 @@ def _gpu_rows(request: Request, job: Job, kind: str, program: dict | None) -> li
             row.update(status="not compiler-checked", why=GPU_WHY, fits_floor=floor["fits"])
             if floor["fits"] and program:
                 efficiency = budget.EFFICIENCY[request.workload].fraction
-                bandwidth = slice_.chip.hbm_bandwidth * slice_.chips
+                per_device = slice_.devices  # the unit's work, split evenly over the slice
                 roofline = max(
-                    program["flops_per_unit"] / slice_.peak_flops_total,
-                    program["bytes_per_unit"] / bandwidth,
+                    slice_.chip.roofline_terms(
+                        program["flops_per_unit"] / per_device,
+                        program["bytes_per_unit"] / per_device,
+                    )
                 )
                 seconds = roofline * job.amount / efficiency
                 row["hours"] = seconds / budget.SECONDS_PER_HOUR

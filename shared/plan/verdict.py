@@ -292,15 +292,6 @@ def _takes(workload: Workload) -> dict[str, list[str]]:
     return {exe.label: sorted(set(exe.resident_args.values())) for exe in workload.executables}
 
 
-def roofline_terms(chip, flops: float, bytes_accessed: float) -> tuple[float, float]:
-    """The roofline's two terms for one device, seconds: its FLOPs at its peak and its bytes
-    at its share of the chip's HBM bandwidth. Their max is a verdict's roofline."""
-    return (
-        flops / chip.peak_flops_per_device,
-        bytes_accessed / (chip.hbm_bandwidth / chip.devices_per_chip),
-    )
-
-
 def floor_verdict(request: Request, devices: list | None = None) -> dict:
     """Whether the request can fit at all, known without compiling: resident buffers plus the
     largest arguments-only transient (`arguments_only`), exact from shapes, on the mesh the
@@ -459,7 +450,7 @@ class _Compiling:
             ),
             "flops_per_device": flops,
             "bytes_accessed_per_device": accessed,
-            "roofline_lower_bound_s": max(roofline_terms(chip, flops, accessed)),
+            "roofline_lower_bound_s": max(chip.roofline_terms(flops, accessed)),
             "compile_s": sum(e["compile_s"] for e in executables.values()),
             "compiled": executables is not self.floor,  # False: answered by arithmetic
         }
