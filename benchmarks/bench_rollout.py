@@ -14,7 +14,9 @@ Two sweeps, as in notebook 01 (both measure with shared.rollout.sweep):
 Peak memory is a process-wide high-water mark: points run in increasing batch order in one
 process (default), or each in a fresh process with `--fresh` (the parent never touches the
 accelerator; a crashed point is recorded with its error). Once a batch runs out of memory,
-larger batches at the same step count are recorded as skipped.
+larger batches at the same step count are recorded as skipped. In one process the file is
+rewritten after every point (`complete` false until the last), and a point that fails
+otherwise than by running out of memory is recorded with its error.
 
 On an H100/H200, gemma3-1b with random weights, the seed's shapes:
 
@@ -42,6 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 os.environ.setdefault("WANDB_MODE", "disabled")  # `import tunix` imports its wandb logger
@@ -52,6 +55,12 @@ from shared.hardware import measure  # noqa: E402
 from shared.report import results  # noqa: E402
 from shared.rollout import sampler as rollout  # noqa: E402
 from shared.rollout.sweep import measure_point, recommendation, summarize, sweep  # noqa: E402
+
+
+def error(err: BaseException) -> dict:
+    """A failed point's error for its row: the exception's type and first line."""
+    first = (str(err).strip().splitlines() or [""])[0]
+    return {"error": f"{type(err).__name__}: {first[:300]}"}
 
 
 def _ints(text: str, what: str) -> list[int]:
@@ -211,9 +220,26 @@ def main(argv=None):
             seed=a.seed,
         )
         info = device_info()
+    measured = []
+
+    def measure_and_keep(batch: int, steps: int) -> dict:
+        """One point, then the rows so far written out (`complete` false), so a run stopped
+        at a time limit keeps what it measured; the full file below replaces it. A point
+        that fails (other than out of memory) becomes a row with its error."""
+        try:
+            measured.append(measure_one(batch, steps))
+        except BadInput:
+            raise
+        except Exception as err:  # not out of memory (that is a row already): a row too
+            traceback.print_exc()
+            measured.append({"batch": batch, "steps": steps, "status": "error", **error(err)})
+        partial = {**results.header("benchmarks/bench_rollout.py", argv), **(info or {})}
+        results.write(a.out, {**partial, "model": a.model, "complete": False, "rows": measured})
+        return measured[-1]
+
     # Increasing batch order: the steps sweep (batch 1) first, then the batch sweep; the point
     # both share (batch 1 at the largest step count) is measured once.
-    rows = sweep(measure_one, list(dict.fromkeys(steps_points + batch_points)))
+    rows = sweep(measure_and_keep, list(dict.fromkeys(steps_points + batch_points)))
     by_point = {(r["batch"], r["steps"]): r for r in rows}
     batch_rows = [by_point[p] for p in batch_points]
     info = info or next((r.pop("device") for r in rows if "device" in r), {})
@@ -225,6 +251,7 @@ def main(argv=None):
         **results.header("benchmarks/bench_rollout.py", argv),
         **info,
         "model": a.model,
+        "complete": True,
         "weights": a.weights,
         "prompt_len": a.prompt_len,
         "cache_size": a.cache_size,

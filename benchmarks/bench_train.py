@@ -5,7 +5,9 @@ MFU uses shared.sizing's MaxText convention (causal attention halved) against th
 bf16 peak; the PaLM convention (non-causal, as tpuchat reports) is printed beside it. Inputs
 are random tokens: this measures the step, not the data pipeline. Each configuration in the
 sweep is compiled, warmed up, then timed over `--steps` steps with one device sync at the end
-(per-step syncs would add host latency to every step).
+(per-step syncs would add host latency to every step). The file is rewritten after every point
+(`complete` false until the last); a point that runs out of memory or fails otherwise is
+recorded with its error and the sweep goes on.
 
     # on a GPU (H100/H200) or TPU: the 130m config, a sweep of batch and attention
     python benchmarks/bench_train.py --config 130m --seq 2048 --batches 16,32,64 \\
@@ -17,13 +19,14 @@ sweep is compiled, warmed up, then timed over `--steps` steps with one device sy
 
 import argparse
 import time
+import traceback
 from pathlib import Path
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 from shared import sizing  # noqa: E402
-from shared.errors import run_cli  # noqa: E402
+from shared.errors import BadInput, run_cli  # noqa: E402
 from shared.hardware import measure, sharding  # noqa: E402
 from shared.pretrain import model, optim, train  # noqa: E402
 from shared.report import results  # noqa: E402
@@ -91,6 +94,15 @@ def bench_point(
     }
 
 
+def write_report(out: Path, head: dict, points: list[dict], planned: int) -> dict | None:
+    """The results file with the points measured so far (`complete` once all `planned` are);
+    returns the point of highest MFU."""
+    best = max((pt for pt in points if "mfu" in pt), key=lambda pt: pt["mfu"], default=None)
+    complete = len(points) == planned
+    results.write(out, {**head, "complete": complete, "points": points, "best": best})
+    return best
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -110,44 +122,58 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True, help="JSON file to write")
     args = p.parse_args(argv)
     mesh = sharding.make_mesh(args.mesh)
+    device = jax.devices()[0]
+    head = {
+        **results.header("benchmarks/bench_train.py", argv),
+        "backend": device.platform,
+        "device_kind": device.device_kind,
+        "devices": jax.device_count(),
+        "flop_convention": "mfu: maxtext (causal attention halved); mfu_palm: non-causal",
+    }
+    planned = len(args.attention.split(",")) * len(args.batches.split(","))
     points = []
     for attention in args.attention.split(","):
         for batch in (int(b) for b in args.batches.split(",")):
             sharding.check_batch(batch // args.microbatches, mesh)
-            point = bench_point(
-                args.config,
-                batch,
-                args.seq,
-                None if attention == "default" else attention,
-                args.remat,
-                args.microbatches,
-                args.steps,
-                mesh,
-            )
+            try:
+                point = bench_point(
+                    args.config,
+                    batch,
+                    args.seq,
+                    None if attention == "default" else attention,
+                    args.remat,
+                    args.microbatches,
+                    args.steps,
+                    mesh,
+                )
+            except BadInput:
+                raise
+            except Exception as err:  # not out of memory (a point already): a point too
+                traceback.print_exc()
+                first = (str(err).strip().splitlines() or [""])[0]
+                point = {
+                    "config": args.config,
+                    "batch": batch,
+                    "seq": args.seq,
+                    "attention": attention,
+                    "error": f"{type(err).__name__}: {first[:300]}",
+                }
             points.append(point)
             shown = (
                 f"{point['tok_per_s']:>12,.0f} tok/s  MFU {point['mfu']:.1%} "
                 f"(PaLM {point['mfu_palm']:.1%})"
                 if "tok_per_s" in point
                 else f"out of memory: {point['out_of_memory'][:80]}"
+                if "out_of_memory" in point
+                else f"failed: {point['error'][:80]}"
             )
             print(
                 f"{args.config} B={batch:<4} T={args.seq} attention={point['attention']:<10} "
                 f"{shown}",
                 flush=True,
             )
-    device = jax.devices()[0]
-    report = {
-        **results.header("benchmarks/bench_train.py", argv),
-        "backend": device.platform,
-        "device_kind": device.device_kind,
-        "devices": jax.device_count(),
-        "flop_convention": "mfu: maxtext (causal attention halved); mfu_palm: non-causal",
-        "points": points,
-    }
-    best = max((pt for pt in points if "mfu" in pt), key=lambda pt: pt["mfu"], default=None)
-    report["best"] = best
-    results.write(args.out, report)
+            # after every point, so a run stopped at a time limit keeps what it measured
+            best = write_report(args.out, head, points, planned)
     if best:
         print(
             f"best: B={best['batch']} attention={best['attention']} "
