@@ -1,16 +1,39 @@
 """python -m shared.plan WORKLOAD --model M --target T [--max-batch] ...: the verdict, printed."""
 
 import os
+import sys
 
-os.environ.setdefault("JAX_PLATFORMS", "cpu")  # plan mode never needs the local accelerator
+from shared.errors import BadInput
+from shared.hardware.targets import parse_target  # imports no jax: the platform is set below
+
+
+def _compiles_for_the_gpu_here(argv: list[str]) -> bool:
+    """Whether the command names a GPU target (h100, h200, b200): that compiles for the GPU
+    attached, so jax must see it. A TPU target compiles deviceless on the CPU platform, and
+    the local accelerator stays untouched."""
+    names = [b for a, b in zip(argv, argv[1:], strict=False) if a == "--target"]
+    names += [a.split("=", 1)[1] for a in argv if a.startswith("--target=")]
+    for name in names:
+        try:
+            if not parse_target(name).chip.is_tpu:
+                return True
+        except BadInput:  # the parser below says what is wrong with it
+            continue
+    return False
+
+
+# A TPU plan never needs the local accelerator; a GPU plan needs the GPU and nothing else
+# (left unset, jax would first try the TPU runtime that libtpu brings, and print its noise).
+os.environ.setdefault(
+    "JAX_PLATFORMS", "cuda,cpu" if _compiles_for_the_gpu_here(sys.argv[1:]) else "cpu"
+)
 
 import argparse  # noqa: E402
 import dataclasses  # noqa: E402
 import json  # noqa: E402
-import sys  # noqa: E402
 
 from shared import plan  # noqa: E402
-from shared.errors import BadInput, choose, run_cli  # noqa: E402
+from shared.errors import choose, run_cli  # noqa: E402
 from shared.grpo.token_logprobs import IMPLEMENTATIONS  # noqa: E402
 from shared.hardware import rent  # noqa: E402
 from shared.lora import LOSSES  # noqa: E402
