@@ -94,6 +94,12 @@ def parse_args(argv):
         help="stop rows at EOS (default: never, so every row decodes every step)",
     )
     p.add_argument("--fresh", action="store_true", help="each point in a fresh process")
+    p.add_argument(
+        "--run-peak",
+        action="store_true",
+        help="on a GPU: run each point again in a fresh process with XLA's autotuner off, "
+        "whose peak is the run's own (run_peak_bytes_per_device; see measure.NO_AUTOTUNING)",
+    )
     p.add_argument("--point", help=argparse.SUPPRESS)  # "B,S": one point (a --fresh child)
     p.add_argument("--out", required=True, help="JSON file to write")
     a = p.parse_args(argv)
@@ -135,8 +141,9 @@ def setup(a):
     return sampler, mesh, vocab
 
 
-def _child_args(a, batch: int, steps: int, out: Path) -> list[str]:
-    """The command line of a --fresh child measuring one point (same model, shapes, trials)."""
+def _child_args(a, batch: int, steps: int, out: Path, trials: int | None = None) -> list[str]:
+    """The command line of a --fresh child measuring one point (same model, shapes; `trials`,
+    by default the run's)."""
     args = [
         sys.executable,
         __file__,
@@ -151,7 +158,7 @@ def _child_args(a, batch: int, steps: int, out: Path) -> list[str]:
         "--cache-size",
         str(a.cache_size),
         "--trials",
-        str(a.trials),
+        str(trials or a.trials),
         "--seed",
         str(a.seed),
         "--point",
@@ -164,11 +171,14 @@ def _child_args(a, batch: int, steps: int, out: Path) -> list[str]:
     )
 
 
-def _point_in_child(a, batch: int, steps: int) -> dict:
-    """Run one point in a fresh process and read its row; a crash becomes a row too."""
+def _point_in_child(a, batch: int, steps: int, env: dict | None = None, trials=None) -> dict:
+    """Run one point in a fresh process (its environment `env`, by default this one's) and
+    read its row; a crash becomes a row too."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "point.json"
-        done = subprocess.run(_child_args(a, batch, steps, out), capture_output=True, text=True)
+        done = subprocess.run(
+            _child_args(a, batch, steps, out, trials), capture_output=True, text=True, env=env
+        )
         if done.returncode == 0 and out.exists():
             return json.loads(out.read_text())
     text = (done.stderr or done.stdout).strip()
@@ -181,6 +191,24 @@ def _point_in_child(a, batch: int, steps: int) -> dict:
         "status": status,
         "error": f"exit {done.returncode}: {tail[:300]}",
     }
+
+
+def run_peaks(a, points: list[tuple[int, int]]) -> dict[tuple[int, int], dict]:
+    """Per point, its peak in a fresh process with XLA's GPU autotuner off, so no compile-time
+    scratch is in it (measure.NO_AUTOTUNING): `run_peak_bytes_per_device`, or the child's
+    error. Run before this process touches the device: jax here would hold most of its memory
+    (XLA_PYTHON_CLIENT_MEM_FRACTION) and every child would run out (seen on an H200). The
+    process-wide peak of the timed run keeps the autotuner's scratch; timings stay tuned."""
+    env = measure.without_autotuning(dict(os.environ))
+    peaks = {}
+    for batch, steps in points:
+        child = _point_in_child(a, batch, steps, env=env, trials=1)
+        ok = child.get("status") == "ok"
+        peaks[batch, steps] = {
+            "run_peak_bytes_per_device": child.get("peak_bytes_per_device") if ok else None,
+            **({} if ok else {"run_peak_error": child.get("error") or child.get("status")}),
+        }
+    return peaks
 
 
 def main(argv=None):
@@ -204,6 +232,8 @@ def main(argv=None):
         )
         results.write(a.out, {**row, "device": device_info()})
         return 0
+    points = list(dict.fromkeys(steps_points + batch_points))
+    peaks = run_peaks(a, points) if a.run_peak else {}
     if a.fresh:  # the parent never initialises the accelerator: each child owns it alone
         measure_one = lambda b, s: _point_in_child(a, b, s)  # noqa: E731
         info = None
@@ -239,7 +269,9 @@ def main(argv=None):
 
     # Increasing batch order: the steps sweep (batch 1) first, then the batch sweep; the point
     # both share (batch 1 at the largest step count) is measured once.
-    rows = sweep(measure_and_keep, list(dict.fromkeys(steps_points + batch_points)))
+    rows = sweep(measure_and_keep, points)
+    for row in rows:
+        row.update(peaks.get((row["batch"], row["steps"]), {}))
     by_point = {(r["batch"], r["steps"]): r for r in rows}
     batch_rows = [by_point[p] for p in batch_points]
     info = info or next((r.pop("device") for r in rows if "device" in r), {})
@@ -271,7 +303,9 @@ def main(argv=None):
             "otherwise stop rows at whatever step they happen to emit EOS",
             "peak_bytes_per_device is the process-wide high-water mark after the point "
             "(None on CPU); in one process it is meaningful because points run in "
-            "increasing batch order",
+            "increasing batch order. On a GPU it includes XLA's autotuning scratch while "
+            "compiling (peak_includes_compiling); run_peak_bytes_per_device (--run-peak) is "
+            "the point's peak in a process with the autotuner off",
         ],
     }
     results.write(a.out, result)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One short GPU benchmark run (an H100 or H200, about six minutes), each step's JSON in OUTDIR
+# One short GPU benchmark run (an H100 or H200, about eight minutes), each step's JSON in OUTDIR
 # as soon as it is written:
 #
 #   1. bench_train.py: the 130m pretraining step at sequence 2048, tok/s and MFU, cuDNN
@@ -14,7 +14,7 @@
 #
 # <gpu> is h100, h200 or b200 (nvidia-smi's name; GPU_SUITE_TAG overrides it), "cpu" in a
 # smoke run. The log is OUTDIR/suite.log. Every step runs under its own `timeout`, capped by
-# what is left of the suite's budget (GPU_SUITE_BUDGET_S, default 345 s); a failing or
+# what is left of the suite's budget (GPU_SUITE_BUDGET_S, default 465 s); a failing or
 # stopped step is logged and the suite goes on. bench_train and bench_rollout rewrite their
 # file after every point ("complete": false until the last), so a stopped step keeps what
 # it measured. jax preallocates XLA_PYTHON_CLIENT_MEM_FRACTION (default here 0.95) of the GPU.
@@ -61,7 +61,7 @@ if [ "$SMOKE" = 1 ]; then
     BUDGET=${GPU_SUITE_BUDGET_S:-1800}
     TAG=${GPU_SUITE_TAG:-cpu}
 else
-    BUDGET=${GPU_SUITE_BUDGET_S:-345}
+    BUDGET=${GPU_SUITE_BUDGET_S:-465}
     GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
     case "${GPU_NAME,,}" in
         *h100*) TAG=h100 ;;
@@ -82,7 +82,7 @@ if [ "$SMOKE" = 1 ]; then
     PLAN_ROLLOUT=${PLAN_ROLLOUT_ARGS:---model gemma3-tiny --batch 4 --prompt-len 8 --steps 8}
 else
     TRAIN=${TRAIN_ARGS:---config 130m --seq 2048 --batches 32,64 --attention default,xla --steps 10}
-    ROLLOUT=${ROLLOUT_ARGS:---model gemma3-1b --steps 256 --batch-sizes 1,64,128 --prompt-len 256 --cache-size 512 --trials 2}
+    ROLLOUT=${ROLLOUT_ARGS:---model gemma3-1b --steps 256 --batch-sizes 1,64,128 --prompt-len 256 --cache-size 512 --trials 2 --run-peak}
     LOGITS=${LOGITS_ARGS:---time-B 4 --chunk-sizes 128:32768 --repeats 2 --sweep-repeats 1}
     PLAN_TRAIN=${PLAN_TRAIN_ARGS:---model 130m --batch 64 --seq 2048}
     PLAN_ROLLOUT=${PLAN_ROLLOUT_ARGS:---model gemma3-1b --batch 128 --prompt-len 256 --steps 256 --cache-size 512}
@@ -148,8 +148,10 @@ EOF
 step train 120 "$OUTDIR/train_$TAG.json" 0 \
     "$PY" benchmarks/bench_train.py $TRAIN --out "$OUTDIR/train_$TAG.json"
 
-# 2. Rollouts by batch: one process, increasing batch, so each point's peak is its own.
-step rollout 120 "$OUTDIR/rollout_$TAG.json" 0 \
+# 2. Rollouts by batch: one process, increasing batch, so each point's peak is its own; with
+#    --run-peak each point again in a process with XLA's autotuner off, whose peak has no
+#    compile-time scratch in it (shared.hardware.measure.NO_AUTOTUNING).
+step rollout 240 "$OUTDIR/rollout_$TAG.json" 0 \
     "$PY" benchmarks/bench_rollout.py --weights dummy $ROLLOUT --out "$OUTDIR/rollout_$TAG.json"
 
 # 3. Chunked top-k and loss against full logits; no TPU target (no libtpu on a GPU machine).
@@ -157,13 +159,13 @@ step logits 75 "$OUTDIR/logits_$TAG.json" 0 \
     "$PY" benchmarks/bench_logits.py --tpu-target none $LOGITS --out "$OUTDIR/logits_$TAG.json"
 
 # 4. The plan engine on this GPU (compiled for it, nothing allocated), for the measured points
-#    above. shared.plan defaults JAX_PLATFORMS to cpu: name the GPU's platform.
+#    above (a GPU --target makes shared.plan use jax's cuda platform).
 case "$TAG" in
     h100 | h200 | b200)
         step plan_train 50 "$OUTDIR/plan_train_$TAG.json" 1 \
-            env JAX_PLATFORMS=cuda "$PY" -m shared.plan train $PLAN_TRAIN --target "$TAG" --json
+            "$PY" -m shared.plan train $PLAN_TRAIN --target "$TAG" --json
         step plan_rollout 75 "$OUTDIR/plan_rollout_$TAG.json" 1 \
-            env JAX_PLATFORMS=cuda "$PY" -m shared.plan rollout $PLAN_ROLLOUT --target "$TAG" --json
+            "$PY" -m shared.plan rollout $PLAN_ROLLOUT --target "$TAG" --json
         ;;
     *)
         log "plan_train, plan_rollout: SKIPPED, they compile for the GPU attached ($TAG here)"

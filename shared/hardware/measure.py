@@ -8,6 +8,7 @@ a fresh process.
 
 import collections
 import gc
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -69,8 +70,32 @@ def device_memory() -> list[dict] | None:
     ]
 
 
+# XLA's GPU autotuner times candidate kernels on the device while it compiles, with scratch
+# buffers as large as a fusion's output (and, at its default level, a reference copy to check
+# results): compiling gemma3-1b's prefill at batch 128 (logits [128, 256, 262144] bf16, 17 GB)
+# on an H200 raised the process's peak to 38.9 GB, while the run itself peaked at 21.0 GB and
+# the plan predicted 21.03 (benchmarks/results/rollout_h200_autotune_default.json,
+# rollout_h200_autotune_off.json, plan_rollout_h200.json). A process with the
+# autotuner off allocates no such scratch: its peak is the program's own, though its kernels
+# are the untuned ones (decode 7.7x slower there), so it measures bytes, never time.
+NO_AUTOTUNING = "--xla_gpu_autotune_level=0"
+
+
+def without_autotuning(env: dict) -> dict:
+    """`env` for a child process whose GPU compiles allocate no autotuning scratch (see
+    NO_AUTOTUNING): XLA reads XLA_FLAGS once, when the backend starts."""
+    return {**env, "XLA_FLAGS": f"{env.get('XLA_FLAGS', '')} {NO_AUTOTUNING}".strip()}
+
+
+def peak_includes_compiling() -> bool:
+    """Whether this process's peak can include compile-time scratch: on a GPU with XLA's
+    autotuner on (see NO_AUTOTUNING). TPU and CPU compiles allocate nothing on the device."""
+    return jax.default_backend() == "gpu" and NO_AUTOTUNING not in os.environ.get("XLA_FLAGS", "")
+
+
 def peak_bytes_per_device() -> int | None:
-    """The largest per-device peak HBM so far in this process, or None on CPU."""
+    """The largest per-device peak HBM so far in this process, or None on CPU. On a GPU it
+    includes the autotuner's scratch of every compile so far (`peak_includes_compiling`)."""
     stats = device_memory()
     if stats is None:
         return None

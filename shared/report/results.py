@@ -18,10 +18,13 @@ from shared.versions import versions
 
 
 def header(script: str, argv: list[str] | None = None) -> dict:
-    """The first keys of a results file: command (`python SCRIPT ARGS`), date, host, versions."""
+    """The first keys of a results file: command (`python SCRIPT ARGS`), the XLA flags it ran
+    under when any were set (they change what XLA compiles: a GPU peak measured with the
+    autotuner off, say), date, host, versions."""
     args = sys.argv[1:] if argv is None else argv
     return {
         "command": " ".join(["python", script, *args]),
+        **({"xla_flags": os.environ["XLA_FLAGS"]} if os.environ.get("XLA_FLAGS") else {}),
         "date": datetime.date.today().isoformat(),
         "host_cpus": os.cpu_count(),
         "host_machine": platform.machine(),

@@ -130,6 +130,8 @@ def measure_point(
 
     out, oom = measure.run_or_oom(run)
     row["peak_bytes_per_device"] = measure.peak_bytes_per_device()  # None on CPU
+    if row["peak_bytes_per_device"] is not None:
+        row["peak_includes_compiling"] = measure.peak_includes_compiling()
     if oom is not None:
         return {**row, "status": "oom", "error": oom}
     first, timed = out
