@@ -48,3 +48,13 @@ def test_out_of_memory_becomes_a_data_point():
     assert measure.run_or_oom(lambda: 3) == (3, None)
     with pytest.raises(ValueError):
         measure.run_or_oom(lambda: (_ for _ in ()).throw(ValueError("not memory")))
+
+
+def test_a_child_without_the_gpu_autotuner_keeps_its_other_xla_flags(monkeypatch):
+    env = measure.without_autotuning({"XLA_FLAGS": "--xla_force_host_platform_device_count=8"})
+    assert env["XLA_FLAGS"].split() == [
+        "--xla_force_host_platform_device_count=8",
+        measure.NO_AUTOTUNING,
+    ]
+    assert measure.without_autotuning({})["XLA_FLAGS"] == measure.NO_AUTOTUNING
+    assert not measure.peak_includes_compiling()  # a CPU compiles nothing onto a device

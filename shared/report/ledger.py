@@ -55,8 +55,18 @@ def row(
     prediction: dict | None = None,
 ) -> dict:
     """One ledger row for a measured point on this process's devices. `prediction` is a
-    shared.plan verdict (plan_point's dict) for the same workload, or None."""
+    shared.plan verdict (plan_point's dict) for the same workload, or None.
+
+    On a GPU with XLA's autotuner on, the process's peak also holds the autotuner's scratch
+    from compiling (gemma3-1b rollouts at batch 128 on an H200: 38.9 GB for a run of 21.0), so
+    it is no measure of the program and the row keeps no peak; a run with XLA_FLAGS
+    --xla_gpu_autotune_level=0 (shared.hardware.measure.NO_AUTOTUNING) records it."""
     import jax
+
+    from shared.hardware import measure
+
+    if measure.peak_includes_compiling():
+        peak_bytes = None
 
     device = jax.local_devices()[0]
     predicted = prediction or {}
