@@ -25,7 +25,10 @@
 # 100,000 rollouts at batch 395 on a v5e-1 take at least 1.91 h (roofline), about 4.77 h at an
 # assumed 40% of it, $5.72 on demand; at 212 under 0.1.6 about 12 h and $14.43. Which batch runs
 # fastest is not answered here: speed per batch (the field's "64 and 128 beat 68 and 132 per
-# token") is measured only in device mode, on an attached TPU or GPU.
+# token") is measured only in device mode, on an attached TPU or GPU. One H200 ran gemma3-1b
+# (random weights, 256 steps after 256-token prompts): 45.5k tokens/s at batch 128, and with
+# XLA's autotuning scratch kept out of the process its peak was 21.00 GB where the plan
+# compiled for that GPU said 21.03 (`benchmarks/results/rollout_h200_autotune_off.json`).
 #
 # ![gemma3-1b rollouts on one v5e chip: bytes per batch](../docs/figures/01_tunix_bytes.png)
 #
