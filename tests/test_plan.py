@@ -287,6 +287,16 @@ def test_a_located_point_answered_by_arithmetic_is_not_aimed_through(monkeypatch
     assert not located[2]["compiled"] and located[3]["compiled"]  # located again, compiled
 
 
+def test_a_deep_model_whose_arguments_exceed_the_chip_is_answered_without_compiling():
+    """gemma3-12b's bf16 weights (24 GB) exceed a v5e chip: the atlas's search still compiled
+    the model cut to 6 and 12 layers (95 s for gemma3-27b) before arithmetic said no."""
+    result = plan.max_batch(
+        plan.Request("lora-train", "gemma3-12b", "v5e-1", seq=2048, lora_rank=16), progress=False
+    )
+    assert result["max_batch"] == 0 and result["compiles"] == 0 and not result["cut_probes"]
+    assert plan.describe(result).endswith("(arithmetic, before any compile)")
+
+
 def test_search_steps_in_the_multiple_asked_for():
     result = plan.max_batch(plan.Request("scale", "none", "v6e-8"), multiple_of=16, progress=False)
     assert all(p["batch"] % 16 == 0 for p in result["probes"])

@@ -29,7 +29,7 @@ from shared.errors import BadInput
 from shared.hardware import parse_target
 from shared.plan.mesh import search_shape
 from shared.plan.target import target_devices
-from shared.plan.verdict import Request, plan_point, plan_points
+from shared.plan.verdict import Request, floor_verdict, plan_point, plan_points
 from shared.plan.workloads import CUT_TO_LAYERS
 
 CEILING = 1 << 16  # the largest batch a search tries; reaching it is reported as "at least"
@@ -121,6 +121,10 @@ def max_batch(
     probes: list[dict] = []  # the whole model's verdicts, fast and exact
     cut_probes: list[dict] = []  # exact verdicts of the model cut to `depths` layers
     depths, full_layers = cut_depths(request)
+    if depths and not floor_verdict(dataclasses.replace(request, batch=unit))["fits"]:
+        # the whole model's arguments alone exceed the HBM at one unit (gemma3-27b on a v5e-1):
+        # no cut compile can change that, and the probes below answer by arithmetic
+        depths = None
 
     def probe(batch: int, fast: bool) -> dict:
         bar.set_postfix(batch=batch, fast=fast)
