@@ -9,6 +9,9 @@ Parts (`--parts`, comma-separated):
   1B rollout near its v5e-1 boundary and a 27B LoRA step on a v5p-8; with the straight line
   through the cut depths against the full model's compiled bytes;
 - `big-lora`: gemma4-31b LoRA verdicts (fast compiles) on a v5p-8, with and without remat;
+- `stages`: where an exact compile's seconds go (HLO passes, buffer assignment, code
+  generation; read from XLA's dump files), for the 1B rollout on a v5e-1 and the 1B full
+  fine-tune step on a v5e-8;
 - `compiler`: this process's libtpu on its own: the 1B rollout's executables compiled exact and
   fast at its v5e-1 boundary, and the field's tunix 0.1.6 bracket (batch 200 ran, 256 ran out
   of HBM). To compare a newer libtpu without changing the project's pins:
@@ -112,7 +115,7 @@ def big_lora(a) -> list[dict]:
 
 
 QUIET_LOAD = 1.5  # on 2 cores: above this, another job shares the compiler's CPU
-PARTS = ("search", "breakdown", "big-lora", "compiler")
+PARTS = ("search", "breakdown", "big-lora", "compiler", "stages")
 
 
 def _boundary(a) -> plan.Request:
@@ -164,6 +167,21 @@ def breakdown(a) -> dict:
             "exact": timing.depth_line(request, depths, full_layers),
         }
         print(f"breakdown {name} {request.model}: done", flush=True)
+    return out
+
+
+def stages(a) -> dict:
+    """Where an exact compile's seconds go, stage by stage (shared.plan.timing.compiler_stages):
+    the 1B rollout at its v5e-1 boundary (one chip) and the 1B full fine-tune step on a v5e-8
+    (eight chips, where the atlas's cells are slowest)."""
+    cases = {
+        "rollout_v5e-1": _boundary(a),
+        "sft_v5e-8": plan.Request("sft", a.model, "v5e-8", batch=8, seq=a.lora_seq),
+    }
+    out = {}
+    for name, request in cases.items():
+        out[name] = {"request": dataclasses.asdict(request), **timing.compiler_stages(request)}
+        print(f"stages {name}: done", flush=True)
     return out
 
 
@@ -228,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
             _part(report, "big_lora", lambda: big_lora(args), args.out)
         if "compiler" in parts:
             _part(report, "compiler", lambda: compiler(args), args.out)
+        if "stages" in parts:
+            _part(report, "stages", lambda: stages(args), args.out)
     return 0
 
 

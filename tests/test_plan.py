@@ -580,6 +580,24 @@ def test_the_depth_line_compares_cut_models_with_the_whole_one():
         assert line["runs"][2]["executables"][label]["compile_s"] > 0
 
 
+def test_a_compile_splits_into_stages_read_from_xlas_dump():
+    """compiler_stages: each executable's exact compile split at XLA's dump files (HLO
+    passes, buffer assignment, code generation, and before and after them), in a child
+    process; the stages add up to the compile's own seconds."""
+    from shared.plan import timing
+
+    request = plan.Request("rollout", "gemma3-tiny", "v5e-1", batch=4, prompt_len=8, steps=8)
+    row = timing.compiler_stages(request)
+    for label in ("prefill", "decode"):
+        exe = row["executables"][label]
+        parts = [exe["stages"][key] for key, _, _ in timing.STAGE_FILES]
+        parts += [exe["stages"]["before_s"], exe["stages"]["after_s"]]
+        # file times are as coarse as the file system's clock: a few milliseconds
+        assert all(p > -0.05 for p in parts)
+        assert sum(parts) == pytest.approx(exe["compile_s"], abs=0.1)
+        assert exe["stages"]["memory_report_total_bytes"] > 0
+
+
 def test_a_deep_model_is_located_by_cut_compiles_and_answered_at_full_depth(monkeypatch):
     """The cut-depth locate, on gemma3-tiny as if it were deep (cut to 1 and 2 of its 6
     layers): every locating compile is exact on a cut model, every whole-model probe exact,

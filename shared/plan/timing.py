@@ -40,9 +40,11 @@ def time_executables(request: Request) -> dict:
             start = time.perf_counter()
             lowered = exe.fn.lower(*exe.args, **exe.kwargs)
             lower_s = time.perf_counter() - start
+            started_at = time.time()  # the wall clock, which dump files' times compare with
             summary = compile_lowered(lowered, FAST_COMPILE if request.fast else None)
             row["executables"][exe.label] = {
                 "lower_s": lower_s,
+                "compile_started_at": started_at,
                 "compile_s": summary["compile_s"],
                 "total_bytes": summary["total_bytes"],
                 "temp_bytes": summary["temp_bytes"],
@@ -68,3 +70,75 @@ def depth_line(request: Request, depths: tuple[int, int], full_layers: int) -> d
             "line_over_compiled": straight / at_full["total_bytes"],
         }
     return {"depths": list(depths), "full_layers": full_layers, "runs": [*rows, full], **lines}
+
+
+# The files XLA writes with --xla_dump_to as a compile passes each stage, in order (suffixes
+# of module_NNNN.jit_NAME.*): their times split one compile's seconds into stages; the time
+# before the first and after the last is `before_s` and `after_s`.
+STAGE_FILES = (
+    (
+        "hlo_passes_s",
+        "before_optimizations.txt",
+        "after_optimizations_before_buffer_assignment.txt",
+    ),
+    (
+        "buffer_assignment_s",
+        "after_optimizations_before_buffer_assignment.txt",
+        "after_optimizations-memory-usage-report.txt",
+    ),
+    ("codegen_s", "after_optimizations-memory-usage-report.txt", "after_codegen.txt"),
+)
+_CHILD = (
+    "import json, sys; from shared.plan import timing; from shared.plan.verdict import Request; "
+    "print(json.dumps(timing.time_executables(Request(**json.loads(sys.argv[1])))))"
+)
+
+
+def compiler_stages(request: Request) -> dict:
+    """Where one exact compile's seconds go: time_executables run in a child process that has
+    XLA dump each module as it passes a stage, and the dump files' times read as stage
+    boundaries: HLO passes (partitioning, fusion, scheduling), buffer assignment (where the
+    bytes a verdict reads are decided) and code generation, for each executable. Writing the
+    dumps costs time of its own, counted in the stages; the compile's seconds come from
+    time_executables beside them. Also each module's "Total bytes" from XLA's memory-usage
+    report, beside the executable's compiled bytes."""
+    import json
+    import re
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as dump:
+        env = {**os.environ, "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_dump_to={dump}"}
+        done = subprocess.run(
+            [sys.executable, "-c", _CHILD, json.dumps(dataclasses.asdict(request))],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        )
+        row = json.loads(done.stdout.strip().splitlines()[-1])
+        modules: dict[str, dict] = {}
+        for path in Path(dump).iterdir():
+            match = re.match(r"module_\d+\.jit_(\w+?)\.[^.]+\.(.+)$", path.name)
+            if match:
+                modules.setdefault(match[1], {})[match[2]] = path
+        for name, files in modules.items():
+            label = next((lbl for lbl in row["executables"] if name in lbl or lbl in name), name)
+            stages = {
+                key: files[end].stat().st_mtime - files[start].stat().st_mtime
+                for key, start, end in STAGE_FILES
+                if start in files and end in files
+            }
+            compiled = row["executables"].get(label, {})
+            first, last = STAGE_FILES[0][1], STAGE_FILES[-1][2]
+            if "compile_started_at" in compiled and first in files and last in files:
+                began = compiled["compile_started_at"]
+                stages["before_s"] = files[first].stat().st_mtime - began
+                stages["after_s"] = began + compiled["compile_s"] - files[last].stat().st_mtime
+            report = files.get("after_optimizations-memory-usage-report.txt")
+            total = report and re.search(r"Total bytes: (\d+)", report.read_text())
+            stages["memory_report_total_bytes"] = int(total[1]) if total else None
+            row["executables"].setdefault(label, {})["stages"] = {"module": name, **stages}
+    return row
