@@ -62,26 +62,9 @@ def test_a_peak_that_holds_the_gpu_autotuners_scratch_is_not_recorded(monkeypatc
     21.0 (H200): such a peak is no measure of the program, so the row keeps none."""
     from shared.hardware import measure
 
-    kept = ledger.row(
-        "t",
-        workload="rollout",
-        model="m",
-        batch=1,
-        shape="s",
-        status="ok",
-        peak_bytes=5,
-        seconds=1.0,
-    )
+    point = {"workload": "rollout", "model": "m", "batch": 1, "shape": "s", "status": "ok"}
+    kept = ledger.row("t", **point, peak_bytes=5, seconds=1.0)
     assert kept["measured_peak_bytes_per_device"] == 5  # CPU: nothing compiles on a device
     monkeypatch.setattr(measure, "peak_includes_compiling", lambda: True)
-    dropped = ledger.row(
-        "t",
-        workload="rollout",
-        model="m",
-        batch=1,
-        shape="s",
-        status="ok",
-        peak_bytes=5,
-        seconds=1.0,
-    )
+    dropped = ledger.row("t", **point, peak_bytes=5, seconds=1.0)
     assert dropped["measured_peak_bytes_per_device"] is None and dropped["measured_s"] == 1.0
