@@ -217,7 +217,11 @@ def max_batch(
             located_fit = max(below, key=lambda p: p["batch"])
             low_end = located_fit["batch"]
             guess = _crossing(located_fit, _slope(located_fit, exact[worst]), usable, unit, worst)
-            if guess >= worst - unit or guess in exact:
+            # One unit under the failure is where a good line points (gemma3-1b rollouts on a
+            # v5e-1: 375 failed, the line said 374, which fits); only a second step down in a
+            # row is creeping, and halves the bracket instead.
+            crept = guess >= worst - unit and worst + unit in exact
+            if crept or guess in exact:
                 guess = max(unit, (low_end + worst) // 2 // unit * unit)
         else:  # one side only: the fast slope through the newest exact point
             guess = _crossing(point, fast_slope, usable, unit, ceiling)
