@@ -4,6 +4,8 @@ Parts (`--parts`, comma-separated):
 - `search`: for each target, the largest gemma3-1b rollout batch (the search's compiles, fast
   and exact, and its wall time from an empty cache), and one exact and one fast verdict at a
   fixed batch;
+- `deep-search`: `--max-batch` for gemma3-27b's LoRA step on a v5p-8 (sequence 2048, rank 16),
+  its compiles and the process's peak memory;
 - `breakdown`: build, lower and compile seconds of each executable, fast and exact, at full
   depth and cut to one and two repeats of the attention pattern (shared.plan.timing), for the
   1B rollout near its v5e-1 boundary and a 27B LoRA step on a v5p-8; with the straight line
@@ -26,6 +28,7 @@ flags a part that started above QUIET_LOAD (run nothing else beside it).
 import argparse
 import dataclasses
 import os
+import resource
 import tempfile
 import time
 from pathlib import Path
@@ -89,6 +92,33 @@ def rollout_target(target: str, a) -> dict:
     return entry
 
 
+def deep_search(a) -> dict:
+    """`--max-batch` for a deep model's LoRA step (gemma3-27b on a v5p-8 by default) from an
+    empty cache: the search the 5-minute goal is about, its compiles (cut and whole) and this
+    process's peak memory (a 27B compile needs most of a 23 GiB machine: run it alone)."""
+    request = plan.Request(
+        "lora-train", a.breakdown_lora_model, a.lora_target, seq=a.lora_seq, lora_rank=16
+    )
+    search, wall = _timed(plan.max_batch, request, progress=False)
+    return {
+        "request": dataclasses.asdict(request),
+        "max_batch": search["max_batch"],
+        "first_not_fitting": search["first_not_fitting"],
+        "summary": plan.describe(search),
+        "compiles": search["compiles"],
+        "search_wall_s": wall,
+        "probes": probe_rows(search),
+        "cut_probes": [
+            {
+                key: p.get(key)
+                for key in ("batch", "layers", "fits", "bytes_per_device", "compile_s")
+            }
+            for p in search["cut_probes"]
+        ],
+        "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    }
+
+
 def big_lora(a) -> list[dict]:
     rows = []
     for remat in ("none", "block"):
@@ -115,7 +145,7 @@ def big_lora(a) -> list[dict]:
 
 
 QUIET_LOAD = 1.5  # on 2 cores: above this, another job shares the compiler's CPU
-PARTS = ("search", "breakdown", "big-lora", "compiler", "stages")
+PARTS = ("search", "deep-search", "breakdown", "big-lora", "compiler", "stages")
 
 
 def _boundary(a) -> plan.Request:
@@ -240,6 +270,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"{entry['fast_verdict']['wall_s']:.0f} s",
                     flush=True,
                 )
+        if "deep-search" in parts:
+            _part(report, "deep_search", lambda: deep_search(args), args.out)
+            print(f"deep search: {report['deep_search']['summary']}", flush=True)
         if "breakdown" in parts:
             _part(report, "breakdown", lambda: breakdown(args), args.out)
         if "big-lora" in parts:
