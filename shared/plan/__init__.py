@@ -11,12 +11,13 @@ worst executable's transient bytes, against the HBM the compiler allows.
 
 Modules: `target` (devices, usable HBM), `workloads/` (what gets compiled, one file per
 workload), `executable` (the types a workload is made of), `compiled` (compile one executable,
-read its bytes, FLOPs and `buffers`), `verdict` (a whole workload's verdict, cached), `search`
-(the largest batch), `frontier` (what to change), `budget` (hours and dollars), `cheapest`
-(which slice to rent for a whole job; `cheapest_view` shows it, `jobs` holds notebook 08's
-jobs), `mesh` (the mesh a verdict compiles on), `field`
-(published points we must agree with), `layer_probe` (what a step keeps per layer), `atlas`
-(model x slice x recipe), `lookup` (one atlas cell, instantly), `__main__` (the command line).
+read its bytes, FLOPs and `buffers`), `workload_bytes` (a workload's bytes by arithmetic),
+`verdict` (a whole workload's verdict, cached), `search` (the largest batch), `frontier` (what
+to change), `budget` (hours and dollars), `cheapest` (which slice to rent for a whole job;
+`cheapest_view` shows it, `jobs` holds notebook 08's jobs), `mesh` (the mesh a verdict
+compiles on), `field` (published points we must agree with), `layer_probe` (what a step keeps
+per layer), `atlas` (model x slice x recipe), `lookup` (one atlas cell, instantly),
+`__main__` (the command line).
 
 The names below load on first use (PEP 562): importing the compiler stack takes seconds, and
 `python -m shared.plan.lookup` must answer from the committed atlas in well under one.
@@ -33,7 +34,7 @@ _EXPORTS = {
     "topology_devices": "shared.plan.target",
     "Request": "shared.plan.verdict",
     "cache_path": "shared.plan.verdict",
-    "combine": "shared.plan.verdict",
+    "combine": "shared.plan.workload_bytes",
     "is_cached": "shared.plan.verdict",
     "plan_point": "shared.plan.verdict",
     "COMMON": "shared.plan.workloads",

@@ -8,8 +8,14 @@ into the full model's in a straight line (the compiler fits a deep program diffe
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import re
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import jax
 
@@ -102,13 +108,6 @@ def compiler_stages(request: Request) -> dict:
     dumps costs time of its own, counted in the stages; the compile's seconds come from
     time_executables beside them. Also each module's "Total bytes" from XLA's memory-usage
     report, beside the executable's compiled bytes."""
-    import json
-    import re
-    import subprocess
-    import sys
-    import tempfile
-    from pathlib import Path
-
     with tempfile.TemporaryDirectory() as dump:
         env = {**os.environ, "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_dump_to={dump}"}
         done = subprocess.run(

@@ -28,12 +28,19 @@ import jax
 
 from shared.errors import BadInput, choose
 from shared.hardware import parse_target
-from shared.hardware.sharding import bytes_per_device
 from shared.paths import ROOT, writable_folder
 from shared.plan.compiled import FAST_COMPILE, compile_lowered
-from shared.plan.executable import LAYOUT_WITHOUT_COMPILING, Workload
+from shared.plan.executable import LAYOUT_WITHOUT_COMPILING
 from shared.plan.mesh import mesh_for
 from shared.plan.target import target_devices, usable_hbm_per_device
+from shared.plan.workload_bytes import (
+    arguments_only,
+    combine,
+    exceeds,
+    resident_bytes,
+    takes_of,
+    weights_dtype,
+)
 from shared.plan.workloads import COMMON, CUT_TO_LAYERS, READS, WORKLOADS, build_workload
 from shared.versions import versions
 
@@ -155,63 +162,6 @@ def is_cached(request: Request) -> bool:
     return read_cache(request) is not None
 
 
-def resident_bytes(workload: Workload) -> dict[str, int]:
-    """Per-device bytes of every resident buffer, each counted once: those named by the
-    executables' `resident_args`, and the workload's own `resident` list."""
-    sizes: dict[str, int] = {}
-    for exe in workload.executables:
-        for index, name in exe.resident_args.items():
-            sizes[name] = max(sizes.get(name, 0), bytes_per_device(exe.args[index]))
-    for name, tree in workload.resident.items():
-        sizes[name] = sizes.get(name, 0) + bytes_per_device(tree)
-    return sizes
-
-
-def combine(
-    executables: dict[str, dict], resident: dict[str, int], takes: dict[str, list[str]]
-) -> dict:
-    """The whole-workload arithmetic: each executable's transient bytes (its non-resident
-    arguments + outputs + temps - aliased) and the verdict bytes, resident + worst transient.
-    `takes[label]` names the resident buffers that executable receives as arguments."""
-    transient = {}
-    for label, e in executables.items():
-        held = sum(resident[name] for name in takes[label])
-        if e["refused"]:  # libtpu's number is the whole program's need, resident args included
-            transient[label] = max(0, e["total_bytes"] - held)
-            continue
-        transient[label] = (
-            max(0, e["argument_bytes"] - held)
-            + e["output_bytes"]
-            + e["temp_bytes"]
-            - e["alias_bytes"]
-        )
-    worst = max(transient, key=transient.get)
-    total = sum(resident.values())
-    return {
-        "resident_bytes": total,
-        "transient_bytes": transient,
-        "worst": worst,
-        "bytes_per_device": total + transient[worst],
-    }
-
-
-def _exceeds(verdict: dict, executables: dict, usable: int) -> bool:
-    return verdict["bytes_per_device"] > usable or any(e["refused"] for e in executables.values())
-
-
-def weights_dtype(workload: Workload) -> str:
-    """The dtype of the floating-point weights the workload holds ("bfloat16"), for the verdict."""
-    dtypes = {
-        str(x.dtype)
-        for exe in workload.executables
-        for index, name in exe.resident_args.items()
-        if name == "weights"
-        for x in jax.tree.leaves(exe.args[index])
-        if "float" in str(x.dtype)
-    }
-    return "/".join(sorted(dtypes)) or "n/a"
-
-
 # Request fields that count something: a workload reading one needs it a positive integer.
 COUNTS = (
     "batch",
@@ -249,49 +199,6 @@ def check_request(request: Request) -> None:
         raise BadInput(f"--beta (the KL weight) must be zero or positive, got {request.beta}")
 
 
-NOT_COMPILED = (
-    "not compiled: its arguments and the activations it must hold, exact from their shapes "
-    "and shardings, exceed the HBM the compiler allows"
-)
-
-
-def arguments_only(workload: Workload) -> dict[str, dict]:
-    """Each executable as if it needed nothing but its arguments (and the `floor_bytes` its
-    workload knows it must also hold): a lower bound known without compiling. When even that
-    does not fit (a batch of 10^8, a model bigger than the slice), the verdict is "does not
-    fit" in milliseconds; the compiler could only add to it."""
-    floor = {}
-    for exe in workload.executables:
-        # the arrays among the arguments (a graphdef, an optimizer or a flag holds no HBM);
-        # an array without a sharding is whole on every device
-        arrays = [x for x in jax.tree.leaves(exe.args) if hasattr(x, "shape")]
-        args = bytes_per_device([x for x in arrays if getattr(x, "sharding", None) is not None])
-        args += sum(
-            x.size * x.dtype.itemsize for x in arrays if getattr(x, "sharding", None) is None
-        )
-        args += exe.floor_bytes
-        floor[exe.label] = {
-            "argument_bytes": args,
-            **dict.fromkeys(("output_bytes", "temp_bytes", "alias_bytes"), 0),
-            "generated_code_bytes": 0,
-            "total_bytes": args,
-            "flops": 0.0,
-            "bytes_accessed": 0.0,
-            "largest_buffers": [],
-            "refused": None,
-            "compiler_hbm_bytes": None,
-            "compile_s": 0.0,
-            "repeats": exe.repeats,
-            "note": NOT_COMPILED,
-        }
-    return floor
-
-
-def _takes(workload: Workload) -> dict[str, list[str]]:
-    """The resident buffers each executable receives as arguments, by label."""
-    return {exe.label: sorted(set(exe.resident_args.values())) for exe in workload.executables}
-
-
 def floor_verdict(request: Request, devices: list | None = None) -> dict:
     """Whether the request can fit at all, known without compiling: resident buffers plus the
     largest arguments-only transient (`arguments_only`), exact from shapes, on the mesh the
@@ -308,7 +215,7 @@ def floor_verdict(request: Request, devices: list | None = None) -> dict:
         workload = build_workload(request, mesh)
     finally:
         LAYOUT_WITHOUT_COMPILING.reset(compiling)
-    floor = combine(arguments_only(workload), resident_bytes(workload), _takes(workload))[
+    floor = combine(arguments_only(workload), resident_bytes(workload), takes_of(workload))[
         "bytes_per_device"
     ]
     usable = (
@@ -383,20 +290,20 @@ class _Compiling:
         self.options = FAST_COMPILE if request.fast else None
         self.resident = resident_bytes(self.workload)
         self.usable = usable_hbm_per_device(self.target, self.devices)
+        self.all_takes = takes_of(self.workload)
         self.executables, self.takes, self.skipped = {}, {}, []
         self.pending = list(self.workload.executables)
         self.floor = arguments_only(self.workload)
-        if combine(self.floor, self.resident, _takes(self.workload))["bytes_per_device"] > (
-            self.usable
-        ):  # arithmetic says no
-            self.executables, self.takes, self.pending = self.floor, _takes(self.workload), []
+        if combine(self.floor, self.resident, self.all_takes)["bytes_per_device"] > self.usable:
+            # arithmetic says no
+            self.executables, self.takes, self.pending = self.floor, self.all_takes, []
 
     def next_group(self) -> list:
         """The executables to compile next, as many as there are cores; none once the compiled
         ones already do not fit (the rest are listed as skipped) or all are compiled."""
         if self.pending and self.executables:
             verdict = combine(self.executables, self.resident, self.takes)
-            if _exceeds(verdict, self.executables, self.usable):
+            if exceeds(verdict, self.executables, self.usable):
                 self.skipped += [exe.label for exe in self.pending]  # cannot change the verdict
                 self.pending = []
         group, self.pending = self.pending[:WORKERS], self.pending[WORKERS:]
@@ -404,7 +311,7 @@ class _Compiling:
 
     def record(self, exe, summary: dict) -> None:
         self.executables[exe.label] = {**summary, "repeats": exe.repeats, "note": exe.note}
-        self.takes[exe.label] = _takes(self.workload)[exe.label]
+        self.takes[exe.label] = self.all_takes[exe.label]
 
     def result(self) -> dict:
         """The verdict, written to the plan cache."""
@@ -427,7 +334,7 @@ class _Compiling:
             **verdict,
             "hbm_bytes": self.usable,
             "datasheet_hbm_bytes": chip.hbm_bytes_per_device,
-            "fits": not _exceeds(verdict, executables, self.usable),
+            "fits": not exceeds(verdict, executables, self.usable),
             "refused": refused,
             "skipped": skipped,
             "margin_bytes": self.usable - verdict["bytes_per_device"],

@@ -1,0 +1,111 @@
+"""A whole workload's bytes from its executables' shapes and compiled summaries: the
+arithmetic of a verdict, no compiling. Resident buffers count once; the worst executable's
+transient bytes add to them; an arguments-only floor answers "does not fit" in milliseconds
+when even that exceeds the HBM (shared.plan.verdict compiles the rest)."""
+
+from __future__ import annotations
+
+import jax
+
+from shared.hardware.sharding import bytes_per_device
+from shared.plan.executable import Workload
+
+
+def resident_bytes(workload: Workload) -> dict[str, int]:
+    """Per-device bytes of every resident buffer, each counted once: those named by the
+    executables' `resident_args`, and the workload's own `resident` list."""
+    sizes: dict[str, int] = {}
+    for exe in workload.executables:
+        for index, name in exe.resident_args.items():
+            sizes[name] = max(sizes.get(name, 0), bytes_per_device(exe.args[index]))
+    for name, tree in workload.resident.items():
+        sizes[name] = sizes.get(name, 0) + bytes_per_device(tree)
+    return sizes
+
+
+def combine(
+    executables: dict[str, dict], resident: dict[str, int], takes: dict[str, list[str]]
+) -> dict:
+    """The whole-workload arithmetic: each executable's transient bytes (its non-resident
+    arguments + outputs + temps - aliased) and the verdict bytes, resident + worst transient.
+    `takes[label]` names the resident buffers that executable receives as arguments."""
+    transient = {}
+    for label, e in executables.items():
+        held = sum(resident[name] for name in takes[label])
+        if e["refused"]:  # libtpu's number is the whole program's need, resident args included
+            transient[label] = max(0, e["total_bytes"] - held)
+            continue
+        transient[label] = (
+            max(0, e["argument_bytes"] - held)
+            + e["output_bytes"]
+            + e["temp_bytes"]
+            - e["alias_bytes"]
+        )
+    worst = max(transient, key=transient.get)
+    total = sum(resident.values())
+    return {
+        "resident_bytes": total,
+        "transient_bytes": transient,
+        "worst": worst,
+        "bytes_per_device": total + transient[worst],
+    }
+
+
+def exceeds(verdict: dict, executables: dict, usable: int) -> bool:
+    return verdict["bytes_per_device"] > usable or any(e["refused"] for e in executables.values())
+
+
+def weights_dtype(workload: Workload) -> str:
+    """The dtype of the floating-point weights the workload holds ("bfloat16"), for the verdict."""
+    dtypes = {
+        str(x.dtype)
+        for exe in workload.executables
+        for index, name in exe.resident_args.items()
+        if name == "weights"
+        for x in jax.tree.leaves(exe.args[index])
+        if "float" in str(x.dtype)
+    }
+    return "/".join(sorted(dtypes)) or "n/a"
+
+
+NOT_COMPILED = (
+    "not compiled: its arguments and the activations it must hold, exact from their shapes "
+    "and shardings, exceed the HBM the compiler allows"
+)
+
+
+def arguments_only(workload: Workload) -> dict[str, dict]:
+    """Each executable as if it needed nothing but its arguments (and the `floor_bytes` its
+    workload knows it must also hold): a lower bound known without compiling. When even that
+    does not fit (a batch of 10^8, a model bigger than the slice), the verdict is "does not
+    fit" in milliseconds; the compiler could only add to it."""
+    floor = {}
+    for exe in workload.executables:
+        # the arrays among the arguments (a graphdef, an optimizer or a flag holds no HBM);
+        # an array without a sharding is whole on every device
+        arrays = [x for x in jax.tree.leaves(exe.args) if hasattr(x, "shape")]
+        args = bytes_per_device([x for x in arrays if getattr(x, "sharding", None) is not None])
+        args += sum(
+            x.size * x.dtype.itemsize for x in arrays if getattr(x, "sharding", None) is None
+        )
+        args += exe.floor_bytes
+        floor[exe.label] = {
+            "argument_bytes": args,
+            **dict.fromkeys(("output_bytes", "temp_bytes", "alias_bytes"), 0),
+            "generated_code_bytes": 0,
+            "total_bytes": args,
+            "flops": 0.0,
+            "bytes_accessed": 0.0,
+            "largest_buffers": [],
+            "refused": None,
+            "compiler_hbm_bytes": None,
+            "compile_s": 0.0,
+            "repeats": exe.repeats,
+            "note": NOT_COMPILED,
+        }
+    return floor
+
+
+def takes_of(workload: Workload) -> dict[str, list[str]]:
+    """The resident buffers each executable receives as arguments, by label."""
+    return {exe.label: sorted(set(exe.resident_args.values())) for exe in workload.executables}
