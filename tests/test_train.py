@@ -6,6 +6,7 @@ with short sequences, so each process spends most of its time compiling.
 """
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -154,6 +155,33 @@ def test_corrupt_newest_checkpoint_resumes_from_the_previous_one(tmp_path, jax_c
     assert (tmp_path / "ckpt-whole" / "12").is_dir()  # saved again beside it
     # From step 9 the run repeats steps 10-12: the same losses and final evaluation.
     assert _metrics(tmp_path / "whole.jsonl") == _metrics(whole / "whole.jsonl")
+
+
+def test_an_abandoned_orbax_task_stays_muted_after_the_checkpoints_close(caplog):
+    """A failed restore leaves tensorstore tasks that asyncio may report after `close` (a CI
+    run printed one's traceback then); those reports stay muted, and nothing else is."""
+    from shared.pretrain.checkpoints import _AbandonedReads
+
+    asyncio_log = logging.getLogger("asyncio")
+    report = "Task exception was never retrieved\nfuture: <Task coro=<orbax/serialization.py>>"
+
+    def logged_after_stop(failed: bool) -> list[str]:
+        caplog.clear()
+        muted = _AbandonedReads()
+        muted.start()
+        muted.left_behind = failed
+        muted.stop()
+        try:
+            with caplog.at_level(logging.ERROR, logger="asyncio"):
+                asyncio_log.error(report)
+                asyncio_log.error("an unrelated asyncio error")
+        finally:
+            asyncio_log.filters.clear()
+            sys.unraisablehook = sys.__unraisablehook__
+        return [r.getMessage() for r in caplog.records]
+
+    assert logged_after_stop(failed=True) == ["an unrelated asyncio error"]
+    assert logged_after_stop(failed=False) == [report, "an unrelated asyncio error"]
 
 
 def test_sigterm_saves_a_checkpoint_and_stops(tmp_path, jax_cache):

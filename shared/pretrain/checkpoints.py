@@ -142,6 +142,7 @@ class Checkpoints:
             return self.manager.restore(step, args=self.ocp.args.Composite(**items))
         except Exception as err:  # orbax raises many types for unreadable or mismatched files
             gc.collect()  # the abandoned reads' tasks report now, while they are muted
+            self._abandoned.left_behind = True
             raise _Unreadable(_reason(err)) from None
         finally:
             absl.setLevel(level)
@@ -170,11 +171,14 @@ class _AbandonedReads:
     sys.unraisablehook, and each abandoned task logs "Task exception was never retrieved" on
     the asyncio logger when it is collected: a traceback apiece, during the restore and after
     it has returned. Exactly those are dropped; everything else still reaches the hook and
-    the log.
+    the log. Once a restore has failed, `stop` leaves the muting in place for the rest of the
+    process: tensorstore may still hold an abandoned task when the run closes its checkpoints,
+    and under load one was collected after that (a CI run printed its traceback).
     """
 
     def __init__(self):
         self.previous = None  # the unraisable hook to put back
+        self.left_behind = False  # a failed restore left tasks that may report until exit
 
     def start(self) -> None:
         if self.previous is None:
@@ -182,7 +186,7 @@ class _AbandonedReads:
             logging.getLogger("asyncio").addFilter(self._keep)
 
     def stop(self) -> None:
-        if self.previous is not None:
+        if self.previous is not None and not self.left_behind:
             sys.unraisablehook, self.previous = self.previous, None
             logging.getLogger("asyncio").removeFilter(self._keep)
 
@@ -194,7 +198,8 @@ class _AbandonedReads:
     @staticmethod
     def _keep(record: logging.LogRecord) -> bool:
         """False for an abandoned orbax task's report (its coroutine is orbax's)."""
-        return "orbax" not in record.getMessage()
+        message = record.getMessage()
+        return not (message.startswith("Task exception was never retrieved") and "orbax" in message)
 
 
 def _reason(err: Exception) -> str:
