@@ -3,7 +3,7 @@ model are excluded by arithmetic, candidates are compiled in the order of a FLOP
 candidate whose bound cannot beat the best is never compiled, and the answer is a compiled
 verdict with hours, dollars and the commands that rent it."""
 
-import math
+import dataclasses
 import os
 import subprocess
 import sys
@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from shared.errors import BadInput
-from shared.hardware import rent
+from shared.hardware import parse_target, rent
 from shared.plan import Request, candidate, cheapest, cheapest_view, slice_job
 
 TINY = Request("lora-train", "gemma3-tiny", "v5e-1", seq=128, lora_rank=4)
@@ -154,19 +154,6 @@ def test_a_slice_too_small_for_the_weights_is_excluded_without_compiling(monkeyp
     assert compiled == [] and result["choice"] is None
 
 
-def test_a_real_search_answers_with_an_exact_compile(tmp_path, monkeypatch):
-    """The whole path on one slice, the compiler's verdicts included."""
-    from shared.plan import verdict
-
-    monkeypatch.setattr(verdict, "CACHE_DIR", tmp_path)
-    result = cheapest.cheapest(TINY, 1e7, slices=("v6e-1",), progress=False)
-    choice = result["choice"]
-    assert choice["target"] == "v6e-1" and choice["bytes_per_device"] <= choice["hbm_bytes"]
-    assert choice["runs"] == math.ceil(1e7 / (choice["batch"] * 128))
-    assert choice["hours"] == pytest.approx(choice["roofline_hours"] / 0.4)
-    assert result["compiles"] >= 1
-
-
 def test_cli_bad_input_for_cheapest_is_one_line(tmp_path):
     base = [sys.executable, "-m", "shared.plan"]
     env = {**os.environ, "TPU_BUDGET_LAB_PLAN_CACHE": str(tmp_path)}
@@ -275,6 +262,51 @@ def test_a_remat_that_keeps_more_is_not_compiled_where_a_lighter_one_does_not_fi
     assert remats == ["block"] and row["status"] == "does not fit"
     assert row["remats_tried"] == {"block": False}
     assert "remat none, which keeps more, not compiled" in row["why"]
+
+
+@pytest.mark.parametrize(("fits_up_to", "searched"), [(10**6, False), (60, True)])
+def test_the_large_enough_batch_is_compiled_before_any_search_below_it(
+    fits_up_to, searched, monkeypatch
+):
+    """A memory-bound step (weights 1e9 bytes, 1e6 a sequence): 1 and 2 are compiled, then the
+    batch large_enough names. Where that fits it is the answer and nothing below it is searched
+    (the search's fast locating compiles were 2 of the 5 a tiny LoRA slice took); where it does
+    not, the largest batch that fits is searched for under it."""
+    compiled, searches = [], []
+
+    def plan_point(request, use_cache):
+        compiled.append(request.batch)
+        chip = parse_target("v6e-1").chip
+        flops, accessed = request.batch * 1e6, 1e9 + request.batch * 1e6
+        return {
+            "fits": request.batch <= fits_up_to,
+            **{"batch": request.batch, "seq": request.seq, "remat": request.remat},
+            **{"target": "v6e-1", "workload": "lora-train", "cached": False, "devices": 1},
+            **{"mesh_shape": {"fsdp": 1, "tp": 1}, "hosts": 1},
+            **{"bytes_per_device": 1, "hbm_bytes": 2, "compile_s": 1.0},
+            **{"flops_per_device": flops, "bytes_accessed_per_device": accessed},
+            "roofline_lower_bound_s": max(chip.roofline_terms(flops, accessed)),
+        }
+
+    def max_batch(request, *, ceiling, use_cache, progress):
+        searches.append(ceiling)
+        point = plan_point(dataclasses.replace(request, batch=fits_up_to), use_cache)
+        return {"compiles": 1, "probes": [{**point, "fast": False}], "cut_probes": []}
+
+    monkeypatch.setattr(candidate, "plan_point", plan_point)
+    monkeypatch.setattr(candidate, "max_batch", max_batch)
+    enough = candidate.large_enough(plan_point(_tiny_at(1), False), plan_point(_tiny_at(2), False))
+    compiled.clear()
+    row = candidate.compile_candidate(
+        _tiny_at(1), slice_job.Job(1e9, "tokens"), "on-demand", use_cache=False
+    )
+    assert compiled[:3] == [1, 2, enough] and enough > 2
+    assert searches == ([enough] if searched else [])
+    assert row["batch"] == (fits_up_to if searched else enough)
+
+
+def _tiny_at(batch: int) -> Request:
+    return dataclasses.replace(TINY, batch=batch)
 
 
 def test_a_grpo_floor_compiles_nothing_and_holds_no_more_than_the_compiled_layout(monkeypatch):

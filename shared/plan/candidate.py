@@ -2,7 +2,8 @@
 
 The smallest batch first (with the remat that fits); when that step is memory-bound, twice the
 batch, and then the largest batch up to the one whose cost per unit of work is within
-COST_TOLERANCE of the least any batch could reach (`large_enough`). The cheapest of those
+COST_TOLERANCE of the least any batch could reach (`large_enough`; that one itself when it
+fits, else a search below it). The cheapest of those
 verdicts is priced for the whole job: the roofline (a lower bound) divided by the workload's
 stated efficiency (shared.plan.budget), times the dated price.
 """
@@ -76,8 +77,10 @@ def compile_candidate(
     order; with `lightest_first`, the remat that keeps least first, and the others only when it
     fits: one that keeps more cannot fit where it does not); when its step is memory-bound,
     twice that, and then the largest batch up to the one that is large enough
-    (`large_enough`). The cheapest of them priced, or why none fits. `remats_tried` says which
-    remat was compiled at the smallest batch and whether it fit."""
+    (`large_enough`): that one is compiled first, and only when it does not fit is the largest
+    that does searched for (a search would confirm it with the same exact compile, after
+    locating it with fast ones). The cheapest of them priced, or why none fits.
+    `remats_tried` says which remat was compiled at the smallest batch and whether it fit."""
     compiles, seconds = 0, 0.0
 
     def exact(req: Request) -> dict:
@@ -118,7 +121,14 @@ def compile_candidate(
         if double["fits"]:
             points.append(double)
             enough = large_enough(point, double)
-            if enough > double["batch"]:
+            at_enough = (
+                exact(dataclasses.replace(request, batch=enough))
+                if enough > double["batch"]
+                else None
+            )
+            if at_enough and at_enough["fits"]:
+                points.append(at_enough)  # in large_enough's model, none between costs less
+            elif at_enough:
                 searched = max_batch(request, ceiling=enough, use_cache=use_cache, progress=False)
                 compiles += searched["compiles"]
                 seconds += sum(
