@@ -5,6 +5,8 @@ papermill's CLI, and a failing notebook leaves its partial copy, traceback inclu
 last successful run instead of over it.
 """
 
+import json
+import math
 from unittest import mock
 
 import nbformat
@@ -12,6 +14,7 @@ import papermill
 import pytest
 
 from shared.errors import BadInput
+from shared.plan.jobs import WhichSlice
 from tools.colab_cell import COLAB_CELL
 from tools.notebooks import (
     colab_problems,
@@ -155,9 +158,39 @@ UNOPTIMISED_CPU = {
 }
 
 
+def _which_slice_answers_with_an_exact_compile(results) -> None:
+    """08's local LoRA job is `--cheapest`'s whole path on one slice, the compiler's verdicts
+    included: checked here rather than searched a second time in test_cheapest (~50 s)."""
+    (job,) = [j for j in WhichSlice.local().jobs if j.workload == "lora-train"]
+    result = json.loads((results / f"job_{job.model}_{job.workload}.json").read_text())
+    choice = result["choice"]
+    assert choice["target"] == "v6e-1" and choice["bytes_per_device"] <= choice["hbm_bytes"]
+    assert choice["runs"] == math.ceil(job.amount / (choice["batch"] * job.request().seq))
+    assert choice["hours"] == pytest.approx(choice["roofline_hours"] / choice["assumed_efficiency"])
+    assert result["compiles"] >= 1
+
+
+# What a smoke run's results must say, beyond running: for notebooks whose smoke is the only
+# run of a path in the suite.
+RESULT_CHECKS = {"08_which_slice": _which_slice_answers_with_an_exact_compile}
+
+
 def test_every_notebook_has_smoke_parameters():
     missing = [s.stem for s in notebook_sources() if s.stem not in SMOKE]
     assert not missing, f"add tiny smoke parameters for {missing} to SMOKE in this file"
+
+
+@pytest.fixture(scope="session")
+def _session_plan_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("plan-cache")
+
+
+@pytest.fixture
+def notebook_plan_cache(_session_plan_cache, monkeypatch):
+    """Notebook kernels share one plan cache per test process, not the checkout's .cache/plan:
+    what a smoke run compiles does not depend on what the developer planned before, and the
+    smoke runs still reuse each other's verdicts as in CI."""
+    monkeypatch.setenv("TPU_BUDGET_LAB_PLAN_CACHE", str(_session_plan_cache))
 
 
 @pytest.mark.parametrize(
@@ -165,7 +198,8 @@ def test_every_notebook_has_smoke_parameters():
     [(stem, p) for stem, runs in SMOKE.items() for p in runs],
     ids=lambda v: v if isinstance(v, str) else v.get("MODE", "local"),
 )
-def test_notebook_runs_headless(stem, params, tmp_path, one_cpu_device, monkeypatch):
+@pytest.mark.usefixtures("one_cpu_device", "notebook_plan_cache")
+def test_notebook_runs_headless(stem, params, tmp_path, monkeypatch):
     (source,) = [s for s in notebook_sources() if s.stem == stem]
     if stem in UNOPTIMISED_CPU and params.get("MODE", "local") == "local":
         monkeypatch.setenv("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
@@ -175,6 +209,8 @@ def test_notebook_runs_headless(stem, params, tmp_path, one_cpu_device, monkeypa
     errors = [o for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"]
     assert not errors
     assert any(results.glob("*.csv")), "a notebook writes its tables under RESULTS_DIR"
+    if stem in RESULT_CHECKS:
+        RESULT_CHECKS[stem](results)
     if any(results.glob("*.png")):  # a saved figure is also shown in the executed notebook
         assert any(
             "image/png" in o.get("data", {}) for c in executed.cells for o in c.get("outputs", [])
