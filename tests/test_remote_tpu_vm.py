@@ -137,6 +137,15 @@ def test_no_wait_then_stop_then_fetch_reports_the_stopped_job(lab):
     assert logs.returncode == 0 and "tools.notebooks" in logs.stdout  # make echoed the recipe
 
 
+def _ctrl_c_as_from_a_terminal() -> None:
+    """SIGINT's default action, unblocked, in the child: a child inherits an ignored or blocked
+    SIGINT and Python then never raises KeyboardInterrupt. Under the full suite (never alone)
+    this test twice saw the command finish the job with 0 instead of 130 on 2026-11-26, as with
+    SIGINT ignored; some library in the worker likely leaves it so (not yet pinned down)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def test_ctrl_c_stops_waiting_not_the_job_and_a_vanished_job_is_reported(lab):
     lab.scenario(seconds=60)
     waiting = subprocess.Popen(
@@ -154,6 +163,7 @@ def test_ctrl_c_stops_waiting_not_the_job_and_a_vanished_job_is_reported(lab):
         env=lab.env,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_ctrl_c_as_from_a_terminal,
     )
     while "job running" not in waiting.stderr.readline():
         assert waiting.poll() is None, "tpu-execute ended before the job ran"
