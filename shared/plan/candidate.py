@@ -121,22 +121,21 @@ def compile_candidate(
         if double["fits"]:
             points.append(double)
             enough = large_enough(point, double)
-            at_enough = (
-                exact(dataclasses.replace(request, batch=enough))
-                if enough > double["batch"]
-                else None
-            )
-            if at_enough and at_enough["fits"]:
-                points.append(at_enough)  # in large_enough's model, none between costs less
-            elif at_enough:
-                searched = max_batch(request, ceiling=enough, use_cache=use_cache, progress=False)
-                compiles += searched["compiles"]
-                seconds += sum(
-                    p.get("compile_s", 0.0)
-                    for p in (*searched["probes"], *searched["cut_probes"])
-                    if not p["cached"]
-                )
-                points += [p for p in searched["probes"] if not p["fast"] and p["fits"]]
+            if enough > double["batch"]:
+                at_enough = exact(dataclasses.replace(request, batch=enough))
+                if at_enough["fits"]:  # in large_enough's model, none between costs less
+                    points.append(at_enough)
+                else:
+                    searched = max_batch(
+                        request, ceiling=enough, use_cache=use_cache, progress=False
+                    )
+                    compiles += searched["compiles"]
+                    seconds += sum(
+                        p.get("compile_s", 0.0)
+                        for p in (*searched["probes"], *searched["cut_probes"])
+                        if not p["cached"]
+                    )
+                    points += [p for p in searched["probes"] if not p["fast"] and p["fits"]]
     best = min(points, key=lambda p: p["roofline_lower_bound_s"] / _work(p, job))
     flops_s, bytes_s = roofline_terms(best)
     return {
