@@ -14,6 +14,9 @@ Parts (`--parts`, comma-separated):
 - `stages`: where an exact compile's seconds go (HLO passes, buffer assignment, code
   generation; read from XLA's dump files), for the 1B rollout on a v5e-1 and the 1B full
   fine-tune step on a v5e-8;
+- `sparsecore`: the 1B LoRA step on a tpu7x-8 (batch 8, sequence 2048, rank 16) compiled fast
+  with the SparseCore collective offload (as fast compiles were until 2026-11-26), fast as
+  now (without it: shared.plan.compiled.FAST_COMPILE) and exact: seconds and bytes of each;
 - `compiler`: this process's libtpu on its own: the 1B rollout's executables compiled exact and
   fast at its v5e-1 boundary, and the field's tunix 0.1.6 bracket (batch 200 ran, 256 ran out
   of HBM). To compare a newer libtpu without changing the project's pins:
@@ -38,6 +41,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 from shared import models, plan  # noqa: E402
 from shared.errors import choose, run_cli  # noqa: E402
 from shared.plan import timing, verdict  # noqa: E402
+from shared.plan.compiled import NO_SPARSECORE_COLLECTIVES  # noqa: E402
 from shared.plan.search import cut_pair, probe_rows  # noqa: E402
 from shared.report import results  # noqa: E402
 
@@ -145,7 +149,7 @@ def big_lora(a) -> list[dict]:
 
 
 QUIET_LOAD = 1.5  # on 2 cores: above this, another job shares the compiler's CPU
-PARTS = ("search", "deep-search", "breakdown", "big-lora", "compiler", "stages")
+PARTS = ("search", "deep-search", "breakdown", "big-lora", "compiler", "stages", "sparsecore")
 
 
 def _boundary(a) -> plan.Request:
@@ -215,6 +219,28 @@ def stages(a) -> dict:
     return out
 
 
+def sparsecore(a) -> dict:
+    """A fast compile with and without tpu7x's SparseCore collective offload, and the exact one
+    (the offload on, as device mode compiles): the offload's compile seconds and bytes."""
+    request = plan.Request("lora-train", a.model, "tpu7x-8", batch=8, seq=a.lora_seq, lora_rank=16)
+    with_offload = {
+        k: v for k, v in plan.FAST_COMPILE.items() if k not in NO_SPARSECORE_COLLECTIVES
+    }
+    runs = {
+        "fast_with_offload": timing.time_executables(request, with_offload),
+        "fast": timing.time_executables(dataclasses.replace(request, fast=True)),
+        "exact": timing.time_executables(request),
+    }
+    for name, row in runs.items():
+        (exe,) = row["executables"].values()
+        print(
+            f"sparsecore {name}: {exe['compile_s']:.0f} s, {exe['temp_bytes'] / 2**30:.2f} "
+            "GiB of temporaries",
+            flush=True,
+        )
+    return {"request": dataclasses.asdict(request), **runs}
+
+
 def _part(report: dict, name: str, run, out: Path) -> None:
     """Run one part between two load readings; keep what finished, whatever happens next.
     Quiet means the load before the first part (later parts' loads include this benchmark's
@@ -281,6 +307,8 @@ def main(argv: list[str] | None = None) -> int:
             _part(report, "compiler", lambda: compiler(args), args.out)
         if "stages" in parts:
             _part(report, "stages", lambda: stages(args), args.out)
+        if "sparsecore" in parts:
+            _part(report, "sparsecore", lambda: sparsecore(args), args.out)
     return 0
 
 

@@ -27,9 +27,12 @@ from shared.plan.verdict import Request, check_request
 from shared.plan.workloads import build_workload
 
 
-def time_executables(request: Request) -> dict:
+def time_executables(request: Request, options: dict | None = None) -> dict:
     """Build, lower and compile the request's executables one after another, nothing cached:
-    seconds for each step and each executable's bytes (arguments + outputs + temps − aliased)."""
+    seconds for each step and each executable's bytes (arguments + outputs + temps − aliased).
+    `options`: the compiler's, where a benchmark compares some (default: plan_point's)."""
+    if options is None:
+        options = FAST_COMPILE if request.fast else {}
     check_request(request)
     mesh, _ = mesh_for(request, target_devices(parse_target(request.target)))  # plan_point's
     start = time.perf_counter()
@@ -37,6 +40,7 @@ def time_executables(request: Request) -> dict:
     row = {
         "layers": request.layers,
         "fast": request.fast,
+        "options": options,
         "batch": request.batch,
         "build_s": time.perf_counter() - start,
         "executables": {},
@@ -47,7 +51,7 @@ def time_executables(request: Request) -> dict:
             lowered = exe.fn.lower(*exe.args, **exe.kwargs)
             lower_s = time.perf_counter() - start
             started_at = time.time()  # the wall clock, which dump files' times compare with
-            summary = compile_lowered(lowered, FAST_COMPILE if request.fast else None)
+            summary = compile_lowered(lowered, options or None)
             row["executables"][exe.label] = {
                 "lower_s": lower_s,
                 "compile_started_at": started_at,
