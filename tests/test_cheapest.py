@@ -317,6 +317,7 @@ def test_a_grpo_floor_compiles_nothing_and_holds_no_more_than_the_compiled_layou
 
     from jax import stages
 
+    from shared.plan import floor as plan_floor
     from shared.plan import verdict
 
     grpo = Request("grpo", "gemma3-tiny", "v5e-8", prompt_len=16, steps=16, batch=8, lora_rank=4)
@@ -328,6 +329,6 @@ def test_a_grpo_floor_compiles_nothing_and_holds_no_more_than_the_compiled_layou
         patched.setattr(stages.Lowered, "compile", refuse)
         floor = verdict.floor_verdict(grpo)
     unset = contextvars.ContextVar("never set for grpo", default=False)
-    monkeypatch.setattr(verdict, "LAYOUT_WITHOUT_COMPILING", unset)  # grpo reads its own: unset
+    monkeypatch.setattr(plan_floor, "LAYOUT_WITHOUT_COMPILING", unset)  # grpo reads its own: unset
     with_compile = verdict.floor_verdict(grpo)
     assert 0 < floor["floor_bytes"] <= with_compile["floor_bytes"]

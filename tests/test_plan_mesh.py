@@ -1,6 +1,7 @@
 """shared.plan.mesh: the mesh a verdict compiles on when none is given. All fsdp while it
-works; on a big slice, the smallest tp that divides the weights and the batch, said in the
-verdict; a given mesh is kept as given."""
+works; on a big slice, the smallest tp that divides the weights and the batch, and for a model
+too big to sit whole on each chip the smallest that holds it, said in the verdict; a given mesh
+is kept as given."""
 
 import pytest
 
@@ -9,6 +10,7 @@ from shared.hardware import parse_target
 from shared.plan import Request, max_batch, plan_point
 from shared.plan.mesh import auto_shape, mesh_for, search_shape
 from shared.plan.target import target_devices
+from shared.plan.verdict import floor_verdict
 
 
 def _devices(target):
@@ -32,8 +34,22 @@ def test_a_256_chip_slice_takes_the_smallest_tp_that_shards_gemma3_1b():
 
 def test_a_batch_smaller_than_the_slice_moves_devices_to_tp():
     request = Request("lora-train", "gemma3-1b", "v5e-16", batch=8, seq=128)
-    assert auto_shape(request, _devices("v5e-16")) == (8, 2)
+    assert auto_shape(request, _devices("v5e-16"))[0] == (8, 2)
     assert search_shape(request, _devices("v5e-16")) == (16, 1)  # a search steps in 16s
+
+
+def test_a_model_too_big_to_sample_whole_on_each_chip_is_split_over_tp():
+    """A sampled model's weights are whole on every fsdp device: gemma3-12b's 22.4 GiB cannot
+    sit on a v5e's 15.75 GiB, so all fsdp would answer "does not fit" for a slice whose eight
+    chips hold it easily split in two (by arithmetic: nothing compiles here)."""
+    request = Request(
+        "rollout", "gemma3-12b", "v5e-8", batch=8, prompt_len=256, steps=1024, cache_size=1312
+    )
+    mesh, note = mesh_for(request, _devices("v5e-8"))
+    assert dict(mesh.shape) == {"fsdp": 4, "tp": 2}
+    assert "the smallest tp that holds the weights" in note and "needs 22.4 GiB" in note
+    assert search_shape(request, _devices("v5e-8")) == (4, 2)
+    assert floor_verdict(request)["fits"]
 
 
 def test_a_given_mesh_is_kept_and_checked():

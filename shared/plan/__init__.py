@@ -12,6 +12,7 @@ worst executable's transient bytes, against the HBM the compiler allows.
 Modules: `target` (devices, usable HBM), `workloads/` (what gets compiled, one file per
 workload), `executable` (the types a workload is made of), `compiled` (compile one executable,
 read its bytes, FLOPs and `buffers`), `workload_bytes` (a workload's bytes by arithmetic),
+`floor` (whether a request can fit a mesh at all, by arithmetic),
 `verdict` (a whole workload's verdict, cached), `search` (the largest batch), `frontier` (what
 to change), `budget` (hours and dollars), `cheapest` (which slice to rent for a whole job;
 `cheapest_view` shows it, `jobs` holds notebook 08's jobs), `mesh` (the mesh a verdict

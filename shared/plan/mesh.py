@@ -6,18 +6,28 @@ big slice it stops working: 256 fsdp ways do not divide gemma3-1b's 1152-wide em
 batch of 8 does not split over 16 devices. Then the rule is ours, stated in every verdict: the
 smallest tp (a divisor of the device count) for which every weight's own partition annotation
 divides (models.check_divisible, in the layout the workload uses) and the batch splits over
-fsdp. The least tp is the least tensor-parallel communication per layer; it is a rule that
-makes a program compile, not a claim that it is the fastest mesh (the scaling book's rule, FSDP
-until the per-device batch falls under the chip's critical batch, then TP, is about speed).
+fsdp. The same rule keeps going when a mesh divides but cannot hold the model at all: tunix
+samples with the weights whole on every fsdp device, so a model bigger than one chip (gemma3-12b
+on a v5e-8) takes the smallest tp whose resident bytes fit by arithmetic (shared.plan.floor)
+instead of a "does not fit" that only the mesh caused. The least tp is the least
+tensor-parallel communication per layer; it is a rule that makes a program compile and fit, not
+a claim that it is the fastest mesh (the scaling book's rule, FSDP until the per-device batch
+falls under the chip's critical batch, then TP, is about speed).
 """
 
 from __future__ import annotations
+
+import dataclasses
+import functools
+import math
 
 from jax.sharding import Mesh
 
 from shared import models
 from shared.errors import BadInput
+from shared.hardware import parse_target
 from shared.hardware.sharding import make_mesh, mesh_shape
+from shared.plan.floor import floor_bytes, usable_bytes
 
 # Workloads that build a tunix model, and those of them whose weights are laid out as tunix
 # samples (nothing over fsdp); the rest (our 130M pretraining model) keep every device on fsdp.
@@ -45,10 +55,32 @@ def _shapes(devices: int):
     return [(devices // tp, tp) for tp in range(1, devices + 1) if devices % tp == 0]
 
 
-def auto_shape(request, devices: list, *, with_batch: bool = True) -> tuple[int, int]:
-    """The smallest-tp (fsdp, tp) whose axes divide every weight (and the batch, with
-    `with_batch`); the all-fsdp mesh's own error when no mesh does."""
-    first_error = None
+def least_batch(request, fsdp: int) -> int:
+    """The smallest batch a mesh with `fsdp` data-parallel ways runs the request at: one per
+    fsdp device, and for GRPO whole groups of num_generations (tunix samples a prompt's group
+    in one call)."""
+    return math.lcm(fsdp, request.num_generations) if request.workload == "grpo" else fsdp
+
+
+@functools.cache
+def _holds(request, shape: tuple[int, int], devices: tuple) -> tuple[bool, int, int]:
+    """Whether the request's floor (shared.plan.floor) fits the mesh of `shape`: (fits, floor,
+    usable). Cached: a search asks for its mesh again at every probe, and building a GRPO
+    workload to read its floor takes seconds."""
+    floor = floor_bytes(request, make_mesh(shape, list(devices)))
+    usable = usable_bytes(parse_target(request.target), list(devices))
+    return floor <= usable, floor, usable
+
+
+def auto_shape(request, devices: list, *, with_batch: bool = True) -> tuple[tuple[int, int], str]:
+    """The (fsdp, tp) the rule above picks, and why in words when it is not all fsdp: the
+    smallest tp whose axes divide every weight (and the batch, with `with_batch`) and that
+    holds the request's floor, its resident buffers and largest arguments by arithmetic (at the
+    mesh's least batch when the batch is not given). A sampled model's weights are whole on
+    every fsdp device: gemma3-12b's 22 GiB cannot sit on each of a v5e-8's 15.75 GiB chips,
+    and split over tp they can. When no mesh holds it, the smallest tp that divides (its
+    verdict says it does not fit); the all-fsdp mesh's own error when no mesh divides."""
+    first_error, dividing, too_big = None, None, None
     for shape in _shapes(len(devices)):
         mesh = make_mesh(shape, devices)
         try:
@@ -58,8 +90,36 @@ def auto_shape(request, devices: list, *, with_batch: bool = True) -> tuple[int,
         except BadInput as err:
             first_error = first_error or err
             continue
-        return shape
-    raise first_error
+        dividing = dividing or shape
+        if request.workload not in TUNIX_MODEL or len(devices) == 1:
+            break
+        at = (
+            request
+            if with_batch
+            else dataclasses.replace(request, batch=least_batch(request, shape[0]))
+        )
+        fits, floor, usable = _holds(at, shape, tuple(devices))
+        if fits:
+            return shape, _why(shape, dividing, too_big, len(devices))
+        too_big = too_big or (
+            f"on {dividing[0]}x{dividing[1]} {request.model} needs {floor / 2**30:.1f} GiB per "
+            f"device before any activation, over the {usable / 2**30:.2f} GiB the compiler allows"
+        )
+    if dividing is None:
+        raise first_error
+    return dividing, _why(dividing, dividing, None, len(devices))
+
+
+def _why(shape, dividing, too_big: str | None, devices: int) -> str | None:
+    """Why the rule chose `shape`, for the verdict's note; None for all fsdp."""
+    if shape[1] == 1:
+        return None
+    if shape == dividing:  # the first mesh that divides: either it holds or none does
+        return (
+            f"the smallest tp for which the weights and batch divide the axes ({devices}x1 "
+            "does not)"
+        )
+    return f"the smallest tp that holds the weights ({too_big})"
 
 
 def mesh_for(request, devices: list) -> tuple[Mesh, str | None]:
@@ -68,17 +128,14 @@ def mesh_for(request, devices: list) -> tuple[Mesh, str | None]:
         mesh = make_mesh(request.mesh, devices)
         check_batch_on(request, mesh)
         return mesh, None
-    fsdp, tp = auto_shape(request, devices)
-    note = (
-        f"mesh {fsdp}x{tp} chosen: the smallest tp for which {request.model}'s weights and "
-        f"batch {request.batch} divide the axes ({len(devices)}x1 does not); see shared.plan.mesh"
-    )
-    return make_mesh((fsdp, tp), devices), note if tp > 1 else None
+    (fsdp, tp), why = auto_shape(request, devices)
+    note = f"mesh {fsdp}x{tp} chosen: {why}; see shared.plan.mesh" if why else None
+    return make_mesh((fsdp, tp), devices), note
 
 
 def search_shape(request, devices: list) -> tuple[int, int]:
-    """The mesh a batch search keeps for every probe: the given one, or the smallest tp that
-    shards the weights (the search's batches are multiples of its fsdp, so they split too)."""
+    """The mesh a batch search keeps for every probe: the given one, or the rule's at the
+    mesh's least batch (the search's batches are multiples of its fsdp, so they split too)."""
     if request.mesh is not None:
         return mesh_shape(request.mesh, len(devices))
-    return auto_shape(request, devices, with_batch=False)
+    return auto_shape(request, devices, with_batch=False)[0]

@@ -30,7 +30,7 @@ from shared.errors import BadInput, choose
 from shared.hardware import parse_target
 from shared.paths import ROOT, writable_folder
 from shared.plan.compiled import FAST_COMPILE, compile_lowered
-from shared.plan.executable import LAYOUT_WITHOUT_COMPILING
+from shared.plan.floor import floor_bytes, usable_bytes
 from shared.plan.mesh import mesh_for
 from shared.plan.target import target_devices, usable_hbm_per_device
 from shared.plan.workload_bytes import (
@@ -200,29 +200,16 @@ def check_request(request: Request) -> None:
 
 
 def floor_verdict(request: Request, devices: list | None = None) -> dict:
-    """Whether the request can fit at all, known without compiling: resident buffers plus the
-    largest arguments-only transient (`arguments_only`), exact from shapes, on the mesh the
-    verdict would use, against the HBM the compiler allows. A search over slices drops a
-    slice whose devices cannot even hold the weights and optimizer state this way. `devices`
-    stands in for the target's own (a GPU slice planned on another machine's mesh of the same
-    size: the bytes depend on the mesh's shape and the shardings only)."""
+    """Whether the request can fit at all, known without compiling (shared.plan.floor), on the
+    mesh the verdict would use. A search over slices drops a slice whose devices cannot even
+    hold the weights and optimizer state this way. `devices` stands in for the target's own (a
+    GPU slice planned on another machine's mesh of the same size: the bytes depend on the
+    mesh's shape and the shardings only)."""
     check_request(request)
     target = parse_target(request.target)
     devices = devices if devices is not None else target_devices(target)
     mesh, _ = mesh_for(request, devices)
-    compiling = LAYOUT_WITHOUT_COMPILING.set(True)
-    try:
-        workload = build_workload(request, mesh)
-    finally:
-        LAYOUT_WITHOUT_COMPILING.reset(compiling)
-    floor = combine(arguments_only(workload), resident_bytes(workload), takes_of(workload))[
-        "bytes_per_device"
-    ]
-    usable = (
-        usable_hbm_per_device(target, devices)
-        if target.chip.is_tpu
-        else target.chip.hbm_bytes_per_device
-    )
+    floor, usable = floor_bytes(request, mesh), usable_bytes(target, devices)
     return {
         "target": request.target,
         "mesh_shape": dict(mesh.shape),

@@ -5,12 +5,12 @@ error in one line)."""
 from __future__ import annotations
 
 import datetime
-import math
 import os
 import time
 
 from shared import plan
 from shared.plan.atlas.store import Cell
+from shared.plan.mesh import least_batch
 from shared.plan.search import unit_for
 
 
@@ -39,8 +39,7 @@ def run_cell(cell: Cell, *, progress: bool = True) -> dict:
     start = time.perf_counter()
     try:
         request = plan.Request(model=cell.model, target=cell.target, **settings)
-        # GRPO samples each prompt's group in one call: batches of whole groups
-        unit = math.lcm(unit_for(request, None), settings.get("num_generations") or 1)
+        unit = least_batch(request, unit_for(request, None))  # GRPO: whole groups
         search = plan.max_batch(request, multiple_of=unit, progress=progress)
     except Exception as err:  # recorded with its reason; --retry-failed tries again
         return {

@@ -1,0 +1,36 @@
+"""Whether a request can fit on a mesh at all, known without compiling: its resident buffers
+plus the largest arguments-only transient (shared.plan.workload_bytes.arguments_only), exact
+from shapes and shardings, against the HBM the compiler allows. A verdict answers "does not
+fit" from it in milliseconds (shared.plan.verdict.floor_verdict), and shared.plan.mesh asks it
+which mesh can hold a model at all (a 12B sampled on eight v5e chips with its weights whole on
+each cannot; split over tp it can)."""
+
+from __future__ import annotations
+
+from jax.sharding import Mesh
+
+from shared.hardware import Target
+from shared.plan.executable import LAYOUT_WITHOUT_COMPILING
+from shared.plan.target import usable_hbm_per_device
+from shared.plan.workload_bytes import arguments_only, combine, resident_bytes, takes_of
+from shared.plan.workloads import build_workload
+
+
+def usable_bytes(target: Target, devices: list) -> int:
+    """The bytes a program may use per device: the TPU compiler's limit, a GPU's datasheet."""
+    if target.chip.is_tpu:
+        return usable_hbm_per_device(target, devices)
+    return target.chip.hbm_bytes_per_device
+
+
+def floor_bytes(request, mesh: Mesh) -> int:
+    """Per-device bytes the request needs at the least on `mesh`: resident buffers and the
+    largest executable's arguments, the workload built without compiling anything."""
+    compiling = LAYOUT_WITHOUT_COMPILING.set(True)
+    try:
+        workload = build_workload(request, mesh)
+    finally:
+        LAYOUT_WITHOUT_COMPILING.reset(compiling)
+    return combine(arguments_only(workload), resident_bytes(workload), takes_of(workload))[
+        "bytes_per_device"
+    ]
