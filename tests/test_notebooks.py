@@ -5,6 +5,7 @@ papermill's CLI, and a failing notebook leaves its partial copy, traceback inclu
 last successful run instead of over it.
 """
 
+import csv
 import json
 import math
 from unittest import mock
@@ -12,8 +13,11 @@ from unittest import mock
 import nbformat
 import papermill
 import pytest
+import yaml
 
+from shared import sweep
 from shared.errors import BadInput
+from shared.paths import ROOT
 from shared.plan.jobs import WhichSlice
 from tools.colab_cell import COLAB_CELL
 from tools.notebooks import (
@@ -170,9 +174,26 @@ def _which_slice_answers_with_an_exact_compile(results) -> None:
     assert result["compiles"] >= 1
 
 
-# What a smoke run's results must say, beyond running: for notebooks whose smoke is the only
-# run of a path in the suite.
-RESULT_CHECKS = {"08_which_slice": _which_slice_answers_with_an_exact_compile}
+def _sweep_trial_is_a_real_training_run(results) -> None:
+    """05's local trial is notebooks/05_sweep.yaml through shared.pretrain.train (the tests of
+    shared.sweep run a stand-in program): its row is the trial's own summary and curve."""
+    with (results / "trials.csv").open() as handle:
+        (row,) = csv.DictReader(handle)
+    assert row["status"] == "done", row
+    summary = json.loads((results / "trials" / row["trial_id"] / "summary.json").read_text())
+    assert float(row["val_loss"]) == summary["val_loss"] and summary["steps_done"] == 3
+    assert float(row["tok_per_s"]) == summary["tok_per_s"] and summary["config"] == "tiny"
+    config = yaml.safe_load((ROOT / "notebooks" / "05_sweep.yaml").read_text())
+    assert float(row["lr"]) in config["parameters"]["lr"]["values"] and row["mlp"] == "swiglu"
+    assert [c["step"] for c in sweep.read_curve(results, row["trial_id"])] == [1, 2, 3]
+
+
+# What a smoke run's results must say, beyond running, by (notebook, mode): for a path whose
+# smoke is its only real run in the suite.
+RESULT_CHECKS = {
+    ("05_hparam_sweep", "local"): _sweep_trial_is_a_real_training_run,
+    ("08_which_slice", "local"): _which_slice_answers_with_an_exact_compile,
+}
 
 
 def test_every_notebook_has_smoke_parameters():
@@ -209,8 +230,8 @@ def test_notebook_runs_headless(stem, params, tmp_path, monkeypatch):
     errors = [o for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"]
     assert not errors
     assert any(results.glob("*.csv")), "a notebook writes its tables under RESULTS_DIR"
-    if stem in RESULT_CHECKS:
-        RESULT_CHECKS[stem](results)
+    if check := RESULT_CHECKS.get((stem, params.get("MODE", "local"))):
+        check(results)
     if any(results.glob("*.png")):  # a saved figure is also shown in the executed notebook
         assert any(
             "image/png" in o.get("data", {}) for c in executed.cells for o in c.get("outputs", [])
