@@ -165,7 +165,11 @@ def test_render_a_fake_store(tmp_path):
     assert "not on the public price list" in md  # why tpu7x has no price
     assert "256-token prompts, 1024 generation steps, KV cache of 1312" in md
     assert "chunked loss" in md and "jax 0.10.2, jaxlib 0.10.2, libtpu 0.0.42.1" in md
-    assert "rollout: gemma3-1b on tpu7x-8" in md.split("## Not computed yet")[1]
+    not_yet = md.split("## Not computed yet")[1]
+    assert "rollout: gemma3-1b on tpu7x-8" in not_yet
+    # why: nothing reached them, and what a cell cost here (the rows' 200 s; no multi-chip one)
+    assert "single-chip cells took a median of 3 min each over 4 cells" in not_yet
+    assert "multi-chip" not in not_yet
     assert "python benchmarks/bench_atlas.py --render-only" in md
     rows = list(csv.DictReader(io.StringIO(csv_path.read_text())))
     recipes = len(atlas.RECIPES)

@@ -7,6 +7,7 @@ import collections
 import csv
 import io
 import json
+import statistics
 
 from shared import plan
 from shared.errors import BadInput
@@ -235,6 +236,28 @@ def render(
             f"{pr['read'] or '—'} | {why} |\n"
         )
     md += "\n## Not computed yet\n\n" + (
-        "".join(f"- {m}\n" for m in missing) or "Nothing: every cell of the grid is in the store.\n"
+        _why_missing(list(best.values())) + "".join(f"- {m}\n" for m in missing)
+        if missing
+        else "Nothing: every cell of the grid is in the store.\n"
     )
     return md, lines.getvalue()
+
+
+def _why_missing(best: list[dict]) -> str:
+    """Why cells are missing: no run has reached them yet, and what one costs, from the
+    store's own wall times (a multi-chip compile takes minutes on a 2-core machine)."""
+    minutes = {True: [], False: []}
+    for row in best:
+        if row["status"] == "ok" and row.get("compiles"):
+            minutes[parse_target(row["target"]).devices > 1].append(row["wall_s"] / 60)
+    costs = [
+        f"{kind} cells took a median of {statistics.median(m):.0f} min each over {len(m)} cells"
+        for kind, m in (("single-chip", minutes[False]), ("multi-chip", minutes[True]))
+        if m
+    ]
+    return (
+        "No run has reached these cells yet: each is a search of exact compiles on the "
+        f"machine that grows the atlas{' (' + '; '.join(costs) + ')' if costs else ''}. "
+        "`python -m shared.plan.lookup MODEL TARGET RECIPE` prints the command that computes "
+        "one.\n\n"
+    )
