@@ -116,6 +116,10 @@ def test_render_a_fake_store(tmp_path):
         ),
         _row("gemma3-27b", "v5e-1", max_batch=0, first_not_fitting=1, multiple_of=1),
         _row("gemma3-27b", "tpu7x-8", status="error", error="RuntimeError: compile died"),
+        _row("gemma3-27b", "tpu7x-8", recipe="grpo", mesh="4x2", max_batch=4, multiple_of=4),
+        _row(
+            "gemma3-1b", "tpu7x-8", recipe="grpo", mesh="8x1", max_batch=96, first_not_fitting=104
+        ),
         _row(
             "gemma3-1b",
             "v5e-1",
@@ -159,6 +163,8 @@ def test_render_a_fake_store(tmp_path):
     md = md_path.read_text()
     assert "| gemma3-1b | ✓ 208 (✗ 216) | ✓ ≥512 | not yet |" in md  # the newest row wins
     assert "| gemma3-27b | ✗ 0 (✗ 1) | not yet | failed |" in md
+    assert "| gemma3-27b | not yet | not yet | ✓ 4 (✗ 16) on 4x2 |" in md  # tp named
+    assert "| gemma3-1b | not yet | not yet | ✓ 96 (✗ 104) |" in md  # all fsdp: nothing said
     assert "✓ 24 (✗ 32 gap)" in md
     assert "gemma3-27b on tpu7x-8 failed: RuntimeError: compile died" in md
     assert "| *$/h on-demand / spot* | $1.20 / $0.24 | $2.70 / $0.54 | n/a / n/a |" in md
@@ -167,9 +173,9 @@ def test_render_a_fake_store(tmp_path):
     assert "chunked loss" in md and "jax 0.10.2, jaxlib 0.10.2, libtpu 0.0.42.1" in md
     not_yet = md.split("## Not computed yet")[1]
     assert "rollout: gemma3-1b on tpu7x-8" in not_yet
-    # why: nothing reached them, and what a cell cost here (the rows' 200 s; no multi-chip one)
+    # why: nothing reached them, and what a cell cost here (the rows' 200 s)
     assert "single-chip cells took a median of 3 min each over 4 cells" in not_yet
-    assert "multi-chip" not in not_yet
+    assert "multi-chip cells took a median of 3 min each over 2 cells" in not_yet
     assert "python benchmarks/bench_atlas.py --render-only" in md
     rows = list(csv.DictReader(io.StringIO(csv_path.read_text())))
     recipes = len(atlas.RECIPES)
@@ -186,6 +192,10 @@ def test_render_a_fake_store(tmp_path):
     assert eight["revision"] == str(atlas.MULTI_DEVICE_REVISIONS["rollout"])
     assert {r["status"] for r in rows} >= {"ok", "error", "not computed yet"}
     assert next(r for r in rows if r["target"] == "tpu7x-8")["usd_per_hour_spot"] == "n/a"
+    grpo = {(r["model"], r["target"]): r for r in rows if r["recipe"] == "grpo"}
+    assert (
+        grpo["gemma3-27b", "tpu7x-8"]["mesh"] == "4x2" and grpo["gemma3-1b", "v5e-1"]["mesh"] == ""
+    )
 
 
 def test_one_real_cell_for_a_tiny_model(tmp_path, monkeypatch):
@@ -199,6 +209,7 @@ def test_one_real_cell_for_a_tiny_model(tmp_path, monkeypatch):
     assert row["status"] == "ok", row.get("error")
     assert row["max_batch"] == 64 and row["at_least"] and row["compiles"] == 3
     assert row["versions"] == plan.versions() and row["bytes_per_device"] > 0
+    assert row["mesh"] == "1x1"
     store = tmp_path / "atlas.jsonl"
     atlas.append_row(store, row)
     assert not atlas.todo(

@@ -62,6 +62,8 @@ def describe(row: dict) -> str:
     else:
         answer = f"largest batch {largest} ({first_fail} does not fit)"
     settings = ", ".join(f"{k} {v}" for k, v in json.loads(row["settings"]).items())
+    if row.get("mesh"):
+        settings += f", mesh {row['mesh']} (fsdp x tp)"
     lines = [f"{where}: {answer}", f"  settings: {settings}"]
     if row["bytes_per_device"]:
         used, allowed = float(row["bytes_per_device"]), float(row["hbm_bytes"])

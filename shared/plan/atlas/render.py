@@ -64,8 +64,15 @@ def cell_text(row: dict | None) -> str:
         return f"✗ 0 (✗ {row['first_not_fitting']})"
     gap = "" if row["converged"] else " gap"
     if row["at_least"]:
-        return f"✓ ≥{row['max_batch']}{gap}"
-    return f"✓ {row['max_batch']} (✗ {row['first_not_fitting']}{gap})"
+        return f"✓ ≥{row['max_batch']}{gap}{_on_mesh(row)}"
+    return f"✓ {row['max_batch']} (✗ {row['first_not_fitting']}{gap}){_on_mesh(row)}"
+
+
+def _on_mesh(row: dict) -> str:
+    """ " on FxT" for a cell compiled with tensor parallelism (shared.plan.mesh); nothing for
+    all fsdp, the default (and every cell stored before rows named their mesh)."""
+    mesh = row.get("mesh")
+    return f" on {mesh}" if mesh and not mesh.endswith("x1") else ""
 
 
 def _dollars(value: float | None) -> str:
@@ -109,6 +116,7 @@ CSV_COLUMNS = [
     "settings",
     "revision",
     "error",
+    "mesh",
 ]
 
 
@@ -127,6 +135,7 @@ def csv_row(recipe: str, model: str, target: str, row: dict | None, price: dict)
         json.dumps(RECIPES[recipe], sort_keys=True),
         revision(recipe, target),
         row.get("error", ""),
+        row.get("mesh", ""),
     ]
 
 
@@ -146,6 +155,9 @@ def _header(best: list[dict], command: str) -> str:
         "- `✗ 0 (✗ M)`: not even the smallest batch M fits.\n"
         "- `gap`: the search stopped with a gap between N and M, so a batch between may fit "
         "too; `✓ ≥N gap`: it stopped with every exact compile fitting, so more may fit.\n"
+        "- `on FxT`: compiled on an fsdp x tp mesh, the smallest tp that holds the model "
+        "where its weights cannot sit whole on each chip (`shared/plan/mesh.py`); otherwise "
+        "every device is on fsdp.\n"
         "- `not yet`: not computed yet (listed at the end); `failed`: the reason is below.\n\n"
         "Multi-chip cells are compiled with tunix's activation shardings applied (batch over "
         "fsdp, wide dimensions over tp), as tunix's models declare them and its trainers run "
