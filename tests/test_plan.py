@@ -208,6 +208,40 @@ def test_a_flat_fast_line_that_overshoots_comes_back_down_in_a_few_compiles():
     assert result["converged"] and 8000 <= result["max_batch"] <= 8064
 
 
+def test_a_failure_that_skipped_an_executable_is_not_aimed_through(monkeypatch):
+    """The atlas's qwen3-8b rollout cell on a v6e-1: the cut line put the boundary at 92, where
+    the prefill alone did not fit and the decode was skipped, so that verdict's 31.8 GiB were the
+    prefill's. Lines through it and from the cut line's low located bytes crept 88, 53, 47, 44,
+    42, 41 and stopped with a gap (39 fits). Fake verdicts shaped like it (exact: 17 GiB + 0.36 a
+    row; located: 0.4 a row to 8, then 0.14): the search halves past the partial verdict and
+    aims with two measured failures' own line."""
+    usable = 31.25 * GIB
+
+    def plan_point(request, use_cache):
+        b = request.batch
+        if request.fast:
+            used, skipped = (16 + 0.4 * min(b, 8) + 0.14 * max(b - 8, 0)) * GIB, []
+        elif b >= 90:  # the prefill alone does not fit: the decode is skipped
+            used, skipped = 31.83 * GIB, ["decode"]
+        else:
+            used, skipped = (17.0 + 0.36 * b) * GIB, []
+        return {
+            "batch": b,
+            "fast": request.fast,
+            "fits": used <= usable,
+            "cached": False,
+            "bytes_per_device": used,
+            "hbm_bytes": usable,
+            "skipped": skipped,
+        }
+
+    monkeypatch.setattr(search, "plan_point", plan_point)
+    result = plan.max_batch(plan.Request("scale", "none", "v6e-1"), progress=False)
+    exact = [p["batch"] for p in result["probes"] if not p["fast"]]
+    assert (result["max_batch"], result["first_not_fitting"]) == (39, 40)
+    assert len(exact) <= 5, exact
+
+
 def test_a_compiler_that_squeezes_near_the_hbm_is_bracketed_by_steps_not_lines(monkeypatch):
     """Near the HBM the exact compiler works to fit and its bytes stop growing (the atlas's
     gemma3-1b full fine-tune on a v5p-8: 97-101 of 102.8 GB from batch 120 to 184), and a batch
