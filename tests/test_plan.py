@@ -208,6 +208,19 @@ def test_a_flat_fast_line_that_overshoots_comes_back_down_in_a_few_compiles():
     assert result["converged"] and 8000 <= result["max_batch"] <= 8064
 
 
+def _fake_verdict(request, used: float, usable: float, **fields) -> dict:
+    """What search.max_batch reads of a verdict, for searches over made-up compilers."""
+    return {
+        "batch": request.batch,
+        "fast": request.fast,
+        "fits": used <= usable,
+        "cached": False,
+        "bytes_per_device": used,
+        "hbm_bytes": usable,
+        **fields,
+    }
+
+
 def test_a_failure_that_skipped_an_executable_is_not_aimed_through(monkeypatch):
     """The atlas's qwen3-8b rollout cell on a v6e-1: the cut line put the boundary at 92, where
     the prefill alone did not fit and the decode was skipped, so that verdict's 31.8 GiB were the
@@ -225,15 +238,7 @@ def test_a_failure_that_skipped_an_executable_is_not_aimed_through(monkeypatch):
             used, skipped = 31.83 * GIB, ["decode"]
         else:
             used, skipped = (17.0 + 0.36 * b) * GIB, []
-        return {
-            "batch": b,
-            "fast": request.fast,
-            "fits": used <= usable,
-            "cached": False,
-            "bytes_per_device": used,
-            "hbm_bytes": usable,
-            "skipped": skipped,
-        }
+        return _fake_verdict(request, used, usable, skipped=skipped)
 
     monkeypatch.setattr(search, "plan_point", plan_point)
     result = plan.max_batch(plan.Request("scale", "none", "v6e-1"), progress=False)
@@ -262,14 +267,7 @@ def test_a_compiler_that_squeezes_near_the_hbm_is_bracketed_by_steps_not_lines(m
         used = line(request.batch) if request.fast else min(line(request.batch), 0.98 * usable)
         if not fits:
             used = 3 * line(request.batch)
-        return {
-            "batch": request.batch,
-            "fast": request.fast,
-            "fits": fits,
-            "cached": False,
-            "bytes_per_device": used,
-            "hbm_bytes": usable,
-        }
+        return _fake_verdict(request, used, usable)
 
     monkeypatch.setattr(search, "plan_point", plan_point)
     result = plan.max_batch(target, progress=False)
@@ -301,15 +299,7 @@ def test_a_located_point_answered_by_arithmetic_is_not_aimed_through(monkeypatch
             used, done = floor, False
         else:
             used, done = compiled(request.batch, request.fast), True
-        return {
-            "batch": request.batch,
-            "fast": request.fast,
-            "fits": used <= usable,
-            "cached": False,
-            "compiled": done,
-            "bytes_per_device": used,
-            "hbm_bytes": usable,
-        }
+        return _fake_verdict(request, used, usable, compiled=done)
 
     monkeypatch.setattr(search, "plan_point", plan_point)
     result = plan.max_batch(plan.Request("scale", "none", "v5e-1"), progress=False)
