@@ -11,9 +11,9 @@ Bytes per device grow close to linearly with the batch (KV cache, activations). 
 2. confirm: exact compiles until a fitting batch and a failing one sit one unit apart. With
    one exact point, the fast slope through it gives the next candidate; with two or more
    that all fit, the line through the largest two; with points on both sides, the line
-   through the nearest two (regula falsi); with failures only, the line through two of them.
-   A point that fails stops compiling at its first failing executable, so its bytes may leave
-   out the rest: no line is aimed through such a point (the bracket is halved instead).
+   through the nearest two (regula falsi); with failures only, the line through two compiled
+   ones, else from the largest located fit to the nearest failure.
+   A point that fails stops compiling at its first failing executable.
 The answer is the exact compile's verdict at that boundary, never the line's. The unit is
 `multiple_of` (default: the mesh's data-parallel size; people pick multiples of 8 or 64). No
 limit caps the answer: the search keeps going up until a batch fails, or reaches a stated hard
@@ -97,23 +97,13 @@ def _slope(a: dict, b: dict) -> float:
 
 
 def _failures_line(exact: dict[int, dict]) -> tuple[dict, float] | None:
-    """The line through the two smallest failing batches whose bytes cover every executable
-    (`_measured`): the smaller one and the slope, or None without two such or a rising slope."""
-    failed = [exact[b] for b in sorted(exact) if not exact[b]["fits"] and _measured(exact[b])]
+    """The line through the two smallest failing batches the compiler compiled (not answered
+    by arithmetic, whose arguments-only bytes are a floor): the smaller one and the slope, or
+    None without two such or with a slope that does not rise."""
+    failed = [p for _, p in sorted(exact.items()) if not p["fits"] and p.get("compiled", True)]
     if len(failed) < 2 or _slope(failed[0], failed[1]) <= 0:
         return None
     return failed[0], _slope(failed[0], failed[1])
-
-
-def _measured(point: dict) -> bool:
-    """Whether a verdict's bytes cover every executable of the workload. Not when one was
-    skipped because an earlier one already did not fit: then they are the earlier ones' bytes,
-    and a line aimed through them points far past the boundary (qwen3-8b rollouts on a v6e-1:
-    at batch 92 the prefill alone asked for 31.8 GiB, the skipped decode would have needed ~50,
-    and the next exact compile went to 88). An answer by arithmetic (arguments only, no
-    compile) is aimed through: it costs nothing, and its line overshoots by a compile or two
-    (test_a_flat_fast_line_that_overshoots_comes_back_down_in_a_few_compiles)."""
-    return not point.get("skipped")
 
 
 def max_batch(
@@ -221,11 +211,7 @@ def max_batch(
         elif squeezed:
             guess = int(best * GALLOP) // unit * unit
         elif best and worst is not None:  # exact points on both sides: regula falsi
-            aim = min((b for b in exact if b > best and _measured(exact[b])), default=None)
-            if aim is None:  # no failure covers every executable: halve the bracket
-                guess = (best + worst) // 2 // unit * unit
-            else:
-                guess = _crossing(exact[best], _slope(exact[best], exact[aim]), usable, unit, aim)
+            guess = _crossing(exact[best], _slope(exact[best], exact[worst]), usable, unit, ceiling)
         elif len(fits) >= 2:
             # fitting exact points only: their own slope, not the fast one (a fast slope
             # steeper than the exact one undershoots every time: 6 exact steps of 4 to 16 rows
@@ -235,10 +221,10 @@ def max_batch(
         elif fast_slope is None:  # the fast compile refused 1 unit, the exact one fits it
             guess = 2 * best
         elif not best and (line := _failures_line(exact)):
-            # two failures that cover every executable: their own line, a measurement where a
-            # located point is an estimate (qwen3-8b rollouts on a v6e-1: failures at 53 and 88
-            # point at 39; aimed from the cut line's fit at 37, exact compiles crept 47, 44, 42,
-            # 41 and stopped with a gap)
+            # two compiled failures: their own line, a measurement where a located point is
+            # an estimate (qwen3-8b rollouts on a v6e-1: failures at 53 and 88 point at 39;
+            # aimed from the cut line's fit at 37, exact compiles crept 47, 44, 42, 41 and
+            # stopped with a gap)
             guess = _crossing(*line, usable, unit, worst)
         elif not best and (below := [p for p in located if p["fits"] and p["batch"] < worst]):
             # only failing exact points: the line from the largest located fit below the
@@ -247,12 +233,7 @@ def max_batch(
             # one unit at a time). A located fit at the failing batch itself is no low end.
             located_fit = max(below, key=lambda p: p["batch"])
             low_end = located_fit["batch"]
-            if _measured(exact[worst]):
-                guess = _crossing(
-                    located_fit, _slope(located_fit, exact[worst]), usable, unit, worst
-                )
-            else:  # it does not cover every executable: halve the bracket
-                guess = (low_end + worst) // 2 // unit * unit
+            guess = _crossing(located_fit, _slope(located_fit, exact[worst]), usable, unit, worst)
             # One unit under the failure is where a good line points (gemma3-1b rollouts on a
             # v5e-1: 375 failed, the line said 374, which fits); only a second step down in a
             # row is creeping, and halves the bracket instead.
