@@ -64,6 +64,10 @@ def test_store_round_trip_ignores_a_truncated_line(tmp_path, capsys):
     assert atlas.read_store(tmp_path / "absent.jsonl") == []
 
 
+def _keys(cells) -> set[tuple[str, str, str]]:
+    return {(c.model, c.target, c.recipe) for c in cells}
+
+
 def test_cells_already_stored_are_skipped_at_the_same_settings_revision_and_versions():
     grid = atlas.cells(["gemma3-1b", "gemma3-27b"], ["v5e-8", "v5e-1"], ["lora-train", "rollout"])
     # cheapest first: the small model before the big one, one chip before eight
@@ -90,6 +94,12 @@ def test_cells_already_stored_are_skipped_at_the_same_settings_revision_and_vers
     assert len(left) == len(grid) - 2
     retried = atlas.todo(grid, rows, VERSIONS, retry_failed=True)
     assert ("gemma3-1b", "v5e-8", "rollout") in {(c.model, c.target, c.recipe) for c in retried}
+    # a search that stopped with a gap is done, unless asked (after a better search)
+    gap = [_row("gemma3-1b", "v5e-1", converged=False), _row("gemma3-1b", "v5e-8")]
+    assert ("gemma3-1b", "v5e-1", "rollout") not in _keys(atlas.todo(grid, gap, VERSIONS))
+    regapped = _keys(atlas.todo(grid, gap, VERSIONS, retry_gaps=True))
+    assert ("gemma3-1b", "v5e-1", "rollout") in regapped
+    assert ("gemma3-1b", "v5e-8", "rollout") not in regapped  # converged: stays done
 
 
 def test_only_selects_cells_and_names_the_valid_values():

@@ -74,6 +74,12 @@ def main(argv: list[str] | None = None) -> int:
         "the grid and the store without computing a cell twice",
     )
     p.add_argument("--retry-failed", action="store_true", help="run failed cells again")
+    p.add_argument(
+        "--retry-gaps",
+        action="store_true",
+        help="run cells again whose search stopped with a gap between a fitting and a failing "
+        "batch (after a change to the search)",
+    )
     p.add_argument("--render-only", action="store_true", help="no compiles: rewrite the docs")
     p.add_argument("--store", type=Path, default=STORE)
     p.add_argument("--md", type=Path, default=MARKDOWN)
@@ -104,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             read_store(args.store),
             versions,
             args.retry_failed,
+            args.retry_gaps,
         )[shard - 1 :: shards]
         print(
             f"{len(left)} cells to compute ({len(grid)} selected"
@@ -120,7 +127,9 @@ def main(argv: list[str] | None = None) -> int:
                         flush=True,
                     )
                     break
-                if not todo([cell], read_store(args.store), versions, args.retry_failed):
+                if not todo(
+                    [cell], read_store(args.store), versions, args.retry_failed, args.retry_gaps
+                ):
                     continue  # another run sharing the store computed it meanwhile
                 row = run_cell(cell)
                 append_row(args.store, row)

@@ -205,11 +205,22 @@ def selected(all_cells: list[Cell], only: dict[str, set[str]]) -> list[Cell]:
 
 
 def todo(
-    candidates: list[Cell], rows: list[dict], versions: dict, retry_failed: bool = False
+    candidates: list[Cell],
+    rows: list[dict],
+    versions: dict,
+    retry_failed: bool = False,
+    retry_gaps: bool = False,
 ) -> list[Cell]:
-    """The cells without a row for these settings, revision and versions (failed ones too, on
-    request)."""
-    done = {row_key(r) for r in rows if not (retry_failed and r.get("status") != "ok")}
+    """The cells without a row for these settings, revision and versions; on request also
+    those whose row failed, or whose search stopped with a gap (a better search may close it:
+    the newest row is the one shown)."""
+
+    def again(row: dict) -> bool:
+        if row.get("status") != "ok":
+            return retry_failed
+        return retry_gaps and not row["converged"]
+
+    done = {row_key(r) for r in rows if not again(r)}
     return [
         c
         for c in candidates
