@@ -72,7 +72,9 @@ def _holds(request, shape: tuple[int, int], devices: tuple) -> tuple[bool, int, 
     return floor <= usable, floor, usable
 
 
-def auto_shape(request, devices: list, *, with_batch: bool = True) -> tuple[tuple[int, int], str]:
+def auto_shape(
+    request, devices: list, *, with_batch: bool = True
+) -> tuple[tuple[int, int], str | None]:
     """The (fsdp, tp) the rule above picks, and why in words when it is not all fsdp: the
     smallest tp whose axes divide every weight (and the batch, with `with_batch`) and that
     holds the request's floor, its resident buffers and largest arguments by arithmetic (at the
