@@ -16,7 +16,7 @@ Parts (`--parts`, comma-separated):
   fine-tune step on a v5e-8;
 - `sparsecore`: the 1B LoRA step on a tpu7x-8 (batch 8, sequence 2048, rank 16) compiled fast
   with the SparseCore collective offload (as fast compiles were until 2026-11-26), fast as
-  now (without it: shared.plan.compiled.FAST_COMPILE) and exact: seconds and bytes of each;
+  now (without it: shared.plan.compiled.fast_options) and exact: seconds and bytes of each;
 - `compiler`: this process's libtpu on its own: the 1B rollout's executables compiled exact and
   fast at its v5e-1 boundary, and the field's tunix 0.1.6 bracket (batch 200 ran, 256 ran out
   of HBM). To compare a newer libtpu without changing the project's pins:
@@ -41,7 +41,6 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 from shared import models, plan  # noqa: E402
 from shared.errors import choose, run_cli  # noqa: E402
 from shared.plan import timing, verdict  # noqa: E402
-from shared.plan.compiled import NO_SPARSECORE_COLLECTIVES  # noqa: E402
 from shared.plan.search import cut_pair, probe_rows  # noqa: E402
 from shared.report import results  # noqa: E402
 
@@ -223,9 +222,7 @@ def sparsecore(a) -> dict:
     """A fast compile with and without tpu7x's SparseCore collective offload, and the exact one
     (the offload on, as device mode compiles): the offload's compile seconds and bytes."""
     request = plan.Request("lora-train", a.model, "tpu7x-8", batch=8, seq=a.lora_seq, lora_rank=16)
-    with_offload = {
-        k: v for k, v in plan.FAST_COMPILE.items() if k not in NO_SPARSECORE_COLLECTIVES
-    }
+    with_offload = plan.FAST_COMPILE  # libtpu's defaults but the effort
     runs = {
         "fast_with_offload": timing.time_executables(request, with_offload),
         "fast": timing.time_executables(dataclasses.replace(request, fast=True)),

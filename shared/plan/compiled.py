@@ -9,14 +9,20 @@ from shared.hardware.measure import is_out_of_memory
 from shared.plan import buffers
 from shared.plan.executable import Executable
 
+# A fast compile (exec_time_optimization_effort -1) cuts XLA's compile time several-fold but
+# schedules buffers differently, so its bytes differ from the real compile's, in either
+# direction: a quick estimate that locates a boundary, never the verdict at it. Device mode
+# compiles with the defaults, which `fast=False` reproduces exactly. Any backend takes it.
+FAST_COMPILE = {"exec_time_optimization_effort": -1.0}
 # On a tpu7x, XLA:TPU hands a multi-chip program's collectives to the SparseCores, and compiling
 # those SparseCore programs is most of the compile: gemma3-1b's LoRA step on a tpu7x-8 (batch 8,
 # sequence 2048) spent 134 of its 153 s of backend passes on 784 SparseCore computations. Without
-# the offload its fast compile took 52 s instead of 184 s, with temporaries of 3.22 GiB instead
-# of 3.27 (benchmarks/results/plan_sparsecore.json). The chips without the offload (v5e, v6e,
-# v5p in libtpu 0.0.42.1) compile the same bytes with these flags as without. libtpu refuses an
-# option it does not know (INVALID_ARGUMENT), so every fast compile in the tests checks these
-# names against the pinned libtpu.
+# the offload its fast compile took 50 s instead of 198 s, with temporaries of 3.22 GiB instead
+# of 3.27 (benchmarks/results/plan_sparsecore.json). A fast TPU compile leaves it out; the exact
+# one keeps it, as device mode runs (4.28 GiB of temporaries with it, 3.42 without). The chips
+# without the offload (v5e, v6e, v5p in libtpu 0.0.42.1) compile the same bytes with these flags
+# as without. Only XLA:TPU knows them: a CPU or GPU compile refuses an unknown option
+# (INVALID_ARGUMENT), as libtpu would a renamed one, so the tests' fast compiles check the names.
 NO_SPARSECORE_COLLECTIVES = {
     f"xla_tpu_enable_sparse_core_collective_offload_{collective}": False
     for collective in (
@@ -28,12 +34,11 @@ NO_SPARSECORE_COLLECTIVES = {
         "all_reduce",
     )
 }
-# A fast compile (exec_time_optimization_effort -1, and no SparseCore collectives) cuts XLA:TPU's
-# compile time several-fold but schedules buffers differently, so its bytes differ from the real
-# compile's, in either direction: a quick estimate that locates a boundary, never the verdict at
-# it. Device mode compiles with the defaults (the offload included: the exact LoRA step above
-# needs 4.28 GiB of temporaries with it, 3.42 without), which `fast=False` reproduces exactly.
-FAST_COMPILE = {"exec_time_optimization_effort": -1.0, **NO_SPARSECORE_COLLECTIVES}
+
+
+def fast_options(platform: str) -> dict:
+    """A fast compile's options for the devices' platform ("tpu", "cpu", "gpu")."""
+    return {**FAST_COMPILE, **(NO_SPARSECORE_COLLECTIVES if platform == "tpu" else {})}
 
 
 def compiled_memory(compiled) -> dict[str, int]:

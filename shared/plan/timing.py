@@ -20,7 +20,7 @@ from pathlib import Path
 import jax
 
 from shared.hardware import parse_target
-from shared.plan.compiled import FAST_COMPILE, compile_lowered
+from shared.plan.compiled import compile_lowered, fast_options
 from shared.plan.mesh import mesh_for
 from shared.plan.target import target_devices
 from shared.plan.verdict import Request, check_request
@@ -31,10 +31,11 @@ def time_executables(request: Request, options: dict | None = None) -> dict:
     """Build, lower and compile the request's executables one after another, nothing cached:
     seconds for each step and each executable's bytes (arguments + outputs + temps − aliased).
     `options`: the compiler's, where a benchmark compares some (default: plan_point's)."""
-    if options is None:
-        options = FAST_COMPILE if request.fast else {}
     check_request(request)
-    mesh, _ = mesh_for(request, target_devices(parse_target(request.target)))  # plan_point's
+    devices = target_devices(parse_target(request.target))
+    if options is None:
+        options = fast_options(devices[0].platform) if request.fast else {}
+    mesh, _ = mesh_for(request, devices)  # plan_point's
     start = time.perf_counter()
     workload = build_workload(request, mesh)
     row = {

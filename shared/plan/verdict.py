@@ -29,7 +29,7 @@ import jax
 from shared.errors import BadInput, choose
 from shared.hardware import parse_target
 from shared.paths import ROOT, writable_folder
-from shared.plan.compiled import FAST_COMPILE, compile_lowered
+from shared.plan.compiled import compile_lowered, fast_options
 from shared.plan.floor import floor_bytes, usable_bytes
 from shared.plan.mesh import mesh_for
 from shared.plan.target import target_devices, usable_hbm_per_device
@@ -77,7 +77,7 @@ class Request:
     remat: str = "none"
     loss: str = "chunked"
     tunix: str = "0.1.7"  # the Sampler's semantics: "0.1.6" compiles it without donation
-    fast: bool = False  # compile with the least optimisation effort: see FAST_COMPILE
+    fast: bool = False  # compile with the least optimisation effort: see fast_options
     # None: the whole model. N: its first N decoder layers, a search's cheap probe of how bytes
     # grow with depth (shared.plan.search), never a verdict on the model
     layers: int | None = None
@@ -274,7 +274,7 @@ class _Compiling:
         self.devices = target_devices(self.target)
         self.mesh, self.mesh_note = mesh_for(request, self.devices)
         self.workload = build_workload(request, self.mesh)
-        self.options = FAST_COMPILE if request.fast else None
+        self.options = fast_options(self.devices[0].platform) if request.fast else None
         self.resident = resident_bytes(self.workload)
         self.usable = usable_hbm_per_device(self.target, self.devices)
         self.all_takes = takes_of(self.workload)

@@ -44,7 +44,7 @@ from shared.errors import BadInput
 from shared.grpo import GRPOSettings, arithmetic_reward, token_logprobs
 from shared.hardware.measure import is_out_of_memory
 from shared.hardware.sharding import abstract_like, bytes_per_device, on_mesh
-from shared.plan.compiled import FAST_COMPILE
+from shared.plan.compiled import fast_options
 from shared.plan.executable import LAYOUT_WITHOUT_COMPILING, Executable, Workload
 from shared.rollout import sampler as rollout
 from shared.sizing import human
@@ -349,7 +349,8 @@ def _rollout_phases(policy, recipe: GRPOSettings, rows: int, mesh, tokenizer, ca
             laid_out = jax.tree.map(lambda info: _most_split(info.shape, mesh), prefilled.out_info)
         else:
             try:
-                laid_out = prefilled.compile(FAST_COMPILE).output_shardings
+                platform = mesh.devices.flat[0].platform
+                laid_out = prefilled.compile(fast_options(platform)).output_shardings
             except Exception as err:  # prefill alone does not fit: so neither does the step,
                 if not is_out_of_memory(err):  # whatever layout decode is compiled with
                     raise
