@@ -330,5 +330,6 @@ def test_a_grpo_floor_compiles_nothing_and_holds_no_more_than_the_compiled_layou
         floor = verdict.floor_verdict(grpo)
     unset = contextvars.ContextVar("never set for grpo", default=False)
     monkeypatch.setattr(plan_floor, "LAYOUT_WITHOUT_COMPILING", unset)  # grpo reads its own: unset
+    plan_floor.holds.cache_clear()  # the floor with the compiled layout, not the cached one
     with_compile = verdict.floor_verdict(grpo)
     assert 0 < floor["floor_bytes"] <= with_compile["floor_bytes"]

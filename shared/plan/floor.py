@@ -7,9 +7,12 @@ each cannot; split over tp it can)."""
 
 from __future__ import annotations
 
+import functools
+
 from jax.sharding import Mesh
 
-from shared.hardware import Target
+from shared.hardware import Target, parse_target
+from shared.hardware.sharding import make_mesh
 from shared.plan.executable import LAYOUT_WITHOUT_COMPILING
 from shared.plan.target import usable_hbm_per_device
 from shared.plan.workload_bytes import arguments_only, combine, resident_bytes, takes_of
@@ -34,3 +37,13 @@ def floor_bytes(request, mesh: Mesh) -> int:
     return combine(arguments_only(workload), resident_bytes(workload), takes_of(workload))[
         "bytes_per_device"
     ]
+
+
+@functools.cache
+def holds(request, shape: tuple[int, int], devices: tuple) -> tuple[bool, int, int]:
+    """Whether the request's floor fits the mesh of `shape` on `devices`: (fits, floor bytes,
+    usable bytes). Cached: a search asks for its mesh again at every probe, the mesh rule and
+    floor_verdict ask for the same mesh's floor, and building a GRPO workload takes seconds."""
+    floor = floor_bytes(request, make_mesh(shape, list(devices)))
+    usable = usable_bytes(parse_target(request.target), list(devices))
+    return floor <= usable, floor, usable

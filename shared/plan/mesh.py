@@ -18,16 +18,14 @@ falls under the chip's critical batch, then TP, is about speed).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 
 from jax.sharding import Mesh
 
 from shared import models
 from shared.errors import BadInput
-from shared.hardware import parse_target
 from shared.hardware.sharding import make_mesh, mesh_shape
-from shared.plan.floor import floor_bytes, usable_bytes
+from shared.plan.floor import holds
 
 # Workloads that build a tunix model, and those of them whose weights are laid out as tunix
 # samples (nothing over fsdp); the rest (our 130M pretraining model) keep every device on fsdp.
@@ -62,16 +60,6 @@ def least_batch(request, fsdp: int) -> int:
     return math.lcm(fsdp, request.num_generations) if request.workload == "grpo" else fsdp
 
 
-@functools.cache
-def _holds(request, shape: tuple[int, int], devices: tuple) -> tuple[bool, int, int]:
-    """Whether the request's floor (shared.plan.floor) fits the mesh of `shape`: (fits, floor,
-    usable). Cached: a search asks for its mesh again at every probe, and building a GRPO
-    workload to read its floor takes seconds."""
-    floor = floor_bytes(request, make_mesh(shape, list(devices)))
-    usable = usable_bytes(parse_target(request.target), list(devices))
-    return floor <= usable, floor, usable
-
-
 def auto_shape(
     request, devices: list, *, with_batch: bool = True
 ) -> tuple[tuple[int, int], str | None]:
@@ -100,7 +88,7 @@ def auto_shape(
             if with_batch
             else dataclasses.replace(request, batch=least_batch(request, shape[0]))
         )
-        fits, floor, usable = _holds(at, shape, tuple(devices))
+        fits, floor, usable = holds(at, shape, tuple(devices))
         if fits:
             return shape, _why(shape, dividing, too_big, len(devices))
         too_big = too_big or (

@@ -30,7 +30,7 @@ from shared.errors import BadInput, choose
 from shared.hardware import parse_target
 from shared.paths import ROOT, writable_folder
 from shared.plan.compiled import compile_lowered, fast_options
-from shared.plan.floor import floor_bytes, usable_bytes
+from shared.plan.floor import holds
 from shared.plan.mesh import mesh_for
 from shared.plan.target import target_devices, usable_hbm_per_device
 from shared.plan.workload_bytes import (
@@ -209,13 +209,13 @@ def floor_verdict(request: Request, devices: list | None = None) -> dict:
     target = parse_target(request.target)
     devices = devices if devices is not None else target_devices(target)
     mesh, _ = mesh_for(request, devices)
-    floor, usable = floor_bytes(request, mesh), usable_bytes(target, devices)
+    fits, floor, usable = holds(request, tuple(mesh.shape.values()), tuple(devices))
     return {
         "target": request.target,
         "mesh_shape": dict(mesh.shape),
         "floor_bytes": floor,
         "hbm_bytes": usable,
-        "fits": floor <= usable,
+        "fits": fits,
     }
 
 

@@ -69,8 +69,8 @@ def cell_text(row: dict | None) -> str:
 
 
 def _on_mesh(row: dict) -> str:
-    """ " on FxT" for a cell compiled with tensor parallelism (shared.plan.mesh); nothing for
-    all fsdp, the default (and every cell stored before rows named their mesh)."""
+    """The suffix " on FxT" for a cell compiled with tensor parallelism (shared.plan.mesh);
+    nothing for all fsdp, the default (and every cell stored before rows named their mesh)."""
     mesh = row.get("mesh")
     return f" on {mesh}" if mesh and not mesh.endswith("x1") else ""
 
