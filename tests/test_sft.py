@@ -1,11 +1,17 @@
 """A full fine-tune (every weight trained): shared.lora.train_step on split_full, run for real on
 gemma3-tiny on the CPU, and the `sft` plan workload compiled for a TPU v5e-8 topology."""
 
+import json
+
 import jax
 import optax
+import pytest
 from conftest import TEST_VOCAB as V
 
+from benchmarks.bench_finetune import parse_points
 from shared import lora, models, plan
+from shared.errors import BadInput
+from shared.paths import ROOT
 from shared.rollout import sampler as rollout
 
 
@@ -40,3 +46,23 @@ def test_the_sft_workload_holds_every_weights_adam_state(tmp_path, monkeypatch):
     lora = plan.Request("lora-train", "gemma3-tiny", "v5e-8", seq=64, fast=True)
     lora_point = plan.plan_point(lora)
     assert lora_point["resident"]["optimizer state"] < adam  # the adapters' state only
+
+
+def test_the_committed_h100_fine_tunes_agree_with_their_plan():
+    """benchmarks/results/finetune_h100.json (bench_finetune.py on an H100): every point's
+    outcome is the plan's verdict, and every measured peak (autotuner off) is within 1% of the
+    predicted bytes."""
+    runs = json.loads((ROOT / "benchmarks/results/finetune_h100.json").read_text())["runs"]
+    rows = [row for run in runs for row in run["rows"]]
+    assert {r["workload"] for r in rows} == {"sft", "lora-train"}
+    for r in rows:
+        assert r["predicted_fits"] == (r["status"] == "ok"), r
+        if r["run_peak_bytes_per_device"]:
+            assert abs(r["run_peak_bytes_per_device"] / r["predicted_bytes_per_device"] - 1) < 0.01
+
+
+def test_bench_finetune_refuses_a_point_it_cannot_read():
+    assert parse_points("sft:4,lora-train:8") == [("sft", 4), ("lora-train", 8)]
+    for bad in ("sft:0", "sft", "rollout:4"):
+        with pytest.raises(BadInput):
+            parse_points(bad)
