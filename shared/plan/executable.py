@@ -36,6 +36,10 @@ class Executable:
     # training step's residual stream): with the arguments, a floor that can answer "does not
     # fit" without compiling. 0 when nothing is known.
     floor_bytes: int = 0
+    # Passes over the weights (resident args named "weights" or "adapters") that one call
+    # makes beyond the one XLA's cost analysis counts: a step of M micro-batches runs its scan
+    # body M times, and XLA counts the body once, so M - 1 (see verdict.ON_CHIP_BYTES).
+    weight_passes: int = 0
 
 
 @dataclass

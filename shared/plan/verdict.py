@@ -28,9 +28,11 @@ import jax
 
 from shared.errors import BadInput, choose
 from shared.hardware import parse_target
+from shared.hardware.sharding import bytes_per_device
 from shared.paths import ROOT, writable_folder
 from shared.plan.compiled import compile_lowered, fast_options
 from shared.plan.floor import holds
+from shared.plan.matmul_bound import run_flops
 from shared.plan.mesh import mesh_for
 from shared.plan.target import target_devices, usable_hbm_per_device
 from shared.plan.workload_bytes import (
@@ -51,6 +53,20 @@ MULTI_HOST_NOTE = (
     "{hosts} hosts, one slice: every mesh axis runs over ICI (the compiler sees one topology; "
     "no DCN, which only joins separate slices)"
 )
+FLOPS_FLOOR_NOTE = (
+    "roofline compute term: the {floor:.3g} FLOPs per device the run's weight matmuls cannot "
+    "avoid (shared.plan.matmul_bound), above XLA's count of {counted:.3g}, which counts a loop "
+    "body once (a chunked loss's, a micro-batched step's) and a custom kernel as none"
+)
+WEIGHT_PASSES_NOTE = (
+    "roofline bytes term: {gib:.2f} GiB per device added for the weights each further "
+    "micro-batch reads again (XLA counts the loop body once)"
+)
+# More on-chip memory than any target in shared.hardware has, so weights larger than this per
+# device are read from HBM again by every pass: 128 MiB of VMEM per TensorCore on v5e and v6e,
+# 64 on v5p and tpu7x, v4's 134 MB of CMEM (jax's pallas/mosaic/tpu_info.py, jax 0.10.2); an
+# H100's 50 MB of L2 and an H200's 60.
+ON_CHIP_BYTES = 256 * 2**20
 ACTIVATION_SHARDING_NOTE = (
     "tunix's activation shardings applied (batch over fsdp, wide dimensions over tp), as its "
     "models declare them and its trainers run them on a TPU: shared.models.activation_sharding"
@@ -297,7 +313,17 @@ class _Compiling:
         return group
 
     def record(self, exe, summary: dict) -> None:
-        self.executables[exe.label] = {**summary, "repeats": exe.repeats, "note": exe.note}
+        weights = sum(
+            bytes_per_device(exe.args[index])
+            for index, name in exe.resident_args.items()
+            if name in ("weights", "adapters")
+        )
+        self.executables[exe.label] = {
+            **summary,
+            "repeats": exe.repeats,
+            "uncounted_weight_bytes": exe.weight_passes * weights if weights > ON_CHIP_BYTES else 0,
+            "note": exe.note,
+        }
         self.takes[exe.label] = self.all_takes[exe.label]
 
     def result(self) -> dict:
@@ -305,8 +331,12 @@ class _Compiling:
         request, executables, skipped = self.request, self.executables, self.skipped
         verdict = combine(executables, self.resident, self.takes)
         refused = [label for label, e in executables.items() if e["refused"]]
-        flops = sum(e["flops"] * e["repeats"] for e in executables.values())
-        accessed = sum(e["bytes_accessed"] * e["repeats"] for e in executables.values())
+        counted = sum(e["flops"] * e["repeats"] for e in executables.values())
+        flops = max(counted, run_flops(request) / len(self.devices))
+        uncounted = sum(
+            e.get("uncounted_weight_bytes", 0) * e["repeats"] for e in executables.values()
+        )
+        accessed = sum(e["bytes_accessed"] * e["repeats"] for e in executables.values()) + uncounted
         chip, target, mesh = self.target.chip, self.target, self.mesh
         result = {
             **dataclasses.asdict(request),
@@ -328,6 +358,8 @@ class _Compiling:
             "notes": self.workload.notes
             + ([self.mesh_note] if self.mesh_note else [])
             + ([ACTIVATION_SHARDING_NOTE] if mesh.size > 1 else [])
+            + ([FLOPS_FLOOR_NOTE.format(floor=flops, counted=counted)] if flops > counted else [])
+            + ([WEIGHT_PASSES_NOTE.format(gib=uncounted / 2**30)] if uncounted else [])
             + ([MULTI_HOST_NOTE.format(hosts=target.hosts)] if target.hosts > 1 else [])
             + (
                 [
@@ -343,6 +375,7 @@ class _Compiling:
                 else []
             ),
             "flops_per_device": flops,
+            "compiler_flops_per_device": counted,
             "bytes_accessed_per_device": accessed,
             "roofline_lower_bound_s": max(chip.roofline_terms(flops, accessed)),
             "compile_s": sum(e["compile_s"] for e in executables.values()),

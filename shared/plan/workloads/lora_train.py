@@ -136,4 +136,5 @@ def finetune_executable(
             else {2: "weights", 3: "other state", 4: "optimizer state"}
         ),
         floor_bytes=residual,
+        weight_passes=microbatches - 1,
     )

@@ -59,5 +59,6 @@ def train_executables(
             note=f"{config.name}: "
             f"{sizing.param_counts(config.dims())['total'] / 1e6:.1f}M params, "
             f"{microbatches} micro-batches, remat={remat}",
+            weight_passes=microbatches - 1,
         )
     ]
