@@ -83,6 +83,49 @@ def _fast_flat(request, mesh):
     )
 
 
+def _looped(request, mesh):
+    """1 GiB of weights multiplied into a [512, 4096] batch `microbatches` times in a loop:
+    XLA's cost analysis counts the body once; the executable declares its further passes over
+    the weights, as a micro-batched training step does."""
+    passes = request.microbatches
+    whole = NamedSharding(mesh, PartitionSpec())
+    weights = jax.ShapeDtypeStruct((4096, 131072), jnp.bfloat16, sharding=whole)
+    batch = jax.ShapeDtypeStruct((512, 4096), jnp.bfloat16, sharding=whole)
+
+    def step(w, x):
+        return jax.lax.fori_loop(0, passes, lambda i, y: (y @ w)[:, :4096], x)
+
+    return Workload(
+        [
+            Executable(
+                "looped",
+                jax.jit(step),
+                (weights, batch),
+                resident_args={0: "weights"},
+                weight_passes=passes - 1,
+            )
+        ]
+    )
+
+
+def _tp_hungry(request, mesh):
+    """16 GiB of weights split over tp only (whole on 8x1, 8 GiB a device on 4x2) and 64 MiB
+    a row of batch: on a v5e-8 nothing fits on 8x1."""
+    weights = jax.ShapeDtypeStruct(
+        (16, *ROW), jnp.bfloat16, sharding=NamedSharding(mesh, PartitionSpec("tp"))
+    )
+    return Workload(
+        [
+            Executable(
+                "hungry",
+                jax.jit(lambda w, x: x * 2 + w[0, :1, :1]),
+                (weights, _spec(mesh, request.batch, (256, 131072))),
+                resident_args={0: "weights"},
+            )
+        ]
+    )
+
+
 @pytest.fixture(autouse=True)
 def isolated(monkeypatch, tmp_path):
     monkeypatch.setattr(verdict, "CACHE_DIR", tmp_path / "plan-cache")
@@ -92,6 +135,8 @@ def isolated(monkeypatch, tmp_path):
         ("shared", _shared_weights),
         ("fast-steeper", _fast_steeper),
         ("fast-flat", _fast_flat),
+        ("looped", _looped),
+        ("tp-hungry", _tp_hungry),
     ):
         monkeypatch.setitem(plan.WORKLOADS, name, builder)
 
@@ -323,6 +368,26 @@ def test_a_deep_model_whose_arguments_exceed_the_chip_is_answered_without_compil
     assert plan.describe(result).endswith("(arithmetic, before any compile)")
 
 
+def test_a_search_that_fits_nothing_on_the_rules_mesh_goes_on_to_a_wider_tp(monkeypatch):
+    # as gemma4-e4b rollouts on a v5e-8: the rule's 8x1 fits not even one unit, 4x2 does
+    monkeypatch.setattr(search, "wider_shapes", lambda request, devices, than: [(4, 2)])
+    result = search.max_batch(plan.Request("tp-hungry", "none", "v5e-8"), progress=False)
+    assert result["meshes_tried"] == ["8x1"] and result["mesh"] == "4x2"
+    assert result["max_batch"] > 0 and result["max_batch"] % 4 == 0
+    assert not result["probes"][0]["fits"] and result["probes"][-1]["mesh_shape"]["tp"] == 2
+    assert "on 8x1 not even batch" in search.describe(result)
+
+
+def test_the_wider_meshes_are_those_whose_tp_the_weights_divide():
+    from shared.plan.mesh import wider_shapes
+    from shared.plan.target import target_devices
+
+    devices = target_devices(parse_target("v5e-8"))
+    rollout = plan.Request("rollout", "gemma4-e4b", "v5e-8")
+    assert wider_shapes(rollout, devices, than=(8, 1)) == [(4, 2)]  # 2 KV heads: not tp 4, 8
+    assert wider_shapes(plan.Request("train", "tiny", "v5e-8"), devices, than=(8, 1)) == []
+
+
 def test_search_steps_in_the_multiple_asked_for():
     result = plan.max_batch(plan.Request("scale", "none", "v6e-8"), multiple_of=16, progress=False)
     assert all(p["batch"] % 16 == 0 for p in result["probes"])
@@ -391,6 +456,33 @@ def test_ironwood_compiles_two_devices_a_chip():
     point = plan.plan_point(plan.Request("scale", "none", "tpu7x-8", batch=8))
     assert point["devices"] == 8 and point["target_chip"] == "tpu7x"
     assert point["executables"]["scale"]["argument_bytes"] == GIB and point["fits"]
+
+
+def test_a_loop_xla_counts_once_adds_the_weight_reads_of_its_further_passes():
+    one, four = (
+        plan.plan_point(plan.Request("looped", "none", "v5e-1", microbatches=m)) for m in (1, 4)
+    )
+    # XLA counts the loop body once: four passes count as one
+    assert four["compiler_flops_per_device"] == pytest.approx(one["compiler_flops_per_device"])
+    extra = four["bytes_accessed_per_device"] - one["bytes_accessed_per_device"]
+    assert extra == pytest.approx(3 * GIB, rel=0.01)  # three more reads of the 1 GiB of weights
+    assert any("micro-batch reads again" in note for note in four["notes"])
+    assert four["roofline_lower_bound_s"] > 2 * one["roofline_lower_bound_s"]
+
+
+def test_a_micro_batched_step_is_not_counted_as_one_micro_batch():
+    from shared.plan.matmul_bound import run_flops
+
+    one, four = (
+        plan.Request("train", "tiny", "v5e-1", batch=8, seq=128, microbatches=m, fast=True)
+        for m in (1, 4)
+    )
+    whole, split = plan.plan_point(one), plan.plan_point(four)
+    # XLA counted one micro-batch of the four: the roofline would have called it 4x cheaper
+    assert split["compiler_flops_per_device"] < whole["compiler_flops_per_device"] / 3
+    assert split["flops_per_device"] == run_flops(four) == run_flops(one)
+    assert whole["flops_per_device"] == whole["compiler_flops_per_device"] >= run_flops(one)
+    assert any("cannot avoid" in note for note in split["notes"])
 
 
 def test_train_step_of_the_tiny_model_shards_over_v5e_8():

@@ -123,6 +123,26 @@ def mesh_for(request, devices: list) -> tuple[Mesh, str | None]:
     return make_mesh((fsdp, tp), devices), note
 
 
+def wider_shapes(request, devices: list, than: tuple[int, int]) -> list[tuple[int, int]]:
+    """The meshes with more tp than `than` whose axes divide a tunix model's weights, tp
+    rising. The rule above holds the weights by arithmetic, not what a compile adds to them: on
+    a v5e-8, gemma4-e4b's rollouts hold 14.0 GiB a chip before any activation on 8x1, and the
+    compiler fits not even batch 8 there, while 4x2 holds 7.0. A search that finds no batch on
+    the rule's mesh tries these (shared.plan.search.max_batch)."""
+    if request.workload not in TUNIX_MODEL:
+        return []
+    wider = []
+    for shape in _shapes(len(devices)):
+        if shape[1] <= than[1]:
+            continue
+        try:
+            _check_weights(request, make_mesh(shape, devices))
+        except BadInput:
+            continue
+        wider.append(shape)
+    return wider
+
+
 def search_shape(request, devices: list) -> tuple[int, int]:
     """The mesh a batch search keeps for every probe: the given one, or the rule's at the
     mesh's least batch (the search's batches are multiples of its fsdp, so they split too)."""

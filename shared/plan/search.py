@@ -28,7 +28,7 @@ import time
 from shared import models
 from shared.errors import BadInput
 from shared.hardware import parse_target
-from shared.plan.mesh import search_shape
+from shared.plan.mesh import search_shape, wider_shapes
 from shared.plan.target import target_devices
 from shared.plan.verdict import Request, floor_verdict, plan_point, plan_points
 from shared.plan.workloads import CUT_TO_LAYERS
@@ -115,14 +115,47 @@ def max_batch(
     progress: bool = True,
 ) -> dict:
     """The largest batch (a multiple of the unit, at most `ceiling`, by default CEILING) the
-    compiler says fits, with every probe."""
+    compiler says fits, with every probe. On the mesh rule's mesh (no --mesh) where not even
+    one unit fits, the search goes on to the wider tp meshes the weights divide
+    (mesh.wider_shapes) until one fits a unit: a "does not fit" only the mesh caused is no
+    answer. Its probes and compiles include those of the meshes tried first."""
+    devices = target_devices(parse_target(request.target))
+    shape = search_shape(request, devices)
+    result = _max_batch_on(request, shape, multiple_of, ceiling, use_cache, progress)
+    if request.mesh is not None or result["max_batch"]:
+        return result
+    for wider in wider_shapes(request, devices, than=shape):
+        again = _max_batch_on(request, wider, multiple_of, ceiling, use_cache, progress)
+        tried = f"{shape[0]}x{shape[1]}"
+        again.update(
+            probes=result["probes"] + again["probes"],
+            cut_probes=result["cut_probes"] + again["cut_probes"],
+            compiles=result["compiles"] + again["compiles"],
+            wall_s=result["wall_s"] + again["wall_s"],
+            meshes_tried=result.get("meshes_tried", []) + [tried],
+        )
+        result, shape = again, wider
+        if result["max_batch"]:
+            break
+    return result
+
+
+def _max_batch_on(
+    request: Request,
+    shape: tuple[int, int],
+    multiple_of: int | None,
+    ceiling: int | None,
+    use_cache: bool,
+    progress: bool,
+) -> dict:
+    """max_batch's search with every probe on the (fsdp, tp) mesh `shape`."""
     from tqdm.auto import tqdm
 
-    unit = unit_for(request, multiple_of)
-    ceiling = max(unit, (CEILING if ceiling is None else ceiling) // unit * unit)
-    fsdp, tp = search_shape(request, target_devices(parse_target(request.target)))
+    fsdp, tp = shape
     if request.mesh is None and tp > 1:  # every probe on the one mesh that shards the model
         request = dataclasses.replace(request, mesh=f"{fsdp}x{tp}")
+    unit = unit_for(request, multiple_of)
+    ceiling = max(unit, (CEILING if ceiling is None else ceiling) // unit * unit)
     bar = tqdm(
         desc=f"max batch {request.workload} {request.model} on {request.target}",
         unit="compile",
@@ -301,6 +334,11 @@ def describe(search: dict) -> str:
     """One line: the answer, the evidence, and what limited it."""
     largest, fail = search["max_batch"], search["first_not_fitting"]
     where = f"{search['workload']} {search['model']} on {search['target']}"
+    if search.get("meshes_tried"):
+        where += (
+            f" (mesh {search['mesh']}: on {', '.join(search['meshes_tried'])} not even batch "
+            f"{search['multiple_of']} fits)"
+        )
     if largest == 0:
         why = "the compiler's verdict" if search["compiles"] else "arithmetic, before any compile"
         return f"not even batch {search['multiple_of']} fits for {where} ({why})"
