@@ -100,6 +100,18 @@ def test_cells_already_stored_are_skipped_at_the_same_settings_revision_and_vers
     regapped = _keys(atlas.todo(grid, gap, VERSIONS, retry_gaps=True))
     assert ("gemma3-1b", "v5e-1", "rollout") in regapped
     assert ("gemma3-1b", "v5e-8", "rollout") not in regapped  # converged: stays done
+    # the compiler's "not even one unit" on a slice may change on a wider mesh; arithmetic's
+    # and one chip's may not
+    nothing = [
+        _row("gemma3-1b", "v5e-8", max_batch=0, devices=8),
+        _row("gemma3-27b", "v5e-8", max_batch=0, compiles=0, devices=8),
+        _row("gemma3-1b", "v5e-1", max_batch=0, devices=1),
+    ]
+    again = _keys(atlas.todo(grid, nothing, VERSIONS, retry_nothing_fits=True))
+    assert ("gemma3-1b", "v5e-8", "rollout") in again
+    assert ("gemma3-27b", "v5e-8", "rollout") not in again
+    assert ("gemma3-1b", "v5e-1", "rollout") not in again
+    assert ("gemma3-1b", "v5e-8", "rollout") not in _keys(atlas.todo(grid, nothing, VERSIONS))
 
 
 def test_only_selects_cells_and_names_the_valid_values():

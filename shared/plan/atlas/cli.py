@@ -75,6 +75,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--retry-failed", action="store_true", help="run failed cells again")
     p.add_argument(
+        "--retry-nothing-fits",
+        action="store_true",
+        help="run multi-device cells again where the compiler fit not even one unit (the search "
+        "now goes on to a wider tp mesh)",
+    )
+    p.add_argument(
         "--retry-gaps",
         action="store_true",
         help="run cells again whose search stopped with a gap between a fitting and a failing "
@@ -111,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
             versions,
             args.retry_failed,
             args.retry_gaps,
+            args.retry_nothing_fits,
         )[shard - 1 :: shards]
         print(
             f"{len(left)} cells to compute ({len(grid)} selected"
@@ -128,7 +135,12 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     break
                 if not todo(
-                    [cell], read_store(args.store), versions, args.retry_failed, args.retry_gaps
+                    [cell],
+                    read_store(args.store),
+                    versions,
+                    args.retry_failed,
+                    args.retry_gaps,
+                    args.retry_nothing_fits,
                 ):
                     continue  # another run sharing the store computed it meanwhile
                 row = run_cell(cell)

@@ -210,15 +210,21 @@ def todo(
     versions: dict,
     retry_failed: bool = False,
     retry_gaps: bool = False,
+    retry_nothing_fits: bool = False,
 ) -> list[Cell]:
     """The cells without a row for these settings, revision and versions; on request also
-    those whose row failed, or whose search stopped with a gap (a better search may close it:
-    the newest row is the one shown)."""
+    those whose row failed, whose search stopped with a gap, or (`retry_nothing_fits`) where
+    the compiler fit not even one unit on a multi-device slice, which the search now answers
+    on a wider tp mesh when one fits (shared.plan.search.max_batch): a better search may change
+    them, and the newest row is the one shown."""
 
     def again(row: dict) -> bool:
         if row.get("status") != "ok":
             return retry_failed
-        return retry_gaps and not row["converged"]
+        compiled_nothing = row["max_batch"] == 0 and row["compiles"] and row["devices"] > 1
+        return (retry_gaps and not row["converged"]) or bool(
+            retry_nothing_fits and compiled_nothing
+        )
 
     done = {row_key(r) for r in rows if not again(r)}
     return [
