@@ -192,6 +192,15 @@ def test_the_bound_counts_the_passes_a_job_cannot_avoid():
     assert slice_job.matmul_passes(grpo, slice_job.Job(3, "steps")) == pytest.approx(expected)
 
 
+def test_a_mixture_of_experts_counts_the_experts_a_token_is_routed_to():
+    """qwen3-30b-a3b routes each token to 8 of 128 experts: its matmul weights a token are
+    about its 3B active parameters, not its 30B (the bound, and every roofline's floor)."""
+    from shared import models
+
+    assert 2e9 < models.matmul_weights("qwen3-30b-a3b") < 3.3e9
+    assert models.matmul_weights("qwen3-8b") > 6e9  # dense: every weight
+
+
 def test_chips_are_visited_breadth_first(monkeypatch):
     """Every slice of a chip shares one bound: by the bound alone the search would climb v6e's
     sizes first. Breadth first, v5e-4 comes before any larger v6e, and then the chip whose

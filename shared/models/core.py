@@ -349,17 +349,22 @@ def matmul_weights(name: str) -> int:
     """Weights every token is multiplied by on its way through the decoder: each parameter of
     two or more dimensions except the vocabulary-sized tables (gathered, or used once as the
     LM head) and the key/value projections, exact from the model's shapes. A forward pass costs
-    at least two FLOPs per such weight per token whatever the compiler does: a lower bound for
-    dense models (every model we plan is dense; a mixture of experts counts every expert)."""
-    vocab = family_of(name).vocab_size(model_config(name))
+    at least two FLOPs per such weight per token whatever the compiler does. A mixture of
+    experts multiplies each token by the experts it is routed to only: an expert weight
+    [E, ...] counts num_experts_per_tok / E of its size (qwen3-30b-a3b: 8 of 128), or the
+    bound would exceed what the model computes."""
+    cfg = model_config(name)
+    vocab = family_of(name).vocab_size(cfg)
+    experts, routed = getattr(cfg, "num_experts", None), getattr(cfg, "num_experts_per_tok", None)
     state = nnx.state(abstract_model(name))
-    return sum(
-        int(np.prod(x.shape))
-        for path, x in jax.tree_util.tree_flatten_with_path(state)[0]
-        if len(x.shape) >= 2
-        and vocab not in x.shape
-        and not _KV_PROJECTIONS & {str(getattr(key, "key", key)) for key in path}
-    )
+    total = 0.0
+    for path, x in jax.tree_util.tree_flatten_with_path(state)[0]:
+        keys = {str(getattr(key, "key", key)) for key in path}
+        if len(x.shape) < 2 or vocab in x.shape or _KV_PROJECTIONS & keys:
+            continue
+        expert = experts and "mlp" in keys and len(x.shape) == 3 and x.shape[0] == experts
+        total += int(np.prod(x.shape)) * (routed / experts if expert else 1)
+    return int(total)
 
 
 def param_count(model) -> int:
