@@ -108,11 +108,11 @@ def _looped(request, mesh):
     )
 
 
-def _tp_hungry(request, mesh):
-    """16 GiB of weights split over tp only (whole on 8x1, 8 GiB a device on 4x2) and 64 MiB
-    a row of batch: on a v5e-8 nothing fits on 8x1."""
+def _tp_hungry(request, mesh, gib=16):
+    """`gib` GiB of weights split over tp only (16: whole on 8x1, 8 GiB a device on 4x2) and
+    64 MiB a row of batch: on a v5e-8 nothing fits on 8x1."""
     weights = jax.ShapeDtypeStruct(
-        (16, *ROW), jnp.bfloat16, sharding=NamedSharding(mesh, PartitionSpec("tp"))
+        (gib, *ROW), jnp.bfloat16, sharding=NamedSharding(mesh, PartitionSpec("tp"))
     )
     return Workload(
         [
@@ -137,6 +137,7 @@ def isolated(monkeypatch, tmp_path):
         ("fast-flat", _fast_flat),
         ("looped", _looped),
         ("tp-hungry", _tp_hungry),
+        ("tp-starved", lambda request, mesh: _tp_hungry(request, mesh, gib=64)),
     ):
         monkeypatch.setitem(plan.WORKLOADS, name, builder)
 
@@ -376,6 +377,14 @@ def test_a_search_that_fits_nothing_on_the_rules_mesh_goes_on_to_a_wider_tp(monk
     assert result["max_batch"] > 0 and result["max_batch"] % 4 == 0
     assert not result["probes"][0]["fits"] and result["probes"][-1]["mesh_shape"]["tp"] == 2
     assert "on 8x1 not even batch" in search.describe(result)
+
+
+def test_a_search_that_fits_nothing_on_any_mesh_answers_on_the_rules_mesh(monkeypatch):
+    monkeypatch.setattr(search, "wider_shapes", lambda request, devices, than: [(4, 2)])
+    result = search.max_batch(plan.Request("tp-starved", "none", "v5e-8"), progress=False)
+    assert result["max_batch"] == 0 and result["mesh"] is None  # the rule's 8x1
+    assert result["meshes_tried"] == ["8x1", "4x2"] and len(result["probes"]) >= 2
+    assert "on any mesh its weights divide (8x1, 4x2)" in search.describe(result)
 
 
 def test_the_wider_meshes_are_those_whose_tp_the_weights_divide():

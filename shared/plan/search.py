@@ -118,25 +118,31 @@ def max_batch(
     compiler says fits, with every probe. On the mesh rule's mesh (no --mesh) where not even
     one unit fits, the search goes on to the wider tp meshes the weights divide
     (mesh.wider_shapes) until one fits a unit: a "does not fit" only the mesh caused is no
-    answer. Its probes and compiles include those of the meshes tried first."""
+    answer. Its probes and compiles include those of the meshes tried first; where no mesh fits
+    a unit, the answer stays the rule's mesh's, with every mesh tried named."""
     devices = target_devices(parse_target(request.target))
     shape = search_shape(request, devices)
-    result = _max_batch_on(request, shape, multiple_of, ceiling, use_cache, progress)
-    if request.mesh is not None or result["max_batch"]:
-        return result
+    first = _max_batch_on(request, shape, multiple_of, ceiling, use_cache, progress)
+    if request.mesh is not None or first["max_batch"]:
+        return first
+    result, tried = first, []
     for wider in wider_shapes(request, devices, than=shape):
+        tried.append(f"{shape[0]}x{shape[1]}")
         again = _max_batch_on(request, wider, multiple_of, ceiling, use_cache, progress)
-        tried = f"{shape[0]}x{shape[1]}"
         again.update(
             probes=result["probes"] + again["probes"],
             cut_probes=result["cut_probes"] + again["cut_probes"],
             compiles=result["compiles"] + again["compiles"],
             wall_s=result["wall_s"] + again["wall_s"],
-            meshes_tried=result.get("meshes_tried", []) + [tried],
+            meshes_tried=list(tried),
         )
         result, shape = again, wider
         if result["max_batch"]:
-            break
+            return result
+    if tried:  # no mesh fits a unit: the rule's mesh's answer, every compile counted
+        tried.append(f"{shape[0]}x{shape[1]}")
+        keep = ("probes", "cut_probes", "compiles", "wall_s")
+        return {**first, **{k: result[k] for k in keep}, "meshes_tried": tried}
     return result
 
 
@@ -334,11 +340,11 @@ def describe(search: dict) -> str:
     """One line: the answer, the evidence, and what limited it."""
     largest, fail = search["max_batch"], search["first_not_fitting"]
     where = f"{search['workload']} {search['model']} on {search['target']}"
-    if search.get("meshes_tried"):
-        where += (
-            f" (mesh {search['mesh']}: on {', '.join(search['meshes_tried'])} not even batch "
-            f"{search['multiple_of']} fits)"
-        )
+    tried = ", ".join(search.get("meshes_tried", []))
+    if tried and largest == 0:
+        where += f" on any mesh its weights divide ({tried})"
+    elif tried:
+        where += f" (mesh {search['mesh']}: on {tried} not even batch {search['multiple_of']} fits)"
     if largest == 0:
         why = "the compiler's verdict" if search["compiles"] else "arithmetic, before any compile"
         return f"not even batch {search['multiple_of']} fits for {where} ({why})"

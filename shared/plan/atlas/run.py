@@ -67,7 +67,7 @@ def run_cell(cell: Cell, *, progress: bool = True) -> dict:
             )
         },
         "devices": probes[0]["devices"],
-        "mesh": "{fsdp}x{tp}".format(**probes[-1]["mesh_shape"]),
+        "mesh": search["mesh"] or "{fsdp}x{tp}".format(**probes[0]["mesh_shape"]),
         "dtype": probes[0]["dtype"],
         "hbm_bytes": probes[0]["hbm_bytes"],
         "bytes_per_device": at and at["bytes_per_device"],
