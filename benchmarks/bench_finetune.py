@@ -170,9 +170,8 @@ def speed(row: dict, model: str, seq: int, target: str | None) -> dict:
     out = {"tokens_per_s": tokens / row["step_s"]}
     if row["workload"] != "sft" or target is None:
         return out
-    sliced = parse_target(target)
     model_flops = sizing.flops_per_token(models.model_dims(model), seq) * tokens
-    out["mfu"] = model_flops / row["step_s"] / (sliced.chips * sliced.chip.peak_bf16_flops)
+    out["mfu"] = model_flops / row["step_s"] / parse_target(target).peak_flops_total
     if row.get("flops_per_step"):  # the verdict's FLOPs are per device
         out["compiler_over_model_flops"] = row["flops_per_step"] * row["devices"] / model_flops
     return out

@@ -28,7 +28,6 @@ import jax
 
 from shared.errors import BadInput, choose
 from shared.hardware import parse_target
-from shared.hardware.sharding import bytes_per_device
 from shared.paths import ROOT, writable_folder
 from shared.plan.compiled import compile_lowered, fast_options
 from shared.plan.floor import holds
@@ -314,8 +313,8 @@ class _Compiling:
 
     def record(self, exe, summary: dict) -> None:
         weights = sum(
-            bytes_per_device(exe.args[index])
-            for index, name in exe.resident_args.items()
+            self.resident[name]
+            for name in exe.resident_args.values()
             if name in ("weights", "adapters")
         )
         self.executables[exe.label] = {
