@@ -114,6 +114,28 @@ def test_cells_already_stored_are_skipped_at_the_same_settings_revision_and_vers
     assert ("gemma3-1b", "v5e-8", "rollout") not in _keys(atlas.todo(grid, nothing, VERSIONS))
 
 
+def test_retry_mesh_reruns_the_rows_a_roomier_mesh_would_change():
+    """llama3.1-8b's rollouts on a v5e-8, stored as 8 on 8x1 before the search compared meshes:
+    4x2 more than doubles the room beside its weights, so today's search compiles there too.
+    gemma3-1b's weights leave most of each chip free: its row stands, as does any row stored
+    with mesh_answers (searched by today's search) and any one-chip row."""
+    grid = atlas.cells(["gemma3-1b", "llama3.1-8b"], ["v5e-1", "v5e-8"], ["rollout"])
+    rows = [
+        _row("llama3.1-8b", "v5e-8", max_batch=8, devices=8),
+        _row("gemma3-1b", "v5e-8", max_batch=3000, devices=8),
+        _row("llama3.1-8b", "v5e-1", max_batch=8, devices=1),
+    ]
+    again = _keys(atlas.todo(grid, rows, VERSIONS, retry_mesh=True))
+    assert ("llama3.1-8b", "v5e-8", "rollout") in again
+    assert ("gemma3-1b", "v5e-8", "rollout") not in again
+    assert ("llama3.1-8b", "v5e-1", "rollout") not in again
+    assert ("llama3.1-8b", "v5e-8", "rollout") not in _keys(atlas.todo(grid, rows, VERSIONS))
+    rows[0]["mesh_answers"] = {"8x1": 8, "4x2": 400}
+    assert ("llama3.1-8b", "v5e-8", "rollout") not in _keys(
+        atlas.todo(grid, rows, VERSIONS, retry_mesh=True)
+    )
+
+
 def test_only_selects_cells_and_names_the_valid_values():
     grid = atlas.cells(["gemma3-1b", "gemma2-2b"], ["v5e-1", "v6e-1"], ["rollout", "lora-train"])
     only = atlas.parse_only("recipe=rollout,model=gemma3-1b,model=gemma2-2b,target=v6e-1")

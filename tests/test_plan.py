@@ -138,6 +138,8 @@ def isolated(monkeypatch, tmp_path):
         ("looped", _looped),
         ("tp-hungry", _tp_hungry),
         ("tp-starved", lambda request, mesh: _tp_hungry(request, mesh, gib=64)),
+        ("tp-crowded", lambda request, mesh: _tp_hungry(request, mesh, gib=12)),
+        ("tp-light", lambda request, mesh: _tp_hungry(request, mesh, gib=2)),
     ):
         monkeypatch.setitem(plan.WORKLOADS, name, builder)
 
@@ -373,18 +375,46 @@ def test_a_search_that_fits_nothing_on_the_rules_mesh_goes_on_to_a_wider_tp(monk
     # as gemma4-e4b rollouts on a v5e-8: the rule's 8x1 fits not even one unit, 4x2 does
     monkeypatch.setattr(search, "wider_shapes", lambda request, devices, than: [(4, 2)])
     result = search.max_batch(plan.Request("tp-hungry", "none", "v5e-8"), progress=False)
-    assert result["meshes_tried"] == ["8x1"] and result["mesh"] == "4x2"
+    assert list(result["mesh_answers"]) == ["8x1", "4x2"] and result["mesh"] == "4x2"
     assert result["max_batch"] > 0 and result["max_batch"] % 4 == 0
     assert not result["probes"][0]["fits"] and result["probes"][-1]["mesh_shape"]["tp"] == 2
-    assert "on 8x1 not even batch" in search.describe(result)
+    assert "(mesh 4x2; 8x1 fits none)" in search.describe(result)
 
 
 def test_a_search_that_fits_nothing_on_any_mesh_answers_on_the_rules_mesh(monkeypatch):
     monkeypatch.setattr(search, "wider_shapes", lambda request, devices, than: [(4, 2)])
     result = search.max_batch(plan.Request("tp-starved", "none", "v5e-8"), progress=False)
     assert result["max_batch"] == 0 and result["mesh"] is None  # the rule's 8x1
-    assert result["meshes_tried"] == ["8x1", "4x2"] and len(result["probes"]) >= 2
+    assert result["mesh_answers"] == {"8x1": 0, "4x2": 0} and len(result["probes"]) >= 2
     assert "on any mesh its weights divide (8x1, 4x2)" in search.describe(result)
+
+
+def test_a_wider_tp_that_doubles_the_room_for_the_batch_is_searched_too(monkeypatch):
+    """As llama3.1-8b rollouts on a v5e-8: the rule's 8x1 holds the weights whole on every chip
+    and fits a little beside them; 4x2 halves them and fits more, so it is the answer; 2x4
+    does not double 4x2's room again and is not compiled. Weights that leave most of the chip
+    free (tp-light) keep the rule's mesh, with no other mesh compiled."""
+    monkeypatch.setattr(search, "wider_shapes", lambda request, devices, than: [(4, 2), (2, 4)])
+    result = search.max_batch(plan.Request("tp-crowded", "none", "v5e-8"), progress=False)
+    answers = result["mesh_answers"]
+    assert list(answers) == ["8x1", "4x2"] and result["mesh"] == "4x2"
+    assert result["max_batch"] == answers["4x2"] > answers["8x1"] > 0
+    assert {p["mesh_shape"]["tp"] for p in result["probes"]} == {1, 2}
+    assert f"(mesh 4x2; 8x1 fits {answers['8x1']})" in search.describe(result)
+    light = search.max_batch(plan.Request("tp-light", "none", "v5e-8"), progress=False)
+    assert "mesh_answers" not in light and light["max_batch"] > answers["4x2"]
+    assert {p["mesh_shape"]["tp"] for p in light["probes"]} == {1}
+
+
+def test_a_sampled_8b_model_on_a_v5e_8_doubles_its_room_on_4x2_and_a_1b_does_not():
+    from shared.plan.mesh import room_for_batch
+    from shared.plan.target import target_devices
+
+    devices = target_devices(parse_target("v5e-8"))
+    for model, doubles in (("llama3.1-8b", True), ("gemma3-1b", False)):
+        rollout = plan.Request("rollout", model, "v5e-8", cache_size=1312)
+        gain = room_for_batch(rollout, (4, 2), devices) / room_for_batch(rollout, (8, 1), devices)
+        assert (gain >= search.ROOM_GAIN) == doubles, (model, gain)
 
 
 def test_the_wider_meshes_are_those_whose_tp_the_weights_divide():

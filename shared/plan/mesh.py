@@ -128,7 +128,8 @@ def wider_shapes(request, devices: list, than: tuple[int, int]) -> list[tuple[in
     rising. The rule above holds the weights by arithmetic, not what a compile adds to them: on
     a v5e-8, gemma4-e4b's rollouts hold 14.0 GiB a chip before any activation on 8x1, and the
     compiler fits not even batch 8 there, while 4x2 holds 7.0. A search that finds no batch on
-    the rule's mesh tries these (shared.plan.search.max_batch)."""
+    the rule's mesh tries these, and so does one whose room for the batch a wider mesh doubles
+    (shared.plan.search.max_batch)."""
     if request.workload not in TUNIX_MODEL:
         return []
     wider = []
@@ -141,6 +142,16 @@ def wider_shapes(request, devices: list, than: tuple[int, int]) -> list[tuple[in
             continue
         wider.append(shape)
     return wider
+
+
+def room_for_batch(request, shape: tuple[int, int], devices: list) -> int:
+    """Bytes a device of the `shape` mesh has left for what grows with the batch: the usable
+    HBM less the request's floor (weights, resident buffers, largest arguments) at the mesh's
+    least batch, by arithmetic. A batch search compares meshes by it before it compiles on
+    another (shared.plan.search.max_batch)."""
+    at = dataclasses.replace(request, batch=least_batch(request, shape[0]))
+    _, floor, usable = holds(at, shape, tuple(devices))
+    return usable - floor
 
 
 def search_shape(request, devices: list) -> tuple[int, int]:

@@ -28,7 +28,7 @@ import time
 from shared import models
 from shared.errors import BadInput
 from shared.hardware import parse_target
-from shared.plan.mesh import search_shape, wider_shapes
+from shared.plan.mesh import room_for_batch, search_shape, wider_shapes
 from shared.plan.target import target_devices
 from shared.plan.verdict import Request, floor_verdict, plan_point, plan_points
 from shared.plan.workloads import CUT_TO_LAYERS
@@ -44,6 +44,13 @@ MAX_EXACT = 8  # exact compiles before the search gives up on a non-linear bound
 # so the search steps up by GALLOP until a batch fails and then halves the bracket.
 SQUEEZE_SLOPE = 0.25
 GALLOP = 1.25
+# A sampled model's weights sit whole on every fsdp device, and the mesh rule's least tp that
+# holds them can leave almost nothing beside them: llama3.1-8b rollouts on a v5e-8 took 16.3 of
+# 16.9 GB at batch 8 on 8x1, where 4x2 halves the weights. A search goes on to a wider tp when
+# it at least doubles a device's room for the batch (shared.plan.mesh.room_for_batch); where the
+# room grows less, the rule's least tp communication stands. A choice of which meshes to
+# compile, not a prediction: every mesh's answer is its own exact compile.
+ROOM_GAIN = 2
 
 
 def unit_for(request: Request, multiple_of: int | None) -> int:
@@ -106,6 +113,13 @@ def _failures_line(exact: dict[int, dict]) -> tuple[dict, float] | None:
     return failed[0], _slope(failed[0], failed[1])
 
 
+def doubles_the_room(request: Request, wider: tuple, than: tuple, devices: list) -> bool:
+    """Whether the `wider` mesh gives a device at least ROOM_GAIN times the room for the batch
+    that the mesh `than` does, by arithmetic: the search then compiles on it too."""
+    room, wider_room = (room_for_batch(request, shape, devices) for shape in (than, wider))
+    return wider_room >= ROOM_GAIN * room if room > 0 else wider_room > 0
+
+
 def max_batch(
     request: Request,
     *,
@@ -115,34 +129,37 @@ def max_batch(
     progress: bool = True,
 ) -> dict:
     """The largest batch (a multiple of the unit, at most `ceiling`, by default CEILING) the
-    compiler says fits, with every probe. On the mesh rule's mesh (no --mesh) where not even
-    one unit fits, the search goes on to the wider tp meshes the weights divide
-    (mesh.wider_shapes) until one fits a unit: a "does not fit" only the mesh caused is no
-    answer. Its probes and compiles include those of the meshes tried first; where no mesh fits
-    a unit, the answer stays the rule's mesh's, with every mesh tried named."""
+    compiler says fits, with every probe. Without --mesh the search starts on the mesh rule's
+    mesh and goes on to the wider tp meshes the weights divide (mesh.wider_shapes), tp rising:
+    past every mesh that fits not even one unit (a "does not fit" only the mesh caused is no
+    answer), and on to each wider mesh that at least doubles a device's room for the batch
+    (ROOM_GAIN), until one fits no more than the best so far. The answer is the mesh that fits
+    the most, fewer tp on a tie (`mesh_shape`); `mesh_answers` gives every mesh searched and its
+    largest batch, and the probes and compiles are all of theirs. Where no mesh fits a unit, the answer is the
+    rule's mesh's."""
     devices = target_devices(parse_target(request.target))
     shape = search_shape(request, devices)
-    first = _max_batch_on(request, shape, multiple_of, ceiling, use_cache, progress)
-    if request.mesh is not None or first["max_batch"]:
-        return first
-    result, tried = first, []
+    answers = {shape: _max_batch_on(request, shape, multiple_of, ceiling, use_cache, progress)}
+    if request.mesh is not None:
+        return answers[shape]
+    best = shape
     for wider in wider_shapes(request, devices, than=shape):
-        tried.append(f"{shape[0]}x{shape[1]}")
-        again = _max_batch_on(request, wider, multiple_of, ceiling, use_cache, progress)
-        again.update(
-            probes=result["probes"] + again["probes"],
-            cut_probes=result["cut_probes"] + again["cut_probes"],
-            compiles=result["compiles"] + again["compiles"],
-            wall_s=result["wall_s"] + again["wall_s"],
-            meshes_tried=list(tried),
-        )
-        result, shape = again, wider
-        if result["max_batch"]:
-            return result
-    if tried:  # no mesh fits a unit: the rule's mesh's answer, every compile counted
-        tried.append(f"{shape[0]}x{shape[1]}")
-        keep = ("probes", "cut_probes", "compiles", "wall_s")
-        return {**first, **{k: result[k] for k in keep}, "meshes_tried": tried}
+        fitted = answers[best]["max_batch"]
+        if fitted and not doubles_the_room(request, wider, best, devices):
+            break
+        answers[wider] = _max_batch_on(request, wider, multiple_of, ceiling, use_cache, progress)
+        if answers[wider]["max_batch"] > fitted:
+            best = wider
+        elif fitted:
+            break
+    result = {**answers[best], "mesh_shape": {"fsdp": best[0], "tp": best[1]}}
+    if len(answers) > 1:
+        searches = list(answers.values())
+        for key in ("probes", "cut_probes"):
+            result[key] = [p for s in searches for p in s[key]]
+        for key in ("compiles", "wall_s"):
+            result[key] = sum(s[key] for s in searches)
+        result["mesh_answers"] = {f"{f}x{t}": a["max_batch"] for (f, t), a in answers.items()}
     return result
 
 
@@ -340,11 +357,13 @@ def describe(search: dict) -> str:
     """One line: the answer, the evidence, and what limited it."""
     largest, fail = search["max_batch"], search["first_not_fitting"]
     where = f"{search['workload']} {search['model']} on {search['target']}"
-    tried = ", ".join(search.get("meshes_tried", []))
-    if tried and largest == 0:
-        where += f" on any mesh its weights divide ({tried})"
-    elif tried:
-        where += f" (mesh {search['mesh']}: on {tried} not even batch {search['multiple_of']} fits)"
+    answers = search.get("mesh_answers", {})
+    if answers and largest == 0:
+        where += f" on any mesh its weights divide ({', '.join(answers)})"
+    elif answers:
+        mesh = "{fsdp}x{tp}".format(**search["mesh_shape"])
+        others = [f"{name} fits {n or 'none'}" for name, n in answers.items() if name != mesh]
+        where += f" (mesh {mesh}; {', '.join(others)})"
     if largest == 0:
         why = "the compiler's verdict" if search["compiles"] else "arithmetic, before any compile"
         return f"not even batch {search['multiple_of']} fits for {where} ({why})"

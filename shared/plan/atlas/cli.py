@@ -81,6 +81,12 @@ def main(argv: list[str] | None = None) -> int:
         "now goes on to a wider tp mesh)",
     )
     p.add_argument(
+        "--retry-mesh",
+        action="store_true",
+        help="run multi-device cells again whose search fit a batch on one mesh where a wider tp "
+        "at least doubles the room for the batch (the search now compiles that mesh too)",
+    )
+    p.add_argument(
         "--retry-gaps",
         action="store_true",
         help="run cells again whose search stopped with a gap between a fitting and a failing "
@@ -111,13 +117,17 @@ def main(argv: list[str] | None = None) -> int:
                 f"workload (it has {', '.join(plan.WORKLOADS)})",
                 flush=True,
             )
+        retry = {
+            "retry_failed": args.retry_failed,
+            "retry_gaps": args.retry_gaps,
+            "retry_nothing_fits": args.retry_nothing_fits,
+            "retry_mesh": args.retry_mesh,
+        }
         left = todo(
             [c for c in grid if c.recipe not in skipped],
             read_store(args.store),
             versions,
-            args.retry_failed,
-            args.retry_gaps,
-            args.retry_nothing_fits,
+            **retry,
         )[shard - 1 :: shards]
         print(
             f"{len(left)} cells to compute ({len(grid)} selected"
@@ -138,9 +148,7 @@ def main(argv: list[str] | None = None) -> int:
                     [cell],
                     read_store(args.store),
                     versions,
-                    args.retry_failed,
-                    args.retry_gaps,
-                    args.retry_nothing_fits,
+                    **retry,
                 ):
                     continue  # another run sharing the store computed it meanwhile
                 row = run_cell(cell)

@@ -48,8 +48,15 @@ def run_cell(cell: Cell, *, progress: bool = True) -> dict:
             "error": one_line(err),
             "wall_s": time.perf_counter() - start,
         }
-    probes = search["probes"]
-    at = next((p for p in probes if not p["fast"] and p["batch"] == search["max_batch"]), None)
+    probes, mesh = search["probes"], search["mesh_shape"]
+    at = next(
+        (
+            p
+            for p in probes
+            if not p["fast"] and p["batch"] == search["max_batch"] and p["mesh_shape"] == mesh
+        ),
+        None,
+    )
     fresh = [p for p in (*probes, *search["cut_probes"]) if not p["cached"]]
     return {
         **row,
@@ -67,7 +74,8 @@ def run_cell(cell: Cell, *, progress: bool = True) -> dict:
             )
         },
         "devices": probes[0]["devices"],
-        "mesh": search["mesh"] or "{fsdp}x{tp}".format(**probes[0]["mesh_shape"]),
+        "mesh": "{fsdp}x{tp}".format(**mesh),
+        "mesh_answers": search.get("mesh_answers"),  # every mesh searched: its largest batch
         "dtype": probes[0]["dtype"],
         "hbm_bytes": probes[0]["hbm_bytes"],
         "bytes_per_device": at and at["bytes_per_device"],
