@@ -135,8 +135,8 @@ def max_batch(
     answer), and on to each wider mesh that at least doubles a device's room for the batch
     (ROOM_GAIN), until one fits no more than the best so far. The answer is the mesh that fits
     the most, fewer tp on a tie (`mesh_shape`); `mesh_answers` gives every mesh searched and its
-    largest batch, and the probes and compiles are all of theirs. Where no mesh fits a unit, the answer is the
-    rule's mesh's."""
+    largest batch, and the probes and compiles are all of theirs. Where no mesh fits a unit,
+    the answer is the rule's mesh's."""
     devices = target_devices(parse_target(request.target))
     shape = search_shape(request, devices)
     answers = {shape: _max_batch_on(request, shape, multiple_of, ceiling, use_cache, progress)}
