@@ -13,21 +13,43 @@ at once is the least of these (each phase can take its own), and that configurat
 local: notebook 07's local run (gemma3-tiny and qwen3-tiny, random weights, the arithmetic
 reward, 3 steps) with its steady (median after the first) seconds per phase.
 
+device: notebook 07's device mode as a benchmark. The recipe's real tunix loop (random
+weights, --train-steps steps) on the attached device, beside the plan's verdict for the same
+request on this slice (`hardware.current_target_name()`, compiled for the attached GPU or TPU).
+Its peak HBM is measured in a fresh process with XLA's GPU autotuner off, before this process
+touches the device, so no compile-time scratch is in it (shared.hardware.measure.NO_AUTOTUNING);
+the steady seconds per phase come from a second run here with the autotuner on.
+
 Each part rewrites only its own keys of --out (the others are kept), after each step; compile
 and run times depend on the host, so the JSON records its CPU count and load.
 
     python benchmarks/bench_grpo.py --per-phase --out benchmarks/results/07_grpo_plan.json
     python benchmarks/bench_grpo.py --parts local --out benchmarks/results/07_grpo_plan.json
+    # on a GPU or TPU; CPU smoke run: --model gemma3-tiny --prompt-len 8 --completion-len 8
+    python benchmarks/bench_grpo.py --parts device --out benchmarks/results/grpo_h100.json
 """
 
 import argparse
 import dataclasses
 import json
 import os
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+def _parts_asked(argv: list[str]) -> set[str]:
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--parts", default="plan")
+    return set(parser.parse_known_args(argv)[0].parts.split(","))
+
+
+# The plan part compiles deviceless for a TPU target and the local part is a CPU run; the device
+# part runs on what is attached, so there the choice of platform is left to jax.
+if "device" not in _parts_asked(sys.argv[1:]):
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax  # noqa: E402  (after JAX_PLATFORMS)
 
@@ -176,11 +198,119 @@ def local_part(args, report: dict) -> None:
         results.write(args.out, report)
 
 
+def recipe_request(args, target: str) -> plan.Request:
+    """The GRPO recipe the arguments describe, on `target`: plan mode compiles it, and its
+    shared.grpo settings (grpo_plan.settings) drive the live runs."""
+    return plan.Request(
+        "grpo",
+        args.model,
+        target,
+        batch=args.batch,
+        prompt_len=args.prompt_len,
+        steps=args.completion_len,
+        num_generations=args.num_generations,
+        lora_rank=args.lora_rank,
+    )
+
+
+def live_run(args) -> dict:
+    """The recipe's tunix GRPO loop on the attached devices (random weights): its status (an
+    out-of-memory message is an outcome), this process's peak HBM and the steady seconds per
+    phase (median after the first step, which compiles)."""
+    from shared.hardware import measure
+    from shared.hardware.sharding import make_mesh
+
+    recipe = grpo_plan.settings(recipe_request(args, args.target))
+    mesh = make_mesh()
+    model, tok = models.load(args.model, "dummy", mesh=mesh)
+    run = grpo.build_grpo(model, tok, mesh, recipe, steps=args.train_steps)
+    del model  # the policy and the reference keep what they need
+    batches = grpo.arithmetic_batches(args.train_steps, recipe.prompts_per_step)
+    result, oom = measure.run_or_oom(grpo.run_grpo, run, batches)
+    row = {"status": "ok" if oom is None else "oom", "error": oom}
+    row["peak_bytes_per_device"] = measure.peak_bytes_per_device()
+    row["autotuning_scratch_in_peak"] = measure.peak_includes_compiling()
+    if result is not None:
+        row.update(
+            first_step_s=result.steps[0]["step_s"],
+            steady=result.steady(),
+            base_copies=grpo.base_copies(run),
+        )
+    return row
+
+
+def peak_in_child(args) -> dict:
+    """live_run in a fresh process with the GPU autotuner off: the peak to hold the plan's
+    bytes to (its seconds are the untuned kernels', not reported)."""
+    from shared.hardware import measure
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "run.json"
+        recipe = {
+            "--model": args.model,
+            "--prompt-len": args.prompt_len,
+            "--completion-len": args.completion_len,
+            "--num-generations": args.num_generations,
+            "--batch": args.batch,
+            "--lora-rank": args.lora_rank,
+            "--train-steps": args.train_steps,
+        }
+        argv = [str(a) for flag in recipe.items() for a in flag]
+        done = subprocess.run(
+            [sys.executable, __file__, "--parts", "device", *argv, "--child", "--out", str(out)],
+            capture_output=True,
+            text=True,
+            env=measure.without_autotuning(dict(os.environ)),
+        )
+        if done.returncode == 0 and out.exists():
+            row = json.loads(out.read_text())
+            return {k: row[k] for k in ("status", "error", "peak_bytes_per_device")}
+    tail = " | ".join((done.stderr or done.stdout).strip().splitlines()[-3:])
+    return {"status": "error", "error": f"exit {done.returncode}: {tail[:300]}"}
+
+
+def device_part(args, report: dict) -> None:
+    from shared.hardware import current_target_name
+
+    entry = report["device"] = {"train_steps": args.train_steps, "weights": "dummy (random)"}
+    entry["run_peak"] = peak_in_child(args)  # before this process takes the device's memory
+    print(f"autotuner off: {entry['run_peak']}", flush=True)
+    results.write(args.out, report)
+    target = current_target_name()
+    entry.update(
+        target=target,
+        devices=f"{jax.device_count()} x {jax.devices()[0].device_kind}",
+        recipe=dataclasses.asdict(recipe_request(args, target or args.target)),
+    )
+    entry["timed"] = live_run(args)
+    print(f"autotuner on: {entry['timed']}", flush=True)
+    results.write(args.out, report)
+    if target is None:  # a CPU smoke run: no slice to predict for
+        return
+    point = plan.plan_point(recipe_request(args, target))
+    entry["predicted"] = {
+        k: point[k]
+        for k in (
+            "fits",
+            "bytes_per_device",
+            "hbm_bytes",
+            "resident_bytes",
+            "worst",
+            "roofline_lower_bound_s",
+            "compile_s",
+        )
+    }
+    measured = entry["run_peak"].get("peak_bytes_per_device")
+    if measured:
+        entry["predicted_over_measured"] = point["bytes_per_device"] / measured
+    print(f"predicted: {entry['predicted']}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--parts", default="plan", help="plan, local, or plan,local")
+    p.add_argument("--parts", default="plan", help="plan, local, device, comma-separated")
     p.add_argument("--model", default="gemma3-1b")
     p.add_argument("--target", default="v5e-8")
     p.add_argument("--prompt-len", type=int, default=256)
@@ -193,8 +323,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also search the rollout's and the update's largest micro-batch (slow)",
     )
+    p.add_argument("--train-steps", type=int, default=4, help="device: GRPO steps run")
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.child:  # device part: one live run measured alone (peak_in_child)
+        results.write(args.out, live_run(args))
+        return 0
     report = json.loads(args.out.read_text()) if args.out.exists() else {}
     if "command" in report:  # written before the parts were split: it ran the plan part
         report.setdefault("commands", {}).setdefault("plan", report.pop("command"))
@@ -202,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         head = results.header("benchmarks/bench_grpo.py", argv)
         report.setdefault("commands", {})[part] = head.pop("command")
         report.update(head)
-        {"plan": plan_part, "local": local_part}[part](args, report)
+        {"plan": plan_part, "local": local_part, "device": device_part}[part](args, report)
     results.write(args.out, report)
     return 0
 

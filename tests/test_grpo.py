@@ -177,6 +177,21 @@ def test_prompts_longer_than_prompt_len_fail_early(trained):
         run.check_prompts([{"prompts": np.array(["12+7=" * 4])}])
 
 
+def test_ids_past_the_dummy_tokenizer_decode_as_its_unknown_piece():
+    """Random weights of gemma3-1b (V = 262,144) sample ids the dummy weights' 4,096-piece
+    tokenizer has no piece for: SentencePiece raised OUT_OF_RANGE inside tunix's Sampler on an
+    H100 (bench_grpo --parts device). Such an id reads as the unknown piece; known ids as the
+    tokenizer reads them."""
+    tok = models.local_tokenizer()
+    text = grpo.runner.TextTokenizer(tok)
+    known = tok.EncodeAsIds("to be or not")
+    assert text.decode(known) == tok.DecodeIds(known)
+    past = tok.GetPieceSize() + 5
+    with pytest.raises(IndexError):
+        tok.DecodeIds([*known, past])
+    assert text.decode([*known, past]) == tok.DecodeIds([*known, tok.unk_id()])
+
+
 # ---------------------------------------------------------------------------- chunked log-probs
 
 

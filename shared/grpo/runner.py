@@ -44,13 +44,25 @@ Role = rl_cluster_lib.Role
 class TextTokenizer:
     """Any tokenizer tunix adapts, with `encode` taking numpy strings: tunix's data loop
     repeats batches with np.repeat, so prompts reach the Sampler as np.str_ (SentencePiece
-    rejects those)."""
+    rejects those); and with `decode` reading an id past a SentencePiece vocabulary as its
+    unknown piece: random weights of a real architecture (gemma3-1b, V = 262,144) sample any
+    id, and the dummy weights' local tokenizer has 4,096 pieces, where SentencePiece raises
+    OUT_OF_RANGE from inside tunix's Sampler. Only the reward reads that text; the log-probs
+    and the update take the sampled ids themselves."""
 
     def __init__(self, tokenizer):
         self._tok = TokenizerAdapter(tokenizer)
+        is_sentencepiece = hasattr(tokenizer, "GetPieceSize")
+        self._pieces = tokenizer.GetPieceSize() if is_sentencepiece else None
+        self._unknown = tokenizer.unk_id() if is_sentencepiece else None
 
     def encode(self, text, **kwargs):
         return self._tok.encode(str(text), **kwargs)
+
+    def decode(self, ids, **kwargs):
+        if self._pieces is not None:
+            ids = [i if i < self._pieces else self._unknown for i in ids]
+        return self._tok.decode(ids, **kwargs)
 
     def __getattr__(self, name):  # decode, bos_id, eos_id, pad_id: the adapter's (and an
         return getattr(vars(self).get("_tok"), name)  # AttributeError while _tok is unset)
