@@ -14,19 +14,23 @@ local: notebook 07's local run (gemma3-tiny and qwen3-tiny, random weights, the 
 reward, 3 steps) with its steady (median after the first) seconds per phase.
 
 device: notebook 07's device mode as a benchmark. The recipe's real tunix loop (random
-weights, --train-steps steps) on the attached device, beside the plan's verdict for the same
-request on this slice (`hardware.current_target_name()`, compiled for the attached GPU or TPU).
-Its peak HBM is measured in a fresh process with XLA's GPU autotuner off, before this process
-touches the device, so no compile-time scratch is in it (shared.hardware.measure.NO_AUTOTUNING);
-the steady seconds per phase come from a second run here with the autotuner on.
+weights, --train-steps steps) on the attached device. Its peak HBM is measured in a fresh
+process with XLA's GPU autotuner off, before this process touches the device, so no
+compile-time scratch is in it (shared.hardware.measure.NO_AUTOTUNING); the steady seconds per
+phase come from a second run here with the autotuner on.
+
+predict: the plan's verdict for the same recipe on the attached slice
+(`hardware.current_target_name()`, compiled for that GPU or TPU, nothing allocated), beside the
+device part's measured peak in the same file when that measured this recipe.
 
 Each part rewrites only its own keys of --out (the others are kept), after each step; compile
 and run times depend on the host, so the JSON records its CPU count and load.
 
     python benchmarks/bench_grpo.py --per-phase --out benchmarks/results/07_grpo_plan.json
     python benchmarks/bench_grpo.py --parts local --out benchmarks/results/07_grpo_plan.json
-    # on a GPU or TPU; CPU smoke run: --model gemma3-tiny --prompt-len 8 --completion-len 8
-    python benchmarks/bench_grpo.py --parts device --out benchmarks/results/grpo_h100.json
+    # on a GPU or TPU (CPU smoke run of the device part: --model gemma3-tiny --prompt-len 8
+    # --completion-len 8 --num-generations 2 --batch 4 --lora-rank 4 --train-steps 2)
+    python benchmarks/bench_grpo.py --parts device,predict --out benchmarks/results/grpo_h100.json
 """
 
 import argparse
@@ -47,14 +51,14 @@ def _parts_asked(argv: list[str]) -> set[str]:
 
 
 # The plan part compiles deviceless for a TPU target and the local part is a CPU run; the device
-# part runs on what is attached, so there the choice of platform is left to jax.
-if "device" not in _parts_asked(sys.argv[1:]):
+# and predict parts run on what is attached, so there the choice of platform is left to jax.
+if not {"device", "predict"} & _parts_asked(sys.argv[1:]):
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax  # noqa: E402  (after JAX_PLATFORMS)
 
 from shared import grpo, models, plan  # noqa: E402
-from shared.errors import run_cli  # noqa: E402
+from shared.errors import BadInput, run_cli  # noqa: E402
 from shared.plan import budget  # noqa: E402
 from shared.plan.search import probe_rows  # noqa: E402
 from shared.plan.workloads import grpo as grpo_plan  # noqa: E402
@@ -284,26 +288,35 @@ def device_part(args, report: dict) -> None:
     )
     entry["timed"] = live_run(args)
     print(f"autotuner on: {entry['timed']}", flush=True)
-    results.write(args.out, report)
-    if target is None:  # a CPU smoke run: no slice to predict for
-        return
-    point = plan.plan_point(recipe_request(args, target))
-    entry["predicted"] = {
-        k: point[k]
-        for k in (
-            "fits",
-            "bytes_per_device",
-            "hbm_bytes",
-            "resident_bytes",
-            "worst",
-            "roofline_lower_bound_s",
-            "compile_s",
-        )
+
+
+def predict_part(args, report: dict) -> None:
+    from shared.hardware import current_target_name
+
+    target = current_target_name()
+    if target is None:
+        raise BadInput("--parts predict compiles for the attached GPU or TPU: none is attached")
+    request = recipe_request(args, target)
+    point = plan.plan_point(request)
+    kept = (
+        "fits",
+        "bytes_per_device",
+        "hbm_bytes",
+        "resident_bytes",
+        "worst",
+        "roofline_lower_bound_s",
+        "compile_s",
+        "notes",
+    )
+    entry = report["predicted"] = {
+        "request": dataclasses.asdict(request),
+        **{k: point[k] for k in kept},
     }
-    measured = entry["run_peak"].get("peak_bytes_per_device")
-    if measured:
+    ran = report.get("device", {})
+    measured = ran.get("run_peak", {}).get("peak_bytes_per_device")
+    if measured and ran.get("recipe") == entry["request"]:
         entry["predicted_over_measured"] = point["bytes_per_device"] / measured
-    print(f"predicted: {entry['predicted']}", flush=True)
+    print(f"predicted: {entry}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -337,7 +350,13 @@ def main(argv: list[str] | None = None) -> int:
         head = results.header("benchmarks/bench_grpo.py", argv)
         report.setdefault("commands", {})[part] = head.pop("command")
         report.update(head)
-        {"plan": plan_part, "local": local_part, "device": device_part}[part](args, report)
+        run_part = {
+            "plan": plan_part,
+            "local": local_part,
+            "device": device_part,
+            "predict": predict_part,
+        }[part]
+        run_part(args, report)
     results.write(args.out, report)
     return 0
 

@@ -3,6 +3,7 @@ reward, a real 2-step tunix GRPO run on gemma3-tiny (8 CPU devices, chunked log-
 chunked log-probs against tunix's, and the grpo plan workload compiled for a TPU v5e-8 topology."""
 
 import dataclasses
+import json
 
 import jax
 import jax.numpy as jnp
@@ -17,6 +18,7 @@ from shared.errors import BadInput
 from shared.grpo import token_logprobs
 from shared.hardware import parse_target
 from shared.hardware.sharding import bytes_per_device, make_mesh
+from shared.paths import ROOT
 from shared.plan import verdict
 from shared.plan.__main__ import main as plan_cli
 from shared.plan.workloads import grpo as grpo_plan
@@ -190,6 +192,31 @@ def test_ids_past_the_dummy_tokenizer_decode_as_its_unknown_piece():
     with pytest.raises(IndexError):
         tok.DecodeIds([*known, past])
     assert text.decode([*known, past]) == tok.DecodeIds([*known, tok.unk_id()])
+
+
+def test_the_committed_h100_grpo_step_agrees_with_its_plan():
+    """benchmarks/results/grpo_h100.json (bench_grpo.py --parts device,predict on an H100): the
+    demo recipe ran, the plan compiled for h100-1 said it fits, and the measured peak (autotuner
+    off) is within 1% of the predicted bytes for the same request."""
+    found = json.loads((ROOT / "benchmarks/results/grpo_h100.json").read_text())
+    ran, predicted = found["device"], found["predicted"]
+    assert ran["run_peak"]["status"] == "ok" and predicted["fits"]
+    assert ran["recipe"] == predicted["request"] and predicted["request"]["target"] == "h100-1"
+    measured = ran["run_peak"]["peak_bytes_per_device"]
+    assert abs(predicted["bytes_per_device"] / measured - 1) < 0.01
+    assert predicted["roofline_lower_bound_s"] < ran["timed"]["steady"]["step_s"]
+
+
+def test_a_jax_without_the_effort_knob_compiles_fast_verdicts_without_it(monkeypatch):
+    """jax 0.11.2 on an H100 refused {"exec_time_optimization_effort": -1} ("No such compile
+    option"): where jax has no such knob, a fast compile leaves it out (and is an exact one)."""
+    from shared.plan import compiled
+
+    assert compiled.takes_effort()  # the pinned jax 0.10.2 has it
+    assert "exec_time_optimization_effort" in compiled.fast_options("cpu")
+    monkeypatch.setattr(compiled, "takes_effort", lambda: False)
+    assert compiled.fast_options("cpu") == {}
+    assert set(compiled.fast_options("tpu")) == set(compiled.NO_SPARSECORE_COLLECTIVES)
 
 
 # ---------------------------------------------------------------------------- chunked log-probs

@@ -12,7 +12,11 @@ from shared.plan.executable import Executable
 # A fast compile (exec_time_optimization_effort -1) cuts XLA's compile time several-fold but
 # schedules buffers differently, so its bytes differ from the real compile's, in either
 # direction: a quick estimate that locates a boundary, never the verdict at it. Device mode
-# compiles with the defaults, which `fast=False` reproduces exactly. Any backend takes it.
+# compiles with the defaults, which `fast=False` reproduces exactly. jax 0.10 hands it to every
+# backend's compiler as a build option; later jax has no such knob (optimization_level took its
+# place), passes it on as an XLA flag, and XLA refuses it: "No such compile option:
+# 'exec_time_optimization_effort'" on an H100 with jax 0.11.2. There a fast compile is an exact
+# one (takes_effort).
 FAST_COMPILE = {"exec_time_optimization_effort": -1.0}
 # On a tpu7x, XLA:TPU hands a multi-chip program's collectives to the SparseCores, and compiling
 # those SparseCore programs is most of the compile: gemma3-1b's LoRA step on a tpu7x-8 (batch 8,
@@ -36,9 +40,19 @@ NO_SPARSECORE_COLLECTIVES = {
 }
 
 
+def takes_effort() -> bool:
+    """Whether this jax has XLA's exec_time_optimization_effort (FAST_COMPILE): its config
+    flag and the build option go together."""
+    import jax
+
+    return hasattr(jax.config, "jax_exec_time_optimization_effort")
+
+
 def fast_options(platform: str) -> dict:
-    """A fast compile's options for the devices' platform ("tpu", "cpu", "gpu")."""
-    return {**FAST_COMPILE, **(NO_SPARSECORE_COLLECTIVES if platform == "tpu" else {})}
+    """A fast compile's options for the devices' platform ("tpu", "cpu", "gpu"), those this
+    jax takes (takes_effort)."""
+    effort = FAST_COMPILE if takes_effort() else {}
+    return {**effort, **(NO_SPARSECORE_COLLECTIVES if platform == "tpu" else {})}
 
 
 def compiled_memory(compiled) -> dict[str, int]:
