@@ -160,7 +160,15 @@ def test_render_a_fake_store(tmp_path):
         ),
         _row("gemma3-27b", "v5e-1", max_batch=0, first_not_fitting=1, multiple_of=1),
         _row("gemma3-27b", "tpu7x-8", status="error", error="RuntimeError: compile died"),
-        _row("gemma3-27b", "tpu7x-8", recipe="grpo", mesh="4x2", max_batch=4, multiple_of=4),
+        _row(
+            "gemma3-27b",
+            "tpu7x-8",
+            recipe="grpo",
+            mesh="4x2",
+            max_batch=4,
+            multiple_of=4,
+            mesh_answers={"8x1": 0, "4x2": 4},
+        ),
         _row(
             "gemma3-1b", "tpu7x-8", recipe="grpo", mesh="8x1", max_batch=96, first_not_fitting=104
         ),
@@ -240,6 +248,8 @@ def test_render_a_fake_store(tmp_path):
     assert (
         grpo["gemma3-27b", "tpu7x-8"]["mesh"] == "4x2" and grpo["gemma3-1b", "v5e-1"]["mesh"] == ""
     )
+    assert grpo["gemma3-27b", "tpu7x-8"]["mesh_answers"] == "8x1:0 4x2:4"
+    assert grpo["gemma3-1b", "tpu7x-8"]["mesh_answers"] == ""
 
 
 def test_one_real_cell_for_a_tiny_model(tmp_path, monkeypatch):

@@ -117,6 +117,7 @@ CSV_COLUMNS = [
     "revision",
     "error",
     "mesh",
+    "mesh_answers",
 ]
 
 
@@ -136,7 +137,15 @@ def csv_row(recipe: str, model: str, target: str, row: dict | None, price: dict)
         revision(recipe, target),
         row.get("error", ""),
         row.get("mesh", ""),
+        _mesh_answers(row.get("mesh_answers") or {}),
     ]
+
+
+def _mesh_answers(answers: dict) -> str:
+    """'8x1:8 4x2:192': each mesh a search compiled and the largest batch it fit, tp rising
+    (the search's order; the store keeps JSON keys sorted)."""
+    by_tp = sorted(answers.items(), key=lambda item: int(item[0].split("x")[1]))
+    return " ".join(f"{mesh}:{n}" for mesh, n in by_tp)
 
 
 def _header(best: list[dict], command: str) -> str:
@@ -156,8 +165,10 @@ def _header(best: list[dict], command: str) -> str:
         "- `gap`: the search stopped with a gap between N and M, so a batch between may fit "
         "too; `✓ ≥N gap`: it stopped with every exact compile fitting, so more may fit.\n"
         "- `on FxT`: compiled on an fsdp x tp mesh, the smallest tp that holds the model "
-        "where its weights cannot sit whole on each chip (`shared/plan/mesh.py`); otherwise "
-        "every device is on fsdp.\n"
+        "where its weights cannot sit whole on each chip (`shared/plan/mesh.py`), or a wider "
+        "tp that at least doubles a device's room for the batch and fits more "
+        "(`shared/plan/search.py`; the CSV's `mesh_answers` gives what each mesh searched "
+        "fits); otherwise every device is on fsdp.\n"
         "- `not yet`: not computed yet (listed at the end); `failed`: the reason is below.\n\n"
         "Multi-chip cells are compiled with tunix's activation shardings applied (batch over "
         "fsdp, wide dimensions over tp), as tunix's models declare them and its trainers run "
