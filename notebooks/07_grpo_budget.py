@@ -310,11 +310,14 @@ if rows:
 # log-prob searches (4 and 8 compiles) by the real TPU compiler, deviceless, with jax 0.10.2,
 # libtpu 0.0.42.1 and tunix 0.1.7 (its activation shardings applied), made 2026-11-25 in 14
 # minutes on 2 shared cores; GCP prices read 2026-11-22. Plan mode re-checks the verdict, both
-# log-prob searches and the session's steps against that file (sections 2-4). No TPU or GPU
-# ran the recipe yet: device mode measures a step beside the plan and writes a ledger row.
-# Reproduce:
+# log-prob searches and the session's steps against that file (sections 2-4). An H100 ran the
+# recipe (random weights, 4 steps; `benchmarks/results/grpo_h100.json`): 36.64 GB measured
+# against 36.59 GB predicted for `h100-1`, and a steady step of 2.25 s (2.02 s of it the
+# rollout) over a roofline of 0.92 s. No TPU ran it yet: device mode measures a step beside
+# the plan and writes a ledger row. Reproduce:
 #
 #     python benchmarks/bench_grpo.py --out benchmarks/results/07_grpo_plan.json
+#     python benchmarks/bench_grpo.py --parts device,predict --out grpo_h100.json  # on a GPU
 
 # %%
 report.evidence("07_grpo_plan")
