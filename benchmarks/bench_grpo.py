@@ -81,16 +81,7 @@ def _search(request: plan.Request) -> dict:
 
 
 def plan_part(args, report: dict) -> None:
-    recipe = plan.Request(
-        "grpo",
-        args.model,
-        args.target,
-        batch=args.batch,
-        prompt_len=args.prompt_len,
-        steps=args.completion_len,
-        num_generations=args.num_generations,
-        lora_rank=args.lora_rank,
-    )
+    recipe = recipe_request(args, args.target)
     report["recipe"] = dataclasses.asdict(recipe)
     start = time.perf_counter()
     point = plan.plan_point(recipe)
