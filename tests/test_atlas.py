@@ -281,6 +281,10 @@ def test_lookup_answers_one_cell_from_the_committed_table_or_says_how_to_compute
     text = lookup.describe(lookup.find(rows, done["model"], done["target"], done["recipe"]))
     assert f"largest batch {done['max_batch']}" in text or "at least" in text
     assert "libtpu" in text and "per device" in text
+    wider = next((r for r in rows if len(r["mesh_answers"].split()) > 1), None)
+    if wider is not None:  # a search that compiled more than one mesh names the others
+        text = lookup.describe(wider)
+        assert f"mesh {wider['mesh']} (fsdp x tp)" in text and "other meshes searched: " in text
     missing = next((r for r in rows if r["status"] == "not computed yet"), None)
     if missing is not None:
         text = lookup.describe(missing)
