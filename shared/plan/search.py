@@ -140,10 +140,8 @@ def max_batch(
     devices = target_devices(parse_target(request.target))
     shape = search_shape(request, devices)
     answers = {shape: _max_batch_on(request, shape, multiple_of, ceiling, use_cache, progress)}
-    if request.mesh is not None:
-        return answers[shape]
     best = shape
-    for wider in wider_shapes(request, devices, than=shape):
+    for wider in wider_shapes(request, devices, than=shape) if request.mesh is None else []:
         fitted = answers[best]["max_batch"]
         if fitted and not doubles_the_room(request, wider, best, devices):
             break
