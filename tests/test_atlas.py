@@ -6,6 +6,7 @@ import csv
 import dataclasses
 import io
 import json
+import os
 
 import pytest
 
@@ -250,6 +251,18 @@ def test_render_a_fake_store(tmp_path):
     )
     assert grpo["gemma3-27b", "tpu7x-8"]["mesh_answers"] == "8x1:0 4x2:4"
     assert grpo["gemma3-1b", "tpu7x-8"]["mesh_answers"] == ""
+
+
+def test_a_cell_runs_in_its_own_process_and_its_death_is_a_failed_row():
+    """run_cell_alone sends back what its child computed; a child that dies without a row
+    (the kernel's OOM kill of a 24 GB compile, here an error nothing catches) becomes a failed
+    row in one line, so the run goes on and --retry-failed runs the cell again."""
+    cell = atlas.Cell("gemma3-tiny", "v5e-1", "rollout")
+    assert atlas.run_cell_alone(cell, work=dataclasses.asdict) == dataclasses.asdict(cell)
+    row = atlas.run_cell_alone(cell, work=os.abort)  # os.abort(cell): a TypeError, uncaught
+    assert row["status"] == "error" and row["error"] == "the cell's process died: exit code 1"
+    assert (row["model"], row["target"], row["recipe"]) == ("gemma3-tiny", "v5e-1", "rollout")
+    assert row["revision"] == cell.revision and row["wall_s"] > 0
 
 
 def test_one_real_cell_for_a_tiny_model(tmp_path, monkeypatch):

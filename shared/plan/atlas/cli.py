@@ -22,7 +22,7 @@ from shared.errors import BadInput, choose
 from shared.hardware import parse_target
 from shared.plan.atlas import figure
 from shared.plan.atlas.render import FIGURE, MARKDOWN, TABLE, render
-from shared.plan.atlas.run import run_cell
+from shared.plan.atlas.run import run_cell_alone
 from shared.plan.atlas.store import (
     MODELS,
     RECIPES,
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
                     **retry,
                 ):
                     continue  # another run sharing the store computed it meanwhile
-                row = run_cell(cell)
+                row = run_cell_alone(cell)
                 append_row(args.store, row)
                 print(
                     f"[{number}/{len(left)}] {cell.recipe} {cell.model} on {cell.target}: "

@@ -5,8 +5,10 @@ error in one line)."""
 from __future__ import annotations
 
 import datetime
+import multiprocessing
 import os
 import time
+from collections.abc import Callable
 
 from shared import plan
 from shared.plan.atlas.store import Cell
@@ -23,19 +25,22 @@ def one_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {text[0] if text else ''}"[:300]
 
 
-def run_cell(cell: Cell, *, progress: bool = True) -> dict:
-    """plan.max_batch for the cell as a store row: the answer and what it cost, or the error."""
-    settings = cell.settings
-    row = {
+def _row_head(cell: Cell) -> dict:
+    return {
         "model": cell.model,
         "target": cell.target,
         "recipe": cell.recipe,
-        "settings": settings,
+        "settings": cell.settings,
         "revision": cell.revision,
         "versions": plan.versions(),
         "date": _utc_now(),
         "host_cpus": os.cpu_count(),
     }
+
+
+def run_cell(cell: Cell, *, progress: bool = True) -> dict:
+    """plan.max_batch for the cell as a store row: the answer and what it cost, or the error."""
+    settings, row = cell.settings, _row_head(cell)
     start = time.perf_counter()
     try:
         request = plan.Request(model=cell.model, target=cell.target, **settings)
@@ -87,3 +92,39 @@ def run_cell(cell: Cell, *, progress: bool = True) -> dict:
         "wall_s": time.perf_counter() - start,
         "load_average": os.getloadavg(),
     }
+
+
+def _send_row(work: Callable, cell: Cell, pipe) -> None:
+    pipe.send(work(cell))
+    pipe.close()
+
+
+def run_cell_alone(cell: Cell, work: Callable = run_cell) -> dict:
+    """`work(cell)` (run_cell) in a fresh process, its row sent back. XLA keeps the host memory
+    a compile grew: after GRPO gemma4-e4b on a v5e-8 the run held 20 GB, and the next cell's
+    compile (GRPO llama3.1-8b) took it past this 23 GiB machine, where the kernel killed the
+    whole run. Alone, each cell starts from nothing, and a cell whose process dies (killed for
+    memory, or any error run_cell could not catch) is a failed row, said in one line
+    (--retry-failed runs it again), while the run goes on."""
+    context = multiprocessing.get_context("spawn")  # a fresh interpreter: no inherited heap
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_send_row, args=(work, cell, send))
+    start = time.perf_counter()
+    child.start()
+    send.close()  # the child holds the only writer: its death ends receive() with EOFError
+    try:
+        return receive.recv()
+    except EOFError:
+        child.join()
+        code = child.exitcode
+        why = "killed (signal 9: out of host memory?)" if code == -9 else f"exit code {code}"
+        return {
+            **_row_head(cell),
+            "status": "error",
+            "error": f"the cell's process died: {why}",
+            "wall_s": time.perf_counter() - start,
+        }
+    finally:
+        if child.is_alive():  # the run was stopped (SIGTERM, Ctrl-C): the compile stops too
+            child.terminate()
+        child.join()
