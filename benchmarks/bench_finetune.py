@@ -28,9 +28,7 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -116,26 +114,15 @@ def measure_point(a, workload: str, batch: int) -> dict:
 
 def peak_in_child(a, workload: str, batch: int) -> dict:
     """The point's peak in a fresh process with the GPU autotuner off (one timed step)."""
-    env = measure.without_autotuning(dict(os.environ))
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "point.json"
-        args = [sys.executable, __file__, "--model", a.model, "--seq", str(a.seq), "--steps", "1"]
-        done = subprocess.run(
-            [*args, "--points", f"{workload}:{batch}", "--child", "--out", str(out)],
-            capture_output=True,
-            text=True,
-            env=env,
-        )
-        if done.returncode == 0 and out.exists():
-            row = json.loads(out.read_text())
-            if row["status"] == "ok":
-                return {"run_peak_bytes_per_device": row["peak_bytes_per_device"]}
-            return {"run_peak_bytes_per_device": None, "run_peak_error": row["error"]}
-    tail = " | ".join((done.stderr or done.stdout).strip().splitlines()[-3:])
-    return {
-        "run_peak_bytes_per_device": None,
-        "run_peak_error": f"exit {done.returncode}: {tail[:300]}",
-    }
+    args = [sys.executable, __file__, "--model", a.model, "--seq", str(a.seq), "--steps", "1"]
+    row, failed = measure.json_from_child(
+        [*args, "--points", f"{workload}:{batch}", "--child"],
+        env=measure.without_autotuning(dict(os.environ)),
+    )
+    row = row or failed
+    if row["status"] == "ok":
+        return {"run_peak_bytes_per_device": row["peak_bytes_per_device"]}
+    return {"run_peak_bytes_per_device": None, "run_peak_error": row["error"]}
 
 
 def prediction(a, workload: str, batch: int, target: str | None) -> dict:

@@ -37,9 +37,7 @@ import argparse
 import dataclasses
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -239,29 +237,21 @@ def peak_in_child(args) -> dict:
     bytes to (its seconds are the untuned kernels', not reported)."""
     from shared.hardware import measure
 
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "run.json"
-        recipe = {
-            "--model": args.model,
-            "--prompt-len": args.prompt_len,
-            "--completion-len": args.completion_len,
-            "--num-generations": args.num_generations,
-            "--batch": args.batch,
-            "--lora-rank": args.lora_rank,
-            "--train-steps": args.train_steps,
-        }
-        argv = [str(a) for flag in recipe.items() for a in flag]
-        done = subprocess.run(
-            [sys.executable, __file__, "--parts", "device", *argv, "--child", "--out", str(out)],
-            capture_output=True,
-            text=True,
-            env=measure.without_autotuning(dict(os.environ)),
-        )
-        if done.returncode == 0 and out.exists():
-            row = json.loads(out.read_text())
-            return {k: row[k] for k in ("status", "error", "peak_bytes_per_device")}
-    tail = " | ".join((done.stderr or done.stdout).strip().splitlines()[-3:])
-    return {"status": "error", "error": f"exit {done.returncode}: {tail[:300]}"}
+    recipe = {
+        "--model": args.model,
+        "--prompt-len": args.prompt_len,
+        "--completion-len": args.completion_len,
+        "--num-generations": args.num_generations,
+        "--batch": args.batch,
+        "--lora-rank": args.lora_rank,
+        "--train-steps": args.train_steps,
+    }
+    argv = [str(a) for flag in recipe.items() for a in flag]
+    row, failed = measure.json_from_child(
+        [sys.executable, __file__, "--parts", "device", *argv, "--child"],
+        env=measure.without_autotuning(dict(os.environ)),
+    )
+    return failed or {k: row[k] for k in ("status", "error", "peak_bytes_per_device")}
 
 
 def device_part(args, report: dict) -> None:
@@ -314,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--parts", default="plan", help="plan, local, device, comma-separated")
+    p.add_argument("--parts", default="plan", help="plan, local, device, predict; comma-separated")
     p.add_argument("--model", default="gemma3-1b")
     p.add_argument("--target", default="v5e-8")
     p.add_argument("--prompt-len", type=int, default=256)

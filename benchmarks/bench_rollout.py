@@ -38,11 +38,8 @@ benchmarks/results/01_rollout_cpu.json was produced on the 2-core CPU machine wi
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -141,7 +138,7 @@ def setup(a):
     return sampler, mesh, vocab
 
 
-def _child_args(a, batch: int, steps: int, out: Path, trials: int | None = None) -> list[str]:
+def _child_args(a, batch: int, steps: int, trials: int | None = None) -> list[str]:
     """The command line of a --fresh child measuring one point (same model, shapes; `trials`,
     by default the run's)."""
     args = [
@@ -163,8 +160,6 @@ def _child_args(a, batch: int, steps: int, out: Path, trials: int | None = None)
         str(a.seed),
         "--point",
         f"{batch},{steps}",
-        "--out",
-        str(out),
     ]
     return (
         args + (["--mesh", a.mesh] if a.mesh else []) + (["--stop-at-eos"] if a.stop_at_eos else [])
@@ -174,23 +169,9 @@ def _child_args(a, batch: int, steps: int, out: Path, trials: int | None = None)
 def _point_in_child(a, batch: int, steps: int, env: dict | None = None, trials=None) -> dict:
     """Run one point in a fresh process (its environment `env`, by default this one's) and
     read its row; a crash becomes a row too."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "point.json"
-        done = subprocess.run(
-            _child_args(a, batch, steps, out, trials), capture_output=True, text=True, env=env
-        )
-        if done.returncode == 0 and out.exists():
-            return json.loads(out.read_text())
-    text = (done.stderr or done.stdout).strip()
+    row, failed = measure.json_from_child(_child_args(a, batch, steps, trials), env=env)
     # run_or_oom turns an OOM of the rollout into a row; one elsewhere (loading) ends here
-    status = "oom" if measure.is_out_of_memory(RuntimeError(text)) else "error"
-    tail = " | ".join(text.splitlines()[-3:])
-    return {
-        "batch": batch,
-        "steps": steps,
-        "status": status,
-        "error": f"exit {done.returncode}: {tail[:300]}",
-    }
+    return row if failed is None else {"batch": batch, "steps": steps, **failed}
 
 
 def run_peaks(a, points: list[tuple[int, int]]) -> dict[tuple[int, int], dict]:

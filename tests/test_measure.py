@@ -58,3 +58,20 @@ def test_a_child_without_the_gpu_autotuner_keeps_its_other_xla_flags(monkeypatch
     ]
     assert measure.without_autotuning({})["XLA_FLAGS"] == measure.NO_AUTOTUNING
     assert not measure.peak_includes_compiling()  # a CPU compiles nothing onto a device
+
+
+def test_a_childs_json_is_read_back_and_its_failure_is_a_row():
+    """measure.json_from_child: what a fresh process wrote after --out, or why it wrote none."""
+    import sys
+
+    write = "import json, sys; json.dump({'status': 'ok', 'peak': 3}, open(sys.argv[-1], 'w'))"
+    assert measure.json_from_child([sys.executable, "-c", write]) == (
+        {"status": "ok", "peak": 3},
+        None,
+    )
+    crash = "import sys; print('RESOURCE_EXHAUSTED: Out of memory', file=sys.stderr); sys.exit(3)"
+    row, failed = measure.json_from_child([sys.executable, "-c", crash])
+    assert row is None and failed["status"] == "oom"
+    assert failed["error"].startswith("exit 3: RESOURCE_EXHAUSTED")
+    row, failed = measure.json_from_child([sys.executable, "-c", "pass"])  # wrote nothing
+    assert row is None and failed == {"status": "error", "error": "exit 0: "}

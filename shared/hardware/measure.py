@@ -8,11 +8,15 @@ a fresh process.
 
 import collections
 import gc
+import json
 import os
 import statistics
+import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import jax
 
@@ -118,6 +122,23 @@ def is_out_of_memory(err: BaseException) -> bool:
     """True for the runtime's out-of-memory errors (RESOURCE_EXHAUSTED on TPU and GPU)."""
     text = str(err)
     return "RESOURCE_EXHAUSTED" in text or "Out of memory" in text or "out of memory" in text
+
+
+def json_from_child(argv: list[str], env: dict | None = None) -> tuple[dict | None, dict | None]:
+    """Run `argv` with `--out FILE` appended in a fresh process (its environment `env`, by
+    default this one's: `without_autotuning` for a peak without compile scratch) and read the
+    JSON it wrote there: (that dict, None). A child that exits non-zero or writes nothing is
+    (None, a failed row): its status ("oom" where its output says it ran out of memory, else
+    "error") and "exit N: " with the last three lines it printed."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "child.json"
+        done = subprocess.run([*argv, "--out", str(out)], capture_output=True, text=True, env=env)
+        if done.returncode == 0 and out.exists():
+            return json.loads(out.read_text()), None
+    text = (done.stderr or done.stdout).strip()
+    tail = " | ".join(text.splitlines()[-3:])
+    status = "oom" if is_out_of_memory(RuntimeError(text)) else "error"
+    return None, {"status": status, "error": f"exit {done.returncode}: {tail[:300]}"}
 
 
 def run_or_oom(fn: Callable, *args, **kwargs) -> tuple[object | None, str | None]:
