@@ -65,10 +65,10 @@ def describe(row: dict) -> str:
     if row.get("mesh"):
         settings += f", mesh {row['mesh']} (fsdp x tp)"
     lines = [f"{where}: {answer}", f"  settings: {settings}"]
-    others = [m for m in (row.get("mesh_answers") or "").split() if not m.startswith(row["mesh"])]
-    if others:  # '2x4:2' -> 2x4 fits 2
-        fits = ", ".join(f"{mesh} fits {n}" for mesh, n in (m.split(":") for m in others))
-        lines.append(f"  other meshes searched: {fits}")
+    answers = (pair.split(":") for pair in (row.get("mesh_answers") or "").split())  # '2x4:2'
+    others = [f"{mesh} fits {n}" for mesh, n in answers if mesh != row["mesh"]]
+    if others:
+        lines.append(f"  other meshes searched: {', '.join(others)}")
     if row["bytes_per_device"]:
         used, allowed = float(row["bytes_per_device"]), float(row["hbm_bytes"])
         lines.append(f"  at {largest}: {used / GiB:.2f} of the {allowed / GiB:.2f} GiB per device")
