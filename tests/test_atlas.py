@@ -7,11 +7,14 @@ import dataclasses
 import io
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
 from shared import plan
 from shared.errors import BadInput
+from shared.paths import ROOT
 from shared.plan import atlas, search, verdict
 
 VERSIONS = {
@@ -306,6 +309,22 @@ def test_lookup_answers_one_cell_from_the_committed_table_or_says_how_to_compute
         lookup.find(rows, done["model"], "v9-8", done["recipe"])
     with pytest.raises(BadInput, match="cannot read the atlas table"):
         lookup.read_table(lookup.TABLE.with_name("missing.csv"))
+
+
+def test_the_plan_command_answers_lookup_from_the_table_without_jax():
+    """`python -m shared.plan lookup M T R`, the spelling a reader tries first, is the lookup:
+    no compiler import, one line and exit 2 for an unknown cell."""
+    program = (
+        "import atexit, runpy, sys; atexit.register(lambda: print('jax', 'jax' in sys.modules));"
+        "runpy.run_module('shared.plan', run_name='__main__')"
+    )
+    command = [sys.executable, "-c", program, "lookup", "gemma3-1b", "v5e-1", "rollout"]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "gemma3-1b rollout on v5e-1: " in done.stdout
+    assert done.stdout.strip().endswith("jax False")
+    command[-2] = "v9-8"
+    bad = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: unknown target 'v9-8'")
 
 
 def test_the_figure_colours_each_cell_by_its_verdict(tmp_path):

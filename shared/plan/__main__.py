@@ -1,4 +1,7 @@
-"""python -m shared.plan WORKLOAD --model M --target T [--max-batch] ...: the verdict, printed."""
+"""python -m shared.plan WORKLOAD --model M --target T [--max-batch] ...: the verdict, printed.
+
+`python -m shared.plan lookup MODEL TARGET RECIPE` reads the atlas's committed cell instead
+(shared.plan.lookup), in well under a second."""
 
 import os
 import sys
@@ -21,6 +24,12 @@ def _compiles_for_the_gpu_here(argv: list[str]) -> bool:
             continue
     return False
 
+
+if sys.argv[1:2] == ["lookup"]:  # the atlas's committed answer: no compiler, no jax import
+    from shared.errors import run_cli
+    from shared.plan import lookup
+
+    run_cli(lookup.main, sys.argv[2:])
 
 # A TPU plan never needs the local accelerator; a GPU plan needs the GPU and nothing else
 # (left unset, jax would first try the TPU runtime that libtpu brings, and print its noise).
@@ -164,7 +173,10 @@ def build_parser() -> argparse.ArgumentParser:
         description=plan.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("workload", help=", ".join(plan.WORKLOADS))
+    parser.add_argument(
+        "workload",
+        help=", ".join(plan.WORKLOADS) + " (or `lookup MODEL TARGET RECIPE`: the atlas's cell)",
+    )
     parser.add_argument(
         "--model",
         required=True,

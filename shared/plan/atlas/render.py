@@ -281,6 +281,6 @@ def _why_missing(best: list[dict]) -> str:
     return (
         "No run has reached these cells yet: each is a search of exact compiles on the "
         f"machine that grows the atlas{' (' + '; '.join(costs) + ')' if costs else ''}. "
-        "`python -m shared.plan.lookup MODEL TARGET RECIPE` prints the command that computes "
+        "`python -m shared.plan lookup MODEL TARGET RECIPE` prints the command that computes "
         "one.\n\n"
     )
