@@ -671,6 +671,10 @@ def test_a_batch_whose_arguments_alone_exceed_the_hbm_is_refused_without_compili
     assert not point["fits"] and not point["compiled"] and point["refused"] == []
     assert point["bytes_per_device"] >= 100_000 * GIB and "without compiling" in point["notes"][-1]
     assert plan.plan_point(plan.Request("scale", "none", "v5e-1", batch=7))["compile_s"] > 0
+    huge = plan.plan_point(plan.Request("rollout", "gemma3-tiny", "v5e-1", batch=100_000_000))
+    assert not huge["compiled"] and huge["compile_s"] == 0
+    # XLA counted no FLOPs because nothing compiled: no note compares the matmul floor to that
+    assert not any(note.startswith("roofline compute term") for note in huge["notes"])
 
 
 @pytest.mark.parametrize(

@@ -357,7 +357,11 @@ class _Compiling:
             "notes": self.workload.notes
             + ([self.mesh_note] if self.mesh_note else [])
             + ([ACTIVATION_SHARDING_NOTE] if mesh.size > 1 else [])
-            + ([FLOPS_FLOOR_NOTE.format(floor=flops, counted=counted)] if flops > counted else [])
+            + (  # answered by arithmetic: XLA counted nothing, and no run has a time
+                [FLOPS_FLOOR_NOTE.format(floor=flops, counted=counted)]
+                if flops > counted and executables is not self.floor
+                else []
+            )
             + ([WEIGHT_PASSES_NOTE.format(gib=uncounted / 2**30)] if uncounted else [])
             + ([MULTI_HOST_NOTE.format(hosts=target.hosts)] if target.hosts > 1 else [])
             + (
