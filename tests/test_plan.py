@@ -378,6 +378,9 @@ def test_a_search_that_fits_nothing_on_the_rules_mesh_goes_on_to_a_wider_tp(monk
     assert list(result["mesh_answers"]) == ["8x1", "4x2"] and result["mesh"] == "4x2"
     assert result["max_batch"] > 0 and result["max_batch"] % 4 == 0
     assert not result["probes"][0]["fits"] and result["probes"][-1]["mesh_shape"]["tp"] == 2
+    on_4x2 = [p for p in result["probes"] if p["mesh_shape"]["tp"] == 2]
+    assert (on_4x2[0]["batch"], on_4x2[0]["fast"], on_4x2[0]["fits"]) == (4, False, True)
+    assert any(p["fast"] for p in on_4x2)  # it fit: located and confirmed as usual
     assert "(mesh 4x2; 8x1 fits none)" in search.describe(result)
 
 
@@ -386,6 +389,10 @@ def test_a_search_that_fits_nothing_on_any_mesh_answers_on_the_rules_mesh(monkey
     result = search.max_batch(plan.Request("tp-starved", "none", "v5e-8"), progress=False)
     assert result["max_batch"] == 0 and result["mesh"] is None  # the rule's 8x1
     assert result["mesh_answers"] == {"8x1": 0, "4x2": 0} and len(result["probes"]) >= 2
+    # after a mesh that fit nothing, a wider one is compiled exactly at one unit first, and
+    # that failing compile is its whole answer: nothing located on it
+    wider = [(p["batch"], p["fast"]) for p in result["probes"] if p["mesh_shape"]["tp"] == 2]
+    assert wider == [(4, False)]  # one unit of 4x2: its 4 fsdp devices
     assert "on any mesh its weights divide (8x1, 4x2)" in search.describe(result)
 
 
