@@ -331,6 +331,32 @@ def test_a_compiler_that_squeezes_near_the_hbm_is_bracketed_by_steps_not_lines(m
     assert 0 < result["max_batch"] <= 1896 < result["first_not_fitting"]
 
 
+@pytest.mark.parametrize(
+    "fixed_temps, row, answer",
+    [(0, 5, 1), (4, 1, 5)],  # GiB: what the floor cannot see, fixed and per row; the answer
+)
+def test_one_unit_past_half_the_room_aims_the_first_exact_compile_at_two(
+    monkeypatch, fixed_temps, row, answer
+):
+    """6 GiB of weights (the floor sees them) and activations it cannot see: when one located
+    row takes more than half of what the weights leave of 15.75 GiB, the search compiles 2
+    rows exactly instead of locating at 8 (the slowest compile of a training cell: far over
+    the HBM). With 5 GiB a row that is the failure next to the answer; where fixed temps made
+    one row look heavy (4 GiB + 1 a row), 2 fits and the search goes on to the true answer."""
+    monkeypatch.setitem(plan.WORKLOADS, "weighty", lambda r, mesh: _tp_hungry(r, mesh, gib=6))
+
+    def plan_point(request, use_cache):
+        used = (6 + fixed_temps + row * request.batch) * GIB
+        return _fake_verdict(request, used, 15.75 * GIB)
+
+    monkeypatch.setattr(search, "plan_point", plan_point)
+    result = plan.max_batch(plan.Request("weighty", "none", "v5e-1"), progress=False)
+    assert (result["max_batch"], result["first_not_fitting"]) == (answer, answer + 1)
+    probes = [(p["batch"], p["fast"]) for p in result["probes"]]
+    assert probes[:2] == [(1, True), (2, False)] and max(b for b, _ in probes) <= 2 * answer
+    assert len(probes) <= 5
+
+
 def test_a_located_point_answered_by_arithmetic_is_not_aimed_through(monkeypatch):
     """gemma3-1b rollouts on a v5e-1: fast compiles at 1 and 8 rows cross the HBM at 514, where
     the arguments alone already exceed it, so that point's bytes are a floor, not a compile's.

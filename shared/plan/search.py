@@ -113,6 +113,29 @@ def _failures_line(exact: dict[int, dict]) -> tuple[dict, float] | None:
     return failed[0], _slope(failed[0], failed[1])
 
 
+def _reach(request: Request, low: dict, usable: int, unit: int, ceiling: int) -> int:
+    """The least batch where the HBM may run out: the line from what a device holds whatever
+    the batch (batchless_bytes) through the located point `low` at one unit is the steepest the
+    bytes can grow, so where it crosses `usable` the boundary is at or beyond. A search locates
+    its second point there when that is under 8 units: a locating compile far over the HBM is
+    the slowest kind (GRPO gemma3-4b on a v5e-8 located at 64 and compiled 48 exactly, both far
+    over, before 8 fit, and 16 did not)."""
+    steepest = (low["bytes_per_device"] - batchless_bytes(request, unit)) / unit
+    return _crossing(low, steepest, usable, unit, ceiling)
+
+
+def batchless_bytes(request: Request, unit: int) -> float:
+    """What a device holds whatever the batch, by arithmetic: the floor (shared.plan.floor:
+    weights, optimizer state, the largest arguments) at one and two units, its line carried
+    back to batch 0. What a compile adds beyond the floor grows with the batch or is fixed, so
+    the line from here to a located point is at least as steep as the true one."""
+    one, two = (
+        floor_verdict(dataclasses.replace(request, batch=b))["floor_bytes"]
+        for b in (unit, 2 * unit)
+    )
+    return 2 * one - two
+
+
 def doubles_the_room(request: Request, wider: tuple, than: tuple, devices: list) -> bool:
     """Whether the `wider` mesh gives a device at least ROOM_GAIN times the room for the batch
     that the mesh `than` does, by arithmetic: the search then compiles on it too."""
@@ -242,8 +265,12 @@ def _max_batch_on(
     fast_slope, candidate = None, unit  # one unit does not fit: confirm that, exactly
     if low["fits"] and ceiling // unit == 1:  # nothing above it to try
         candidate = unit
+    elif low["fits"] and (reach := _reach(request, low, usable, unit, ceiling)) < 2 * unit:
+        # one unit takes over half the room the weights leave: a second probably does not
+        # fit, and the exact loop below starts there, at 2 units, locating nothing more
+        candidate = 2 * unit
     elif low["fits"]:
-        high = locate(min(8 * unit, ceiling // unit * unit))
+        high = locate(min(8 * unit, reach))
         located.append(high)
         fast_slope = _slope(low, high)
         candidate = _crossing(high if high["fits"] else low, fast_slope, usable, unit, ceiling)
