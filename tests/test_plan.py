@@ -235,24 +235,41 @@ def test_a_search_whose_first_unit_does_not_fit_compiles_twice():
     assert [(p["batch"], p["fast"]) for p in result["probes"]] == [(8, True), (8, False)]
 
 
-def test_exact_points_that_all_fit_step_on_their_own_slope():
+@pytest.fixture
+def exact_rounds(monkeypatch) -> list[list[int]]:
+    """The batches of each plan_points call a search makes (a pair of exact compiles at once,
+    or a search's two cut depths), in order: the real verdicts, recorded."""
+    rounds, plan_points = [], search.plan_points
+
+    def recorded(requests, use_cache):
+        rounds.append([r.batch for r in requests])
+        return plan_points(requests, use_cache=use_cache)
+
+    monkeypatch.setattr(search, "plan_points", recorded)
+    return rounds
+
+
+def test_exact_points_that_all_fit_step_on_their_own_slope(exact_rounds):
     """The fast line undershoots every exact step by a third; two fitting exact points give the
     exact slope, which lands on the boundary (8064 rows of 2 MiB in 15.75 GiB; the compiler's
-    own few MiB put the last fitting batch just under it)."""
+    own few MiB put the last fitting batch just under it). The step is one executable, so each
+    exact compile has a partner one row away (_partner), compiled beside it: a slope is taken
+    only over points two rows apart or more. Compiled one at a time this took 5 rounds."""
     result = plan.max_batch(plan.Request("fast-steeper", "none", "v5e-1"), progress=False)
-    exact = [p["batch"] for p in result["probes"] if not p["fast"]]
-    assert exact[:3] == [5376, 7168, 8064]  # the third lands on the line's boundary
-    assert result["converged"] and len(exact) <= 5 and result["max_batch"] >= 8060
+    assert exact_rounds[:3] == [[5376, 5377], [7168, 7169], [8064, 8065]]  # the third: the line
+    assert exact_rounds[3] == [8063, 8062]  # 8065 is compiled: the partner is the row below
+    assert result["converged"] and len(exact_rounds) == 4 and result["max_batch"] == 8062
 
 
-def test_a_flat_fast_line_that_overshoots_comes_back_down_in_a_few_compiles():
+def test_a_flat_fast_line_that_overshoots_comes_back_down_in_a_few_compiles(exact_rounds):
     """The atlas's gemma3-1b rollout cell on a tpu7x-8: the fast line had no slope, the
     search went to its ceiling (65536, which does not fit) and crept down 8 rows an exact
     compile until it gave up, then said "not even batch 8 fits". Now the line from the
-    located fit to the failure lands near the boundary (8064 rows of 2 MiB in 15.75 GiB)."""
+    located fit to the failure lands near the boundary (8064 rows of 2 MiB in 15.75 GiB), in
+    5 rounds of two exact compiles (6 rounds one at a time)."""
     result = plan.max_batch(plan.Request("fast-flat", "none", "v5e-1"), progress=False)
     exact = [p["batch"] for p in result["probes"] if not p["fast"]]
-    assert exact[0] == search.CEILING and len(exact) <= 6, exact
+    assert exact[0] == search.CEILING and len(exact_rounds) <= 5, exact
     assert result["converged"] and 8000 <= result["max_batch"] <= 8064
 
 
@@ -335,14 +352,15 @@ def test_a_compiler_that_squeezes_near_the_hbm_is_bracketed_by_steps_not_lines(m
     "fixed_temps, row, answer",
     [(0, 5, 1), (4, 1, 5)],  # GiB: what the floor cannot see, fixed and per row; the answer
 )
-def test_one_unit_past_half_the_room_aims_the_first_exact_compile_at_two(
+def test_one_unit_past_half_the_room_starts_the_exact_compiles_at_one(
     monkeypatch, fixed_temps, row, answer
 ):
     """6 GiB of weights (the floor sees them) and activations it cannot see: when one located
-    row takes more than half of what the weights leave of 15.75 GiB, the search compiles 2
-    rows exactly instead of locating at 8 (the slowest compile of a training cell: far over
-    the HBM). With 5 GiB a row that is the failure next to the answer; where fixed temps made
-    one row look heavy (4 GiB + 1 a row), 2 fits and the search goes on to the true answer."""
+    row takes more than half of what the weights leave of 15.75 GiB, the search compiles 1
+    and 2 rows exactly instead of locating at 8 (the slowest compile of a training cell: far
+    over the HBM). With 5 GiB a row 2 is the failure next to the answer; where fixed temps
+    made one row look heavy (4 GiB + 1 a row), 2 fits and the search goes on to the true
+    answer."""
     monkeypatch.setitem(plan.WORKLOADS, "weighty", lambda r, mesh: _tp_hungry(r, mesh, gib=6))
 
     def plan_point(request, use_cache):
@@ -353,8 +371,33 @@ def test_one_unit_past_half_the_room_aims_the_first_exact_compile_at_two(
     result = plan.max_batch(plan.Request("weighty", "none", "v5e-1"), progress=False)
     assert (result["max_batch"], result["first_not_fitting"]) == (answer, answer + 1)
     probes = [(p["batch"], p["fast"]) for p in result["probes"]]
-    assert probes[:2] == [(1, True), (2, False)] and max(b for b, _ in probes) <= 2 * answer
-    assert len(probes) <= 5
+    assert probes[:3] == [(1, True), (1, False), (2, False)]
+    assert max(b for b, _ in probes) <= 2 * answer and len(probes) <= 5
+
+
+def test_a_one_executable_step_compiles_the_batch_above_each_candidate_beside_it(monkeypatch):
+    """A LoRA step is one executable, and an exact compile of it keeps one of two cores busy:
+    the search compiles the candidate and one unit above it at once (plan_points). Fake
+    verdicts shaped like gemma3-27b LoRA on a v5p-8 (unit 4; 54 GB at 4 rows, 132 at 8, of
+    102.8): one exact round, both compiled together, answers 4 (8 does not fit)."""
+    monkeypatch.setitem(plan.WORKLOADS, "weighty", lambda r, mesh: _tp_hungry(r, mesh, gib=6))
+    usable, rounds = 102.8e9, []
+
+    def verdict_of(request):
+        used = 14e9 + 10e9 * request.batch + (0 if request.batch <= 4 else 38e9)
+        return _fake_verdict(request, used, usable, executables={"lora_train_step": {}})
+
+    def plan_points(requests, use_cache):
+        rounds.append([r.batch for r in requests])
+        return [verdict_of(r) for r in requests]
+
+    monkeypatch.setattr(
+        search, "plan_point", lambda request, use_cache: plan_points([request], 0)[0]
+    )
+    monkeypatch.setattr(search, "plan_points", plan_points)
+    result = plan.max_batch(plan.Request("weighty", "none", "v5p-8"), progress=False)
+    assert (result["max_batch"], result["first_not_fitting"]) == (4, 8)
+    assert rounds == [[4], [4, 8]]  # located at one unit, then the boundary pair at once
 
 
 def test_a_located_point_answered_by_arithmetic_is_not_aimed_through(monkeypatch):

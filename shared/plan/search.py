@@ -30,7 +30,7 @@ from shared.errors import BadInput
 from shared.hardware import parse_target
 from shared.plan.mesh import room_for_batch, search_shape, wider_shapes
 from shared.plan.target import target_devices
-from shared.plan.verdict import Request, floor_verdict, plan_point, plan_points
+from shared.plan.verdict import WORKERS, Request, floor_verdict, plan_point, plan_points
 from shared.plan.workloads import CUT_TO_LAYERS
 
 CEILING = 1 << 16  # the largest batch a search tries; reaching it is reported as "at least"
@@ -103,23 +103,50 @@ def _slope(a: dict, b: dict) -> float:
     return (b["bytes_per_device"] - a["bytes_per_device"]) / (b["batch"] - a["batch"])
 
 
-def _failures_line(exact: dict[int, dict]) -> tuple[dict, float] | None:
+def _failures_line(exact: dict[int, dict], unit: int) -> tuple[dict, float] | None:
     """The line through the two smallest failing batches the compiler compiled (not answered
     by arithmetic, whose arguments-only bytes are a floor): the smaller one and the slope, or
     None without two such or with a slope that does not rise."""
     failed = [p for _, p in sorted(exact.items()) if not p["fits"] and p.get("compiled", True)]
-    if len(failed) < 2 or _slope(failed[0], failed[1]) <= 0:
+    if len(failed) < 2:
         return None
-    return failed[0], _slope(failed[0], failed[1])
+    first, second = failed[0], _apart(failed[0], failed[1:], unit)
+    if second is None or _slope(first, second) <= 0:
+        return None
+    return first, _slope(first, second)
+
+
+def _apart(end: dict, others: list[dict], unit: int) -> dict | None:
+    """Of exact points `others` (nearest to `end` first), the nearest at least two units of
+    batch from `end`: a paired compile (_compiles_alone) puts two points one unit apart, and a
+    slope over one unit is the compiler's padding and scheduling more than the batch's bytes."""
+    return next((p for p in others if abs(p["batch"] - end["batch"]) >= 2 * unit), None)
+
+
+def _fits_slope(
+    exact: dict[int, dict], fits: list[int], unit: int, one_unit_will_do: bool
+) -> float | None:
+    """The slope from the largest fitting exact batch (of `fits`, ascending) to the nearest
+    fit two units or more below it (see _apart); to one a unit below only where nothing else
+    gives a slope (`one_unit_will_do`: no located slope), or None."""
+    if not fits:
+        return None
+    below = [exact[b] for b in reversed(fits[:-1])]
+    lower = _apart(exact[fits[-1]], below, unit) or (
+        below[0] if below and one_unit_will_do else None
+    )
+    return _slope(lower, exact[fits[-1]]) if lower else None
 
 
 def _reach(request: Request, low: dict, usable: int, unit: int, ceiling: int) -> int:
-    """The least batch where the HBM may run out: the line from what a device holds whatever
-    the batch (batchless_bytes) through the located point `low` at one unit is the steepest the
-    bytes can grow, so where it crosses `usable` the boundary is at or beyond. A search locates
-    its second point there when that is under 8 units: a locating compile far over the HBM is
-    the slowest kind (GRPO gemma3-4b on a v5e-8 located at 64 and compiled 48 exactly, both far
-    over, before 8 fit, and 16 did not)."""
+    """Where the line from what a device holds whatever the batch (batchless_bytes) through
+    the located point `low` at one unit crosses `usable`: if what a compile adds beyond the
+    floor grew in proportion to the batch, or was fixed, no line could be steeper, and the
+    boundary would be at or beyond. The compiler promises no such thing (gemma3-27b LoRA on a
+    v5p-8: 54 GB at batch 4, 132 at 8, twice this line's slope), so it only aims: the second
+    located point goes no farther (GRPO gemma3-4b on a v5e-8 located at 64 and compiled 48
+    exactly, both far over the HBM and the slowest compiles of the search, before 8 fit), and
+    where it is two units or less, the exact compiles start at one unit."""
     steepest = (low["bytes_per_device"] - batchless_bytes(request, unit)) / unit
     return _crossing(low, steepest, usable, unit, ceiling)
 
@@ -134,6 +161,30 @@ def batchless_bytes(request: Request, unit: int) -> float:
         for b in (unit, 2 * unit)
     )
     return 2 * one - two
+
+
+def _compiles_alone(point: dict) -> bool:
+    """Whether a request's verdict is one executable (a LoRA or full fine-tune step, read off
+    a verdict `point` of it) and the cores can compile two at once: an exact compile then
+    leaves a core idle, and the search compiles the batch one unit up beside each exact
+    candidate. The answer takes a fitting batch and a failing one a unit apart; where the
+    candidate is the answer, both come in one compile's wall time (gemma3-27b LoRA on a
+    v5p-8: 159 s for batch 4, which fits, then 53 s for 8, which does not)."""
+    executables = len(point.get("executables", {})) + len(point.get("skipped", []))
+    return 0 < executables and 2 * executables <= WORKERS
+
+
+def _partner(candidate: int, exact: dict[int, dict], unit: int, ceiling: int) -> int | None:
+    """The batch to compile beside an exact `candidate` (see _compiles_alone): one unit above
+    it, which answers where the candidate is the last fit, or one unit below where above is
+    compiled already; only inside the bracket the exact points leave open (a bracket of 7169
+    to 8064 aimed at 8063 compiles 8062 beside it, and that pair ends the search)."""
+    best = max((b for b, p in exact.items() if p["fits"]), default=0)
+    worst = min((b for b, p in exact.items() if not p["fits"]), default=ceiling + unit)
+    return next(
+        (b for b in (candidate + unit, candidate - unit) if best < b < worst and b <= ceiling),
+        None,
+    )
 
 
 def doubles_the_room(request: Request, wider: tuple, than: tuple, devices: list) -> bool:
@@ -231,6 +282,17 @@ def _max_batch_on(
         bar.update()
         return point
 
+    def probe_pair(batch: int, above: int) -> list[dict]:
+        """Exact verdicts at two batches, compiled at once (see _compiles_alone)."""
+        bar.set_postfix(batch=f"{batch},{above}", fast=False)
+        pair = plan_points(
+            [dataclasses.replace(request, batch=b, fast=False) for b in (batch, above)],
+            use_cache=use_cache,
+        )
+        probes.extend(pair)
+        bar.update(len(pair))
+        return pair
+
     def line_to_full_depth(batch: int) -> dict:
         """Exact verdicts at the two cut depths, and the straight line through them carried to
         the whole model's depth: where the search looks, never an answer."""
@@ -265,10 +327,12 @@ def _max_batch_on(
     fast_slope, candidate = None, unit  # one unit does not fit: confirm that, exactly
     if low["fits"] and ceiling // unit == 1:  # nothing above it to try
         candidate = unit
-    elif low["fits"] and (reach := _reach(request, low, usable, unit, ceiling)) < 2 * unit:
-        # one unit takes over half the room the weights leave: a second probably does not
-        # fit, and the exact loop below starts there, at 2 units, locating nothing more
-        candidate = 2 * unit
+    elif (
+        low["fits"] and (reach := _reach(request, low, usable, unit, ceiling)) <= 2 * unit < ceiling
+    ):
+        # one unit takes half the room the weights leave or more: the boundary is near, and
+        # the exact compiles below start at one unit, locating nothing more
+        candidate = unit
     elif low["fits"]:
         high = locate(min(8 * unit, reach))
         located.append(high)
@@ -286,35 +350,37 @@ def _max_batch_on(
             located.append(near)
             fast_slope = _slope(high, near)
             candidate = _crossing(near, fast_slope, usable, unit, ceiling)
+    # a located unit that does not fit makes the unit a confirmation: nothing above to pair
+    paired = low["fits"] and _compiles_alone((cut_probes or probes)[0])
     for _ in range(MAX_EXACT):
         if candidate not in exact:
-            exact[candidate] = probe(candidate, False)
+            partner = _partner(candidate, exact, unit, ceiling) if paired else None
+            if partner:
+                exact.update(zip((candidate, partner), probe_pair(candidate, partner), strict=True))
+            else:
+                exact[candidate] = probe(candidate, False)
         point = exact[candidate]
         fits = sorted(b for b, p in exact.items() if p["fits"])
         best = fits[-1] if fits else 0
         worst = min((b for b, p in exact.items() if not p["fits"]), default=None)
         if (worst is not None and worst - best <= unit) or (worst is None and best >= ceiling):
             break
-        squeezed = (
-            len(fits) >= 2
-            and fast_slope
-            and _slope(exact[fits[-2]], exact[fits[-1]]) < SQUEEZE_SLOPE * fast_slope
-        )
+        fits_slope = _fits_slope(exact, fits, unit, one_unit_will_do=not fast_slope)
+        squeezed = fits_slope is not None and fast_slope and fits_slope < SQUEEZE_SLOPE * fast_slope
         if squeezed and worst is not None:  # the compiler's squeeze: halve the bracket
             guess = (best + worst) // 2 // unit * unit
         elif squeezed:
             guess = int(best * GALLOP) // unit * unit
         elif best and worst is not None:  # exact points on both sides: regula falsi
             guess = _crossing(exact[best], _slope(exact[best], exact[worst]), usable, unit, ceiling)
-        elif len(fits) >= 2:
+        elif fits_slope is not None:
             # fitting exact points only: their own slope, not the fast one (a fast slope
             # steeper than the exact one undershoots every time: 6 exact steps of 4 to 16 rows
             # for gemma3-1b rollouts on a v5p-8)
-            slope = _slope(exact[fits[-2]], exact[fits[-1]])
-            guess = _crossing(point, slope, usable, unit, ceiling)
-        elif fast_slope is None:  # the fast compile refused 1 unit, the exact one fits it
+            guess = _crossing(point, fits_slope, usable, unit, ceiling)
+        elif fast_slope is None:  # one point located (it did not fit, or left little room)
             guess = 2 * best
-        elif not best and (line := _failures_line(exact)):
+        elif not best and (line := _failures_line(exact, unit)):
             # two compiled failures: their own line, a measurement where a located point is
             # an estimate (qwen3-8b rollouts on a v6e-1: failures at 53 and 88 point at 39;
             # aimed from the cut line's fit at 37, exact compiles crept 47, 44, 42, 41 and
