@@ -17,6 +17,10 @@ Parts (`--parts`, comma-separated):
 - `sparsecore`: the 1B LoRA step on a tpu7x-8 (batch 8, sequence 2048, rank 16) compiled fast
   with the SparseCore collective offload (as fast compiles were until 2026-11-26), fast as
   now (without it: shared.plan.compiled.fast_options) and exact: seconds and bytes of each;
+- `pairing`: what compiling a second exact verdict beside a one-executable step's costs (the
+  search's partner, shared.plan.search._partner): a LoRA step (`--pair-model` on
+  `--pair-target`) at one batch exact alone, then at that batch and one unit up at once,
+  nothing cached: the two walls in one run, their ratio the pair's price;
 - `compiler`: this process's libtpu on its own: the 1B rollout's executables compiled exact and
   fast at its v5e-1 boundary, and the field's tunix 0.1.6 bracket (batch 200 ran, 256 ran out
   of HBM). To compare a newer libtpu without changing the project's pins:
@@ -122,6 +126,25 @@ def deep_search(a) -> dict:
     }
 
 
+def pairing(a) -> dict:
+    """One exact verdict alone against two at once (plan_points), after a fast verdict that
+    pays the process's start-up: the second compile's price in wall time, measured in one run."""
+    request = plan.Request(
+        "lora-train", a.pair_model, a.pair_target, batch=a.pair_batch, seq=a.lora_seq, lora_rank=16
+    )
+    above = dataclasses.replace(request, batch=2 * a.pair_batch)
+    plan.plan_point(dataclasses.replace(request, fast=True), use_cache=False)
+    alone, alone_s = _timed(plan.plan_point, request, use_cache=False)
+    pair, pair_s = _timed(verdict.plan_points, [request, above], use_cache=False)
+    return {
+        "request": dataclasses.asdict(request),
+        "alone": _verdict_row(alone, alone_s),
+        "pair": [_verdict_row(point, pair_s) for point in pair],
+        "pair_over_alone": pair_s / alone_s,
+        "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    }
+
+
 def big_lora(a) -> list[dict]:
     rows = []
     for remat in ("none", "block"):
@@ -148,7 +171,16 @@ def big_lora(a) -> list[dict]:
 
 
 QUIET_LOAD = 1.5  # on 2 cores: above this, another job shares the compiler's CPU
-PARTS = ("search", "deep-search", "breakdown", "big-lora", "compiler", "stages", "sparsecore")
+PARTS = (
+    "search",
+    "deep-search",
+    "pairing",
+    "breakdown",
+    "big-lora",
+    "compiler",
+    "stages",
+    "sparsecore",
+)
 
 
 def _boundary(a) -> plan.Request:
@@ -265,6 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lora-target", default="v5p-8")
     p.add_argument("--lora-seq", type=int, default=2048)
     p.add_argument("--lora-batches", default="4,8", help="the big-lora part's, comma-separated")
+    p.add_argument("--pair-model", default="gemma3-4b")
+    p.add_argument("--pair-target", default="v5e-8")
+    p.add_argument("--pair-batch", type=int, default=8, help="one unit of the pair's target")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
     parts = [choose("part", name, PARTS) for name in filter(None, args.parts.split(","))]
@@ -296,6 +331,12 @@ def main(argv: list[str] | None = None) -> int:
         if "deep-search" in parts:
             _part(report, "deep_search", lambda: deep_search(args), args.out)
             print(f"deep search: {report['deep_search']['summary']}", flush=True)
+        if "pairing" in parts:
+            _part(report, "pairing", lambda: pairing(args), args.out)
+            print(
+                f"pairing: {report['pairing']['pair_over_alone']:.2f}x one compile's wall",
+                flush=True,
+            )
         if "breakdown" in parts:
             _part(report, "breakdown", lambda: breakdown(args), args.out)
         if "big-lora" in parts:
