@@ -166,10 +166,12 @@ def batchless_bytes(request: Request, unit: int) -> float:
 def _compiles_alone(point: dict) -> bool:
     """Whether a request's verdict is one executable (a LoRA or full fine-tune step, read off
     a verdict `point` of it) and the cores can compile two at once: an exact compile then
-    leaves a core idle, and the search compiles the batch one unit up beside each exact
-    candidate. The answer takes a fitting batch and a failing one a unit apart; where the
-    candidate is the answer, both come in one compile's wall time (gemma3-27b LoRA on a
-    v5p-8: 159 s for batch 4, which fits, then 53 s for 8, which does not)."""
+    leaves a core idle, and the search compiles a partner one unit away beside each exact
+    candidate (_partner). The answer takes a fitting batch and a failing one a unit apart;
+    where the candidate is the answer, both come in about one compile's wall time (gemma3-27b
+    LoRA on a v5p-8: 159 s for batch 4, which fits, then 53 s for 8, which does not; a
+    gemma3-4b LoRA verdict took 1.14x its wall alone with its partner beside it:
+    benchmarks/results/plan_pairing.json)."""
     executables = len(point.get("executables", {})) + len(point.get("skipped", []))
     return 0 < executables and 2 * executables <= WORKERS
 
@@ -282,11 +284,11 @@ def _max_batch_on(
         bar.update()
         return point
 
-    def probe_pair(batch: int, above: int) -> list[dict]:
+    def probe_pair(batch: int, partner: int) -> list[dict]:
         """Exact verdicts at two batches, compiled at once (see _compiles_alone)."""
-        bar.set_postfix(batch=f"{batch},{above}", fast=False)
+        bar.set_postfix(batch=f"{batch},{partner}", fast=False)
         pair = plan_points(
-            [dataclasses.replace(request, batch=b, fast=False) for b in (batch, above)],
+            [dataclasses.replace(request, batch=b, fast=False) for b in (batch, partner)],
             use_cache=use_cache,
         )
         probes.extend(pair)
