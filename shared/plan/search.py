@@ -29,6 +29,7 @@ from shared import models
 from shared.errors import BadInput
 from shared.hardware import parse_target
 from shared.plan.mesh import room_for_batch, search_shape, wider_shapes
+from shared.plan.search_lines import crossing, failures_line, fits_slope, partner, slope
 from shared.plan.target import target_devices
 from shared.plan.verdict import WORKERS, Request, floor_verdict, plan_point, plan_points
 from shared.plan.workloads import CUT_TO_LAYERS
@@ -90,54 +91,6 @@ def cut_depths(request: Request) -> tuple[tuple[int, int] | None, int]:
     return ((shallow, deep) if 4 * deep <= full else None), full
 
 
-def _crossing(at: dict, slope: float, usable: int, unit: int, ceiling: int) -> int:
-    """The largest multiple of `unit` up to `ceiling` where the line through `at` (batch,
-    bytes) with `slope` stays within `usable` bytes."""
-    if slope <= 0:
-        return ceiling
-    batch = at["batch"] + (usable - at["bytes_per_device"]) / slope
-    return int(max(unit, min(ceiling, batch)) // unit * unit)
-
-
-def _slope(a: dict, b: dict) -> float:
-    return (b["bytes_per_device"] - a["bytes_per_device"]) / (b["batch"] - a["batch"])
-
-
-def _failures_line(exact: dict[int, dict], unit: int) -> tuple[dict, float] | None:
-    """The line through the two smallest failing batches the compiler compiled (not answered
-    by arithmetic, whose arguments-only bytes are a floor): the smaller one and the slope, or
-    None without two such or with a slope that does not rise."""
-    failed = [p for _, p in sorted(exact.items()) if not p["fits"] and p.get("compiled", True)]
-    if len(failed) < 2:
-        return None
-    first, second = failed[0], _apart(failed[0], failed[1:], unit)
-    if second is None or _slope(first, second) <= 0:
-        return None
-    return first, _slope(first, second)
-
-
-def _apart(end: dict, others: list[dict], unit: int) -> dict | None:
-    """Of exact points `others` (nearest to `end` first), the nearest at least two units of
-    batch from `end`: a paired compile (_compiles_alone) puts two points one unit apart, and a
-    slope over one unit is the compiler's padding and scheduling more than the batch's bytes."""
-    return next((p for p in others if abs(p["batch"] - end["batch"]) >= 2 * unit), None)
-
-
-def _fits_slope(
-    exact: dict[int, dict], fits: list[int], unit: int, one_unit_will_do: bool
-) -> float | None:
-    """The slope from the largest fitting exact batch (of `fits`, ascending) to the nearest
-    fit two units or more below it (see _apart); to one a unit below only where nothing else
-    gives a slope (`one_unit_will_do`: no located slope), or None."""
-    if not fits:
-        return None
-    below = [exact[b] for b in reversed(fits[:-1])]
-    lower = _apart(exact[fits[-1]], below, unit) or (
-        below[0] if below and one_unit_will_do else None
-    )
-    return _slope(lower, exact[fits[-1]]) if lower else None
-
-
 def _reach(request: Request, low: dict, usable: int, unit: int, ceiling: int) -> int:
     """Where the line from what a device holds whatever the batch (batchless_bytes) through
     the located point `low` at one unit crosses `usable`: if what a compile adds beyond the
@@ -148,7 +101,7 @@ def _reach(request: Request, low: dict, usable: int, unit: int, ceiling: int) ->
     exactly, both far over the HBM and the slowest compiles of the search, before 8 fit), and
     where it is two units or less, the exact compiles start at one unit."""
     steepest = (low["bytes_per_device"] - batchless_bytes(request, unit)) / unit
-    return _crossing(low, steepest, usable, unit, ceiling)
+    return crossing(low, steepest, usable, unit, ceiling)
 
 
 def batchless_bytes(request: Request, unit: int) -> float:
@@ -167,26 +120,14 @@ def _compiles_alone(point: dict) -> bool:
     """Whether a request's verdict is one executable (a LoRA or full fine-tune step, read off
     a verdict `point` of it) and the cores can compile two at once: an exact compile then
     leaves a core idle, and the search compiles a partner one unit away beside each exact
-    candidate (_partner). The answer takes a fitting batch and a failing one a unit apart;
+    candidate (search_lines.partner). The answer takes a fitting batch and a failing one a
+    unit apart;
     where the candidate is the answer, both come in about one compile's wall time (gemma3-27b
     LoRA on a v5p-8: 159 s for batch 4, which fits, then 53 s for 8, which does not; a
     gemma3-4b LoRA verdict took 1.14x its wall alone with its partner beside it:
     benchmarks/results/plan_pairing.json)."""
     executables = len(point.get("executables", {})) + len(point.get("skipped", []))
     return 0 < executables and 2 * executables <= WORKERS
-
-
-def _partner(candidate: int, exact: dict[int, dict], unit: int, ceiling: int) -> int | None:
-    """The batch to compile beside an exact `candidate` (see _compiles_alone): one unit above
-    it, which answers where the candidate is the last fit, or one unit below where above is
-    compiled already; only inside the bracket the exact points leave open (a bracket of 7169
-    to 8064 aimed at 8063 compiles 8062 beside it, and that pair ends the search)."""
-    best = max((b for b, p in exact.items() if p["fits"]), default=0)
-    worst = min((b for b, p in exact.items() if not p["fits"]), default=ceiling + unit)
-    return next(
-        (b for b in (candidate + unit, candidate - unit) if best < b < worst and b <= ceiling),
-        None,
-    )
 
 
 def doubles_the_room(request: Request, wider: tuple, than: tuple, devices: list) -> bool:
@@ -338,11 +279,11 @@ def _max_batch_on(
     elif low["fits"]:
         high = locate(min(8 * unit, reach))
         located.append(high)
-        fast_slope = _slope(low, high)
-        candidate = _crossing(high if high["fits"] else low, fast_slope, usable, unit, ceiling)
+        fast_slope = slope(low, high)
+        candidate = crossing(high if high["fits"] else low, fast_slope, usable, unit, ceiling)
         if high["fits"] and 2 * high["batch"] < candidate < ceiling:  # far: a third point there
             near = locate(candidate)
-            below = _crossing(high, _slope(high, near), usable, unit, ceiling)
+            below = crossing(high, slope(high, near), usable, unit, ceiling)
             if not near.get("compiled", True) and high["batch"] < below < near["batch"]:
                 # answered by arithmetic: its bytes are a floor (arguments only), too flat a
                 # slope to aim exact compiles with (gemma3-1b rollouts on a v5e-1: a floor at
@@ -350,15 +291,15 @@ def _max_batch_on(
                 # crosses the HBM is still past the boundary and near it: locate there.
                 near = locate(below)
             located.append(near)
-            fast_slope = _slope(high, near)
-            candidate = _crossing(near, fast_slope, usable, unit, ceiling)
+            fast_slope = slope(high, near)
+            candidate = crossing(near, fast_slope, usable, unit, ceiling)
     # a located unit that does not fit makes the unit a confirmation: nothing above to pair
     paired = low["fits"] and _compiles_alone((cut_probes or probes)[0])
     for _ in range(MAX_EXACT):
         if candidate not in exact:
-            partner = _partner(candidate, exact, unit, ceiling) if paired else None
-            if partner:
-                exact.update(zip((candidate, partner), probe_pair(candidate, partner), strict=True))
+            beside = partner(candidate, exact, unit, ceiling) if paired else None
+            if beside:
+                exact.update(zip((candidate, beside), probe_pair(candidate, beside), strict=True))
             else:
                 exact[candidate] = probe(candidate, False)
         point = exact[candidate]
@@ -367,27 +308,29 @@ def _max_batch_on(
         worst = min((b for b, p in exact.items() if not p["fits"]), default=None)
         if (worst is not None and worst - best <= unit) or (worst is None and best >= ceiling):
             break
-        fits_slope = _fits_slope(exact, fits, unit, one_unit_will_do=not fast_slope)
-        squeezed = fits_slope is not None and fast_slope and fits_slope < SQUEEZE_SLOPE * fast_slope
+        exact_slope = fits_slope(exact, fits, unit, one_unit_will_do=not fast_slope)
+        squeezed = (
+            exact_slope is not None and fast_slope and exact_slope < SQUEEZE_SLOPE * fast_slope
+        )
         if squeezed and worst is not None:  # the compiler's squeeze: halve the bracket
             guess = (best + worst) // 2 // unit * unit
         elif squeezed:
             guess = int(best * GALLOP) // unit * unit
         elif best and worst is not None:  # exact points on both sides: regula falsi
-            guess = _crossing(exact[best], _slope(exact[best], exact[worst]), usable, unit, ceiling)
-        elif fits_slope is not None:
+            guess = crossing(exact[best], slope(exact[best], exact[worst]), usable, unit, ceiling)
+        elif exact_slope is not None:
             # fitting exact points only: their own slope, not the fast one (a fast slope
             # steeper than the exact one undershoots every time: 6 exact steps of 4 to 16 rows
             # for gemma3-1b rollouts on a v5p-8)
-            guess = _crossing(point, fits_slope, usable, unit, ceiling)
+            guess = crossing(point, exact_slope, usable, unit, ceiling)
         elif fast_slope is None:  # one point located (it did not fit, or left little room)
             guess = 2 * best
-        elif not best and (line := _failures_line(exact, unit)):
+        elif not best and (line := failures_line(exact, unit)):
             # two compiled failures: their own line, a measurement where a located point is
             # an estimate (qwen3-8b rollouts on a v6e-1: failures at 53 and 88 point at 39;
             # aimed from the cut line's fit at 37, exact compiles crept 47, 44, 42, 41 and
             # stopped with a gap)
-            guess = _crossing(*line, usable, unit, worst)
+            guess = crossing(*line, usable, unit, worst)
         elif not best and (below := [p for p in located if p["fits"] and p["batch"] < worst]):
             # only failing exact points: the line from the largest located fit below the
             # nearest failure to it (the fast slope can be flat or negative at small batches:
@@ -395,7 +338,7 @@ def _max_batch_on(
             # one unit at a time). A located fit at the failing batch itself is no low end.
             located_fit = max(below, key=lambda p: p["batch"])
             low_end = located_fit["batch"]
-            guess = _crossing(located_fit, _slope(located_fit, exact[worst]), usable, unit, worst)
+            guess = crossing(located_fit, slope(located_fit, exact[worst]), usable, unit, worst)
             # One unit under the failure is where a good line points (gemma3-1b rollouts on a
             # v5e-1: 375 failed, the line said 374, which fits); only a second step down in a
             # row is creeping, and halves the bracket instead.
@@ -403,7 +346,7 @@ def _max_batch_on(
             if crept or guess in exact:
                 guess = max(unit, (low_end + worst) // 2 // unit * unit)
         else:  # one side only: the fast slope through the newest exact point
-            guess = _crossing(point, fast_slope, usable, unit, ceiling)
+            guess = crossing(point, fast_slope, usable, unit, ceiling)
         top = ceiling if worst is None else worst - unit
         guess = min(max(guess, best + unit), top)
         if guess in exact:  # the line keeps landing on a known point: halve the bracket

@@ -1,0 +1,67 @@
+"""Where a batch search's next exact compile aims: lines through the points it has compiled
+(shared.plan.search), their slopes, and the partner compiled beside a candidate. Arithmetic
+on verdicts' batches and bytes only; nothing here compiles."""
+
+from __future__ import annotations
+
+
+def crossing(at: dict, slope: float, usable: int, unit: int, ceiling: int) -> int:
+    """The largest multiple of `unit` up to `ceiling` where the line through `at` (batch,
+    bytes) with `slope` stays within `usable` bytes."""
+    if slope <= 0:
+        return ceiling
+    batch = at["batch"] + (usable - at["bytes_per_device"]) / slope
+    return int(max(unit, min(ceiling, batch)) // unit * unit)
+
+
+def slope(a: dict, b: dict) -> float:
+    return (b["bytes_per_device"] - a["bytes_per_device"]) / (b["batch"] - a["batch"])
+
+
+def failures_line(exact: dict[int, dict], unit: int) -> tuple[dict, float] | None:
+    """The line through the two smallest failing batches the compiler compiled (not answered
+    by arithmetic, whose arguments-only bytes are a floor): the smaller one and the slope, or
+    None without two such or with a slope that does not rise."""
+    failed = [p for _, p in sorted(exact.items()) if not p["fits"] and p.get("compiled", True)]
+    if len(failed) < 2:
+        return None
+    first, second = failed[0], apart(failed[0], failed[1:], unit)
+    if second is None or slope(first, second) <= 0:
+        return None
+    return first, slope(first, second)
+
+
+def apart(end: dict, others: list[dict], unit: int) -> dict | None:
+    """Of exact points `others` (nearest to `end` first), the nearest at least two units of
+    batch from `end`: a paired compile (partner) puts two points one unit apart, and a
+    slope over one unit is the compiler's padding and scheduling more than the batch's bytes."""
+    return next((p for p in others if abs(p["batch"] - end["batch"]) >= 2 * unit), None)
+
+
+def fits_slope(
+    exact: dict[int, dict], fits: list[int], unit: int, one_unit_will_do: bool
+) -> float | None:
+    """The slope from the largest fitting exact batch (of `fits`, ascending) to the nearest
+    fit two units or more below it (see apart); to one a unit below only where nothing else
+    gives a slope (`one_unit_will_do`: no located slope), or None."""
+    if not fits:
+        return None
+    below = [exact[b] for b in reversed(fits[:-1])]
+    lower = apart(exact[fits[-1]], below, unit) or (
+        below[0] if below and one_unit_will_do else None
+    )
+    return slope(lower, exact[fits[-1]]) if lower else None
+
+
+def partner(candidate: int, exact: dict[int, dict], unit: int, ceiling: int) -> int | None:
+    """The batch to compile beside an exact `candidate` (shared.plan.search compiles the two
+    at once where a step is one executable): one unit above it, which answers where the
+    candidate is the last fit, or one unit below where above is compiled already; only inside
+    the bracket the exact points leave open (a bracket of 7169 to 8064 aimed at 8063 compiles
+    8062 beside it, and that pair ends the search)."""
+    best = max((b for b, p in exact.items() if p["fits"]), default=0)
+    worst = min((b for b, p in exact.items() if not p["fits"]), default=ceiling + unit)
+    return next(
+        (b for b in (candidate + unit, candidate - unit) if best < b < worst and b <= ceiling),
+        None,
+    )
