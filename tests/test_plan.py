@@ -252,9 +252,10 @@ def exact_rounds(monkeypatch) -> list[list[int]]:
 def test_exact_points_that_all_fit_step_on_their_own_slope(exact_rounds):
     """The fast line undershoots every exact step by a third; two fitting exact points give the
     exact slope, which lands on the boundary (8064 rows of 2 MiB in 15.75 GiB; the compiler's
-    own few MiB put the last fitting batch just under it). The step is one executable, so each
-    exact compile has a partner one row away (search_lines.partner), compiled beside it: a slope is taken
-    only over points two rows apart or more. Compiled one at a time this took 5 rounds."""
+    own few MiB put the last fitting batch just under it). The step is one executable, so
+    each exact compile has a partner one row away (search_lines.partner), compiled beside it:
+    a slope is taken only over points two rows apart or more. Compiled one at a time this took
+    5 rounds."""
     result = plan.max_batch(plan.Request("fast-steeper", "none", "v5e-1"), progress=False)
     assert exact_rounds[:3] == [[5376, 5377], [7168, 7169], [8064, 8065]]  # the third: the line
     assert exact_rounds[3] == [8063, 8062]  # 8065 is compiled: the partner is the row below
