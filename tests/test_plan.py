@@ -237,12 +237,13 @@ def test_a_search_whose_first_unit_does_not_fit_compiles_twice():
 
 @pytest.fixture
 def exact_rounds(monkeypatch) -> list[list[int]]:
-    """The batches of each plan_points call a search makes (a pair of exact compiles at once,
-    or a search's two cut depths), in order: the real verdicts, recorded."""
+    """The batches of each round of exact compiles a search makes (one batch, a pair compiled
+    at once, or a search's two cut depths), in order: the real verdicts, recorded."""
     rounds, plan_points = [], search.plan_points
 
     def recorded(requests, use_cache):
-        rounds.append([r.batch for r in requests])
+        if not any(r.fast for r in requests):
+            rounds.append([r.batch for r in requests])
         return plan_points(requests, use_cache=use_cache)
 
     monkeypatch.setattr(search, "plan_points", recorded)
@@ -274,6 +275,13 @@ def test_a_flat_fast_line_that_overshoots_comes_back_down_in_a_few_compiles(exac
     assert result["converged"] and 8000 <= result["max_batch"] <= 8064
 
 
+def _fake_compiler(monkeypatch, verdict_of) -> None:
+    """The search's compiles answered by `verdict_of(request)` (a made-up compiler)."""
+    monkeypatch.setattr(
+        search, "plan_points", lambda requests, use_cache: [verdict_of(r) for r in requests]
+    )
+
+
 def _fake_verdict(request, used: float, usable: float, **fields) -> dict:
     """What search.max_batch reads of a verdict, for searches over made-up compilers."""
     return {
@@ -297,7 +305,7 @@ def test_failures_alone_aim_with_their_own_line(monkeypatch):
     compiled failures' own line lands at the boundary."""
     usable = 31.25 * GIB
 
-    def plan_point(request, use_cache):
+    def verdict_of(request):
         b = request.batch
         floor = (15.26 + 0.1803 * b) * GIB
         if request.fast:
@@ -308,7 +316,7 @@ def test_failures_alone_aim_with_their_own_line(monkeypatch):
             return _fake_verdict(request, floor, usable, compiled=False)
         return _fake_verdict(request, (17.0 + 0.36 * b) * GIB, usable)
 
-    monkeypatch.setattr(search, "plan_point", plan_point)
+    _fake_compiler(monkeypatch, verdict_of)
     result = plan.max_batch(plan.Request("scale", "none", "v6e-1"), progress=False)
     exact = [p["batch"] for p in result["probes"] if not p["fast"]]
     assert (result["max_batch"], result["first_not_fitting"]) == (39, 40)
@@ -330,14 +338,14 @@ def test_a_compiler_that_squeezes_near_the_hbm_is_bracketed_by_steps_not_lines(m
     def line(batch):
         return GIB + batch * mib_a_row[0] * 2**20
 
-    def plan_point(request, use_cache):
+    def verdict_of(request):
         fits = line(request.batch) <= usable if request.fast else request.batch <= 1896
         used = line(request.batch) if request.fast else min(line(request.batch), 0.98 * usable)
         if not fits:
             used = 3 * line(request.batch)
         return _fake_verdict(request, used, usable)
 
-    monkeypatch.setattr(search, "plan_point", plan_point)
+    _fake_compiler(monkeypatch, verdict_of)
     result = plan.max_batch(target, progress=False)
     exact = [p["batch"] for p in result["probes"] if not p["fast"]]
     assert len(exact) <= search.MAX_EXACT and result["max_batch"] <= 1896
@@ -364,11 +372,11 @@ def test_one_unit_past_half_the_room_starts_the_exact_compiles_at_one(
     answer."""
     monkeypatch.setitem(plan.WORKLOADS, "weighty", lambda r, mesh: _tp_hungry(r, mesh, gib=6))
 
-    def plan_point(request, use_cache):
+    def verdict_of(request):
         used = (6 + fixed_temps + row * request.batch) * GIB
         return _fake_verdict(request, used, 15.75 * GIB)
 
-    monkeypatch.setattr(search, "plan_point", plan_point)
+    _fake_compiler(monkeypatch, verdict_of)
     result = plan.max_batch(plan.Request("weighty", "none", "v5e-1"), progress=False)
     assert (result["max_batch"], result["first_not_fitting"]) == (answer, answer + 1)
     probes = [(p["batch"], p["fast"]) for p in result["probes"]]
@@ -392,9 +400,6 @@ def test_a_one_executable_step_compiles_the_batch_above_each_candidate_beside_it
         rounds.append([r.batch for r in requests])
         return [verdict_of(r) for r in requests]
 
-    monkeypatch.setattr(
-        search, "plan_point", lambda request, use_cache: plan_points([request], 0)[0]
-    )
     monkeypatch.setattr(search, "plan_points", plan_points)
     result = plan.max_batch(plan.Request("weighty", "none", "v5p-8"), progress=False)
     assert (result["max_batch"], result["first_not_fitting"]) == (4, 8)
@@ -413,7 +418,7 @@ def test_a_located_point_answered_by_arithmetic_is_not_aimed_through(monkeypatch
     def compiled(batch, fast):
         return 2.1e9 + batch * (39.5e6 if batch > 40 else 28.6e6) * (1 if fast else 1.003)
 
-    def plan_point(request, use_cache):
+    def verdict_of(request):
         floor = 1.9e9 + request.batch * 35e6
         if floor > usable:
             used, done = floor, False
@@ -421,7 +426,7 @@ def test_a_located_point_answered_by_arithmetic_is_not_aimed_through(monkeypatch
             used, done = compiled(request.batch, request.fast), True
         return _fake_verdict(request, used, usable, compiled=done)
 
-    monkeypatch.setattr(search, "plan_point", plan_point)
+    _fake_compiler(monkeypatch, verdict_of)
     result = plan.max_batch(plan.Request("scale", "none", "v5e-1"), progress=False)
     exact = [p["batch"] for p in result["probes"] if not p["fast"]]
     best = max(b for b in range(1, 1000) if compiled(b, False) <= usable)

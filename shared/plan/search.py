@@ -31,7 +31,7 @@ from shared.hardware import parse_target
 from shared.plan.mesh import room_for_batch, search_shape, wider_shapes
 from shared.plan.search_lines import crossing, failures_line, fits_slope, partner, slope
 from shared.plan.target import target_devices
-from shared.plan.verdict import WORKERS, Request, floor_verdict, plan_point, plan_points
+from shared.plan.verdict import WORKERS, Request, floor_verdict, plan_points
 from shared.plan.workloads import CUT_TO_LAYERS
 
 CEILING = 1 << 16  # the largest batch a search tries; reaching it is reported as "at least"
@@ -216,25 +216,17 @@ def _max_batch_on(
         # no cut compile can change that, and the probes below answer by arithmetic
         depths = None
 
-    def probe(batch: int, fast: bool) -> dict:
-        bar.set_postfix(batch=batch, fast=fast)
-        point = plan_point(
-            dataclasses.replace(request, batch=batch, fast=fast), use_cache=use_cache
-        )
-        probes.append(point)
-        bar.update()
-        return point
-
-    def probe_pair(batch: int, partner: int) -> list[dict]:
-        """Exact verdicts at two batches, compiled at once (see _compiles_alone)."""
-        bar.set_postfix(batch=f"{batch},{partner}", fast=False)
-        pair = plan_points(
-            [dataclasses.replace(request, batch=b, fast=False) for b in (batch, partner)],
+    def probe(batches: list[int], fast: bool) -> list[dict]:
+        """The whole model's verdicts at `batches`, compiled at once (two exact ones beside
+        each other: see _compiles_alone)."""
+        bar.set_postfix(batch=",".join(map(str, batches)), fast=fast)
+        points = plan_points(
+            [dataclasses.replace(request, batch=b, fast=fast) for b in batches],
             use_cache=use_cache,
         )
-        probes.extend(pair)
-        bar.update(len(pair))
-        return pair
+        probes.extend(points)
+        bar.update(len(points))
+        return points
 
     def line_to_full_depth(batch: int) -> dict:
         """Exact verdicts at the two cut depths, and the straight line through them carried to
@@ -259,11 +251,11 @@ def _max_batch_on(
             "compiled": compiled,
         }
 
-    exact: dict[int, dict] = {unit: probe(unit, False)} if exact_first else {}
+    exact: dict[int, dict] = {unit: probe([unit], False)[0]} if exact_first else {}
     if exact_first and not exact[unit]["fits"]:
         bar.close()
         return _search_result(request, unit, ceiling, exact, probes, cut_probes, start)
-    locate = line_to_full_depth if depths else (lambda batch: probe(batch, True))
+    locate = line_to_full_depth if depths else (lambda batch: probe([batch], True)[0])
     low = locate(unit)
     usable = low["hbm_bytes"]
     located = [low]
@@ -298,10 +290,8 @@ def _max_batch_on(
     for _ in range(MAX_EXACT):
         if candidate not in exact:
             beside = partner(candidate, exact, unit, ceiling) if paired else None
-            if beside:
-                exact.update(zip((candidate, beside), probe_pair(candidate, beside), strict=True))
-            else:
-                exact[candidate] = probe(candidate, False)
+            batches = [candidate, beside] if beside else [candidate]
+            exact.update(zip(batches, probe(batches, False), strict=True))
         point = exact[candidate]
         fits = sorted(b for b, p in exact.items() if p["fits"])
         best = fits[-1] if fits else 0
@@ -353,7 +343,7 @@ def _max_batch_on(
             guess = min(max((best + (worst or 2 * best)) // 2 // unit * unit, best + unit), top)
         candidate = guess
     if not any(p["fits"] for p in exact.values()) and unit not in exact:
-        exact[unit] = probe(unit, False)  # "not even one unit fits" must be an exact verdict
+        exact[unit] = probe([unit], False)[0]  # "not even one unit fits" must be an exact verdict
     bar.close()
     return _search_result(request, unit, ceiling, exact, probes, cut_probes, start)
 
