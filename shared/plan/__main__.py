@@ -46,70 +46,11 @@ from shared.errors import choose, run_cli  # noqa: E402
 from shared.grpo.token_logprobs import IMPLEMENTATIONS  # noqa: E402
 from shared.hardware import rent  # noqa: E402
 from shared.lora import LOSSES  # noqa: E402
-from shared.plan import budget, buffers, cheapest, cheapest_view, frontier, slice_job  # noqa: E402
+from shared.plan import budget, cheapest, cheapest_view, frontier, slice_job  # noqa: E402
 from shared.plan.atlas import answer  # noqa: E402
+from shared.plan.point_view import describe_committed, print_point, print_search  # noqa: E402
 from shared.plan.search import unit_for  # noqa: E402
 from shared.rollout.sampler import SEMANTICS  # noqa: E402
-from shared.sizing import human  # noqa: E402
-
-BUFFERS_SHOWN = 4  # largest per-device buffers printed under each executable (JSON keeps 6)
-
-
-def _size(n: float) -> str:
-    return human(n, "B")
-
-
-def print_point(point: dict) -> None:
-    """A verdict with its evidence: resident and transient bytes, each executable, versions."""
-    verdict = "FITS" if point["fits"] else "DOES NOT FIT"
-    v = point["versions"]
-    print(
-        f"{'[fast compile: bytes approximate] ' if point['fast'] else ''}"
-        f"{point['workload']} {point['model']} ({point['dtype']} weights) batch "
-        f"{point['batch']} on {point['target']} ("
-        f"{str(point['hosts']) + ' hosts, ' if point.get('hosts', 1) > 1 else ''}"
-        f"mesh {point['mesh_shape']}): {verdict}, "
-        f"{_size(point['bytes_per_device'])} of {_size(point['hbm_bytes'])} per device, "
-        f"margin {_size(point['margin_bytes'])}{' [cached]' if point.get('cached') else ''}"
-    )
-    resident = ", ".join(f"{name} {_size(b)}" for name, b in point["resident"].items())
-    print(
-        f"  = resident {_size(point['resident_bytes'])} ({resident or 'none'}) + transient "
-        f"{_size(point['transient_bytes'][point['worst']])} of the worst executable, "
-        f"{point['worst']}"
-    )
-    print(
-        f"  {'executable':<16}{'args':>11}{'outputs':>11}{'temps':>11}{'aliased':>11}"
-        f"{'transient':>11}{'GFLOP':>9}{'x':>6}{'compile':>9}"
-    )
-    for label, e in point["executables"].items():
-        print(
-            f"  {label:<16}{_size(e['argument_bytes']):>11}{_size(e['output_bytes']):>11}"
-            f"{_size(e['temp_bytes']):>11}{_size(e['alias_bytes']):>11}"
-            f"{_size(point['transient_bytes'][label]):>11}{e['flops'] / 1e9:>9.1f}"
-            f"{e['repeats']:>6}{e['compile_s']:>8.1f}s"
-        )
-        if e["note"]:
-            print(f"      {e['note']}")
-        if e["refused"]:
-            print(f"      refused by the compiler: {e['refused']}")
-        for buffer in e.get("largest_buffers", [])[:BUFFERS_SHOWN]:
-            print(f"      {buffers.line(buffer)}")
-    for note in point["notes"]:
-        print(f"  note: {note}")
-    print(
-        f"  the compiler allows {_size(point['hbm_bytes'])} per device (datasheet "
-        f"{_size(point['datasheet_hbm_bytes'])}); compiled with jax {v['jax']}, libtpu "
-        f"{v['libtpu']}, tunix {v['google-tunix']} (Sampler semantics {point['tunix']}), "
-        f"qwix {v['qwix']}, flax {v['flax']}"
-    )
-    if point["fits"]:
-        print(
-            f"  roofline (a lower bound, not a prediction): "
-            f"{point['roofline_lower_bound_s'] * 1e3:.2f} ms per workload run"
-        )
-    else:  # a refused or uncompiled executable reports no FLOPs: a roofline would read 0
-        print("  roofline: n/a (the workload does not fit, so no run has a time)")
 
 
 def print_bill(point: dict, args) -> None:
@@ -123,23 +64,6 @@ def print_bill(point: dict, args) -> None:
             f"  in {args.hours:g} h: at most {fit['at_most']:,} runs (roofline), about "
             f"{fit['estimated']:,} at {fit['assumed_efficiency']:.0%}"
         )
-
-
-def describe_committed(row: dict, as_json: bool) -> str:
-    """A committed atlas cell as the search's answer, saying where it comes from."""
-    if as_json:
-        return json.dumps({**row, "from_atlas": True}, indent=1)
-    at = (
-        f"; {_size(row['bytes_per_device'])} of {_size(row['hbm_bytes'])} per device at "
-        f"{row['max_batch']}"
-        if row["bytes_per_device"]
-        else ""
-    )
-    return (
-        f"{row['summary']}{at}\n  from the committed atlas (benchmarks/results/atlas.jsonl: "
-        f"{row['compiles']} compiles on {row['date'][:10]}, the same versions and settings); "
-        "--no-cache compiles it again"
-    )
 
 
 # A Request field whose flag is named otherwise on the command line.
@@ -415,28 +339,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             print(json.dumps(result, indent=1))
             return 0
-        fast = [p for p in result["probes"] if p["fast"]]
-        if fast:
-            print(
-                "fast compiles (locate, bytes approximate): "
-                + ", ".join(f"{p['batch']}: {_size(p['bytes_per_device'])}" for p in fast)
-            )
-        if result["cut_probes"]:
-            print(
-                "cut to a few layers (locate; batch/layers: bytes): "
-                + ", ".join(
-                    f"{p['batch']}/{p['layers']}L: {_size(p['bytes_per_device'])}"
-                    for p in result["cut_probes"]
-                )
-            )
-        for point in result["probes"]:
-            if not point["fast"]:
-                print_point(point)
-        print(
-            f"\n{plan.describe(result)}; {result['compiles']} compiles "
-            f"({sum(p['cached'] for p in (*result['probes'], *result['cut_probes']))} cached), "
-            f"{result['wall_s']:.0f} s"
-        )
+        print_search(result)
         for point in result["probes"]:
             if not point["fast"] and point["batch"] == result["max_batch"]:
                 print_bill(point, args)
