@@ -446,16 +446,20 @@ def test_a_deep_model_whose_arguments_exceed_the_chip_is_answered_without_compil
     assert plan.describe(result).endswith("(arithmetic, before any compile)")
 
 
-def test_a_search_that_fits_nothing_on_the_rules_mesh_goes_on_to_a_wider_tp(monkeypatch):
-    # as gemma4-e4b rollouts on a v5e-8: the rule's 8x1 fits not even one unit, 4x2 does
+def test_a_search_starts_on_the_wider_mesh_whose_room_doubles_and_asks_the_narrower_once(
+    monkeypatch,
+):
+    """As gemma4-e4b rollouts on a v5e-8: the rule's 8x1 holds the weights whole (16 GiB, more
+    than the chip) and 4x2 halves them, so the search locates and confirms on 4x2 first; 8x1
+    is then asked only whether it fits one unit, and arithmetic says no without a compile."""
     monkeypatch.setattr(search, "wider_shapes", lambda request, devices, than: [(4, 2)])
     result = search.max_batch(plan.Request("tp-hungry", "none", "v5e-8"), progress=False)
-    assert list(result["mesh_answers"]) == ["8x1", "4x2"] and result["mesh"] == "4x2"
-    assert result["max_batch"] > 0 and result["max_batch"] % 4 == 0
-    assert not result["probes"][0]["fits"] and result["probes"][-1]["mesh_shape"]["tp"] == 2
+    assert result["mesh_answers"] == {"8x1": 0, "4x2": result["max_batch"]}
+    assert result["mesh"] == "4x2" and result["max_batch"] > 0 and result["max_batch"] % 4 == 0
+    on_8x1 = [p for p in result["probes"] if p["mesh_shape"]["tp"] == 1]
+    assert [(p["batch"], p["fast"], p["compiled"]) for p in on_8x1] == [(8, False, False)]
     on_4x2 = [p for p in result["probes"] if p["mesh_shape"]["tp"] == 2]
-    assert (on_4x2[0]["batch"], on_4x2[0]["fast"], on_4x2[0]["fits"]) == (4, False, True)
-    assert any(p["fast"] for p in on_4x2)  # it fit: located and confirmed as usual
+    assert (on_4x2[0]["batch"], on_4x2[0]["fast"]) == (4, True)  # located and confirmed
     assert "(mesh 4x2; 8x1 fits none)" in search.describe(result)
 
 
@@ -473,18 +477,21 @@ def test_a_search_that_fits_nothing_on_any_mesh_answers_on_the_rules_mesh(monkey
 
 def test_a_wider_tp_that_doubles_the_room_for_the_batch_is_searched_too(monkeypatch):
     """As llama3.1-8b rollouts on a v5e-8: the rule's 8x1 holds the weights whole on every chip
-    and fits a little beside them; 4x2 halves them and fits more, so it is the answer; 2x4
-    does not double 4x2's room again and is not compiled. Weights that leave most of the chip
-    free (tp-light) keep the rule's mesh, with no other mesh compiled."""
+    and fits a little beside them; 4x2 halves them and fits more, so it is searched first and
+    is the answer; 8x1 is asked once whether it fits that many too (one compile, which does not
+    fit: searching it first took that cell 6 of its 16 compiles); 2x4 does not double 4x2's
+    room again and is not compiled. Weights that leave most of the chip free (tp-light) keep
+    the rule's mesh, with no other mesh compiled."""
     monkeypatch.setattr(search, "wider_shapes", lambda request, devices, than: [(4, 2), (2, 4)])
     result = search.max_batch(plan.Request("tp-crowded", "none", "v5e-8"), progress=False)
-    answers = result["mesh_answers"]
-    assert list(answers) == ["8x1", "4x2"] and result["mesh"] == "4x2"
-    assert result["max_batch"] == answers["4x2"] > answers["8x1"] > 0
-    assert {p["mesh_shape"]["tp"] for p in result["probes"]} == {1, 2}
-    assert f"(mesh 4x2; 8x1 fits {answers['8x1']})" in search.describe(result)
+    answers, largest = result["mesh_answers"], result["max_batch"]
+    asked = -(-largest // 8) * 8  # the least batch 8x1 splits (its unit: 8) that ties 4x2
+    assert answers == {"8x1": f"<{asked}", "4x2": largest} and result["mesh"] == "4x2"
+    on_8x1 = [(p["batch"], p["fast"]) for p in result["probes"] if p["mesh_shape"]["tp"] == 1]
+    assert on_8x1 == [(asked, False)]
+    assert f"(mesh 4x2; 8x1 fits fewer than {asked})" in search.describe(result)
     light = search.max_batch(plan.Request("tp-light", "none", "v5e-8"), progress=False)
-    assert "mesh_answers" not in light and light["max_batch"] > answers["4x2"]
+    assert "mesh_answers" not in light and light["max_batch"] > largest
     assert {p["mesh_shape"]["tp"] for p in light["probes"]} == {1}
 
 

@@ -46,6 +46,16 @@ def command(model: str, target: str, recipe: str) -> str:
     return f"nice python benchmarks/bench_atlas.py --retry-failed --only {only}"
 
 
+def mesh_answer_text(answer: int | str) -> str:
+    """A mesh's largest batch in words, as a search's `mesh_answers` (or the table) gives it:
+    0 is none; "<N" says the mesh was asked only whether it fits N, another mesh's answer, and
+    does not (shared.plan.search.max_batch)."""
+    answer = str(answer)
+    if answer.startswith("<"):
+        return f"fewer than {answer[1:]}"
+    return "none" if answer == "0" else answer
+
+
 def describe(row: dict) -> str:
     """The cell in words: the answer, its bytes, prices, evidence and versions."""
     where = f"{row['model']} {row['recipe']} on {row['target']}"
@@ -66,7 +76,7 @@ def describe(row: dict) -> str:
         settings += f", mesh {row['mesh']} (fsdp x tp)"
     lines = [f"{where}: {answer}", f"  settings: {settings}"]
     answers = (pair.split(":") for pair in (row.get("mesh_answers") or "").split())  # '2x4:2'
-    others = [f"{mesh} fits {n}" for mesh, n in answers if mesh != row["mesh"]]
+    others = [f"{mesh} fits {mesh_answer_text(n)}" for mesh, n in answers if mesh != row["mesh"]]
     if others:
         lines.append(f"  other meshes searched: {', '.join(others)}")
     if row["bytes_per_device"]:

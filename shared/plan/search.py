@@ -28,6 +28,7 @@ import time
 from shared import models
 from shared.errors import BadInput
 from shared.hardware import parse_target
+from shared.plan.lookup import mesh_answer_text
 from shared.plan.mesh import room_for_batch, search_shape, wider_shapes
 from shared.plan.search_lines import crossing, failures_line, fits_slope, partner, slope
 from shared.plan.target import target_devices
@@ -137,6 +138,18 @@ def doubles_the_room(request: Request, wider: tuple, than: tuple, devices: list)
     return wider_room >= ROOM_GAIN * room if room > 0 else wider_room > 0
 
 
+def roomier_meshes(request: Request, shape: tuple, devices: list) -> list[tuple[int, int]]:
+    """`shape` and the wider tp meshes after it (mesh.wider_shapes, tp rising) that each at
+    least double a device's room for the batch of the one before, by arithmetic: the last is
+    where max_batch searches first."""
+    chain = [shape]
+    for wider in wider_shapes(request, devices, than=shape):
+        if not doubles_the_room(request, wider, chain[-1], devices):
+            break
+        chain.append(wider)
+    return chain
+
+
 def max_batch(
     request: Request,
     *,
@@ -146,38 +159,66 @@ def max_batch(
     progress: bool = True,
 ) -> dict:
     """The largest batch (a multiple of the unit, at most `ceiling`, by default CEILING) the
-    compiler says fits, with every probe. Without --mesh the search starts on the mesh rule's
-    mesh and goes on to the wider tp meshes the weights divide (mesh.wider_shapes), tp rising:
-    past every mesh that fits not even one unit (a "does not fit" only the mesh caused is no
-    answer), and on to each wider mesh that at least doubles a device's room for the batch
-    (ROOM_GAIN), until one fits no more than the best so far. The answer is the mesh that fits
-    the most, fewer tp on a tie (`mesh_shape`); `mesh_answers` gives every mesh searched and its
-    largest batch, and the probes and compiles are all of theirs. Where no mesh fits a unit,
-    the answer is the rule's mesh's."""
+    compiler says fits, with every probe. Without --mesh the search compares the mesh rule's
+    mesh with the wider tp meshes the weights divide (mesh.wider_shapes), tp rising:
+    1. it searches first the last of the rule's mesh and the wider meshes that each at least
+       double the room for the batch of the one before (ROOM_GAIN, `roomier_meshes`), then goes
+       on past every mesh that fits not even one unit (a "does not fit" only the mesh caused is
+       no answer), and to a wider mesh that doubles the room again, until one fits no more;
+    2. each narrower mesh it skipped is asked one exact question: does it fit that answer too
+       (fewer tp wins a tie)? Only where it does is it searched on. llama3.1-8b rollouts on a
+       v5e-8 fit 8 on 8x1 and 192 on 4x2: searching 8x1 first cost that cell a located line
+       and exact compiles at 24, 8 and 16, where asking 8x1 for 192 is arithmetic (its weights
+       and KV cache alone take 18.8 GiB of the 15.75).
+    The answer is the mesh that fits the most, fewer tp on a tie (`mesh_shape`);
+    `mesh_answers` gives every mesh searched and its largest batch ("<N" where it was only
+    found not to fit N), and the probes and compiles are all of theirs. Where no mesh fits a
+    unit, the answer is the rule's mesh's."""
     devices = target_devices(parse_target(request.target))
     shape = search_shape(request, devices)
-    answers = {shape: _max_batch_on(request, shape, multiple_of, ceiling, use_cache, progress)}
-    best = shape
-    for wider in wider_shapes(request, devices, than=shape) if request.mesh is None else []:
+    chain = [shape] if request.mesh is not None else roomier_meshes(request, shape, devices)
+
+    def search(mesh: tuple[int, int], exact_from: int | None = None) -> dict:
+        return _max_batch_on(
+            request, mesh, multiple_of, ceiling, use_cache, progress, exact_from=exact_from
+        )
+
+    best = chain[-1]
+    answers = {best: search(best)}
+    for wider in wider_shapes(request, devices, than=best) if request.mesh is None else []:
         fitted = answers[best]["max_batch"]
         if fitted and not doubles_the_room(request, wider, best, devices):
             break
-        answers[wider] = _max_batch_on(
-            request, wider, multiple_of, ceiling, use_cache, progress, exact_first=not fitted
-        )
+        answers[wider] = search(wider, exact_from=None if fitted else 0)
         if answers[wider]["max_batch"] > fitted:
             best = wider
         elif fitted:
             break
+    for narrower in reversed(chain[:-1]):
+        fitted = answers[best]["max_batch"]
+        answers[narrower] = search(narrower, exact_from=fitted)
+        if fitted and answers[narrower]["max_batch"] >= fitted:
+            best = narrower
+    if not answers[best]["max_batch"]:
+        best = shape
     result = {**answers[best], "mesh_shape": {"fsdp": best[0], "tp": best[1]}}
     if len(answers) > 1:
-        searches = list(answers.values())
+        by_tp = sorted(answers.items(), key=lambda item: item[0][1])
         for key in ("probes", "cut_probes"):
-            result[key] = [p for s in searches for p in s[key]]
+            result[key] = [p for _, s in by_tp for p in s[key]]
         for key in ("compiles", "wall_s"):
-            result[key] = sum(s[key] for s in searches)
-        result["mesh_answers"] = {f"{f}x{t}": a["max_batch"] for (f, t), a in answers.items()}
+            result[key] = sum(s[key] for _, s in by_tp)
+        result["mesh_answers"] = {f"{f}x{t}": _mesh_answer(s) for (f, t), s in by_tp}
     return result
+
+
+def _mesh_answer(search: dict) -> int | str:
+    """One mesh's answer for `mesh_answers`: its largest batch, or "<N" where its only exact
+    compile was a failure above one unit (asked whether it fits N, another mesh's answer)."""
+    failed = search["first_not_fitting"]
+    if search["max_batch"] or failed is None or failed <= search["multiple_of"]:
+        return search["max_batch"]
+    return f"<{failed}"
 
 
 def _max_batch_on(
@@ -187,14 +228,16 @@ def _max_batch_on(
     ceiling: int | None,
     use_cache: bool,
     progress: bool,
-    exact_first: bool = False,
+    exact_from: int | None = None,
 ) -> dict:
-    """max_batch's search with every probe on the (fsdp, tp) mesh `shape`. With `exact_first`
-    (a narrower mesh fit not even one unit) it compiles one unit exactly before locating
-    anything: a wider mesh rarely turns that around (sft and LoRA of llama3.1-8b, qwen3-8b and
-    gemma3-12b on a v5e-8 fit nothing on any of 4 meshes), and then that one compile is the
-    mesh's whole answer, where locating first cost two cut compiles more. When it fits, the
-    search goes on as usual and reuses it."""
+    """max_batch's search with every probe on the (fsdp, tp) mesh `shape`. With `exact_from`
+    it first compiles exactly the least batch of at least `exact_from` (one unit at least),
+    before locating anything: the one question max_batch asks a mesh after another one's
+    answer (0: another mesh fit not even one unit, and a wider one rarely turns that around:
+    sft and LoRA of llama3.1-8b, qwen3-8b and gemma3-12b on a v5e-8 fit nothing on any of 4
+    meshes). Where it does not fit, that one compile is the mesh's whole answer, where
+    locating first cost two cut compiles more; where it fits, the search goes on as usual,
+    above it."""
     from tqdm.auto import tqdm
 
     fsdp, tp = shape
@@ -251,8 +294,11 @@ def _max_batch_on(
             "compiled": compiled,
         }
 
-    exact: dict[int, dict] = {unit: probe([unit], False)[0]} if exact_first else {}
-    if exact_first and not exact[unit]["fits"]:
+    first = None if exact_from is None else min(max(unit, -(-exact_from // unit) * unit), ceiling)
+    if first and not floor_verdict(dataclasses.replace(request, batch=unit))["fits"]:
+        first = unit  # by arithmetic, not even one unit: "none" says more than "<first"
+    exact: dict[int, dict] = {first: probe([first], False)[0]} if first else {}
+    if first and not exact[first]["fits"]:
         bar.close()
         return _search_result(request, unit, ceiling, exact, probes, cut_probes, start)
     locate = line_to_full_depth if depths else (lambda batch: probe([batch], True)[0])
@@ -285,6 +331,8 @@ def _max_batch_on(
             located.append(near)
             fast_slope = slope(high, near)
             candidate = crossing(near, fast_slope, usable, unit, ceiling)
+    if exact:  # the batch compiled first fits: the answer is above it
+        candidate = min(max(candidate, first + unit), ceiling)
     # a located unit that does not fit makes the unit a confirmation: nothing above to pair
     paired = low["fits"] and _compiles_alone((cut_probes or probes)[0])
     for _ in range(MAX_EXACT):
@@ -415,7 +463,9 @@ def describe(search: dict) -> str:
         where += f" on any mesh its weights divide ({', '.join(answers)})"
     elif answers:
         mesh = "{fsdp}x{tp}".format(**search["mesh_shape"])
-        others = [f"{name} fits {n or 'none'}" for name, n in answers.items() if name != mesh]
+        others = [
+            f"{name} fits {mesh_answer_text(n)}" for name, n in answers.items() if name != mesh
+        ]
         where += f" (mesh {mesh}; {', '.join(others)})"
     if largest == 0:
         why = "the compiler's verdict" if search["compiles"] else "arithmetic, before any compile"
