@@ -58,7 +58,7 @@ import jax  # noqa: E402  (after JAX_PLATFORMS)
 from shared import grpo, models, plan  # noqa: E402
 from shared.errors import BadInput, run_cli  # noqa: E402
 from shared.plan import budget  # noqa: E402
-from shared.plan.search import probe_rows  # noqa: E402
+from shared.plan.search_view import probe_rows  # noqa: E402
 from shared.plan.workloads import grpo as grpo_plan  # noqa: E402
 from shared.report import results  # noqa: E402
 

@@ -51,7 +51,7 @@ from shared import logits as L  # noqa: E402
 from shared.errors import BadInput, run_cli  # noqa: E402
 from shared.logits import compare  # noqa: E402
 from shared.plan import budget  # noqa: E402
-from shared.plan.search import probe_rows  # noqa: E402
+from shared.plan.search_view import probe_rows  # noqa: E402
 from shared.report import results  # noqa: E402
 
 MiB = 2**20

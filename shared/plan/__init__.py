@@ -12,13 +12,13 @@ worst executable's transient bytes, against the HBM the compiler allows.
 Modules: `target` (devices, usable HBM), `workloads/` (what gets compiled, one file per
 workload), `executable` (the types a workload is made of), `compiled` (compile one executable,
 read its bytes, FLOPs and `buffers`), `workload_bytes` (a workload's bytes by arithmetic),
-`floor` (whether a request can fit a mesh at all, by arithmetic),
-`verdict` (a whole workload's verdict, cached), `search` (the largest batch), `frontier` (what
-to change), `budget` (hours and dollars), `cheapest` (which slice to rent for a whole job;
-`cheapest_view` shows it, `jobs` holds notebook 08's jobs), `mesh` (the mesh a verdict
-compiles on), `field` (published points we must agree with), `layer_probe` (what a step keeps
-per layer), `atlas` (model x slice x recipe), `lookup` (one atlas cell, instantly),
-`__main__` (the command line).
+`floor` (whether a request can fit a mesh at all, by arithmetic), `verdict` (a whole workload's
+verdict, cached), `search` (the largest batch; `search_view` says it and lists its evidence),
+`frontier` (what to change), `budget` (hours and dollars), `cheapest` (which slice to rent for
+a whole job; `cheapest_view` shows it, `jobs` holds notebook 08's jobs), `mesh` (the mesh a
+verdict compiles on), `field` (published points we must agree with), `layer_probe` (what a step
+keeps per layer), `atlas` (model x slice x recipe), `lookup` (one atlas cell, instantly),
+`__main__` (the command line; `point_view` prints a verdict and a search).
 
 The names below load on first use (PEP 562): importing the compiler stack takes seconds, and
 `python -m shared.plan.lookup` must answer from the committed atlas in well under one.
@@ -29,7 +29,7 @@ import importlib
 # name -> the module that defines it
 _EXPORTS = {
     "FAST_COMPILE": "shared.plan.compiled",
-    "describe": "shared.plan.search",
+    "describe": "shared.plan.search_view",
     "max_batch": "shared.plan.search",
     "target_mesh": "shared.plan.target",
     "topology_devices": "shared.plan.target",

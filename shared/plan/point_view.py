@@ -4,7 +4,7 @@ dicts), kept apart from the command line that parses flags and chooses what to r
 import json
 
 from shared.plan import buffers
-from shared.plan.search import describe
+from shared.plan.search_view import describe
 from shared.sizing import human
 
 BUFFERS_SHOWN = 4  # largest per-device buffers printed under each executable (JSON keeps 6)

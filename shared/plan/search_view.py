@@ -1,0 +1,66 @@
+"""A batch search in words and rows: its one-line answer (`describe`) and the evidence behind
+it (`probe_rows`), as the command line, the notebooks, the atlas and the benchmarks show it;
+the search itself is shared.plan.search."""
+
+from shared.plan.lookup import mesh_answer_text
+from shared.plan.search import MAX_EXACT
+
+PROBE_COLUMNS = (
+    "batch",
+    "fast",
+    "fits",
+    "bytes_per_device",
+    "worst",
+    "refused",
+    "skipped",
+    "cached",
+)
+
+
+def probe_rows(search: dict) -> list[dict]:
+    """One row per verdict a search compiled (or read from the cache): the evidence behind its
+    largest batch, as benchmarks and notebooks record it. `refused` says whether the compiler
+    refused the program for lack of HBM (its message stays in the verdict)."""
+    return [
+        {
+            **{key: p.get(key) for key in PROBE_COLUMNS},
+            "refused": bool(p.get("refused")),
+            "compile_s": round(p["compile_s"], 1),
+        }
+        for p in search["probes"]
+    ]
+
+
+def describe(search: dict) -> str:
+    """One line: the answer, the evidence, and what limited it."""
+    largest, fail = search["max_batch"], search["first_not_fitting"]
+    where = f"{search['workload']} {search['model']} on {search['target']}"
+    answers = search.get("mesh_answers", {})
+    if answers and largest == 0:
+        where += f" on any mesh its weights divide ({', '.join(answers)})"
+    elif answers:
+        mesh = "{fsdp}x{tp}".format(**search["mesh_shape"])
+        others = [
+            f"{name} fits {mesh_answer_text(n)}" for name, n in answers.items() if name != mesh
+        ]
+        where += f" (mesh {mesh}; {', '.join(others)})"
+    if largest == 0:
+        why = "the compiler's verdict" if search["compiles"] else "arithmetic, before any compile"
+        return f"not even batch {search['multiple_of']} fits for {where} ({why})"
+    if search["at_least"] and largest >= search["ceiling"]:
+        return (
+            f"at least {largest} fits for {where}: the search stops at its ceiling of "
+            f"{search['ceiling']} without a failing batch"
+        )
+    if search["at_least"]:
+        return (
+            f"at least {largest} fits for {where}: the search stopped after {MAX_EXACT} exact "
+            "compiles, every one of which fit, so a larger batch may fit too"
+        )
+    text = f"largest batch that fits for {where}: {largest} (batch {fail} does not)"
+    if not search["converged"]:
+        text += (
+            f"; the search stopped after {MAX_EXACT} exact compiles with a gap, so a batch "
+            f"between {largest} and {fail} may also fit"
+        )
+    return text
