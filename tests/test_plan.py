@@ -20,7 +20,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from shared import plan, report
 from shared.errors import BadInput
 from shared.hardware import parse_target
-from shared.plan import search, verdict
+from shared.plan import search, search_view, verdict
 from shared.plan.executable import Executable, Workload
 
 GIB = 2**30
@@ -460,7 +460,7 @@ def test_a_search_starts_on_the_wider_mesh_whose_room_doubles_and_asks_the_narro
     assert [(p["batch"], p["fast"], p["compiled"]) for p in on_8x1] == [(8, False, False)]
     on_4x2 = [p for p in result["probes"] if p["mesh_shape"]["tp"] == 2]
     assert (on_4x2[0]["batch"], on_4x2[0]["fast"]) == (4, True)  # located and confirmed
-    assert "(mesh 4x2; 8x1 fits none)" in search.describe(result)
+    assert "(mesh 4x2; 8x1 fits none)" in search_view.describe(result)
 
 
 def test_a_search_that_fits_nothing_on_any_mesh_answers_on_the_rules_mesh(monkeypatch):
@@ -472,7 +472,7 @@ def test_a_search_that_fits_nothing_on_any_mesh_answers_on_the_rules_mesh(monkey
     # that failing compile is its whole answer: nothing located on it
     wider = [(p["batch"], p["fast"]) for p in result["probes"] if p["mesh_shape"]["tp"] == 2]
     assert wider == [(4, False)]  # one unit of 4x2: its 4 fsdp devices
-    assert "on any mesh its weights divide (8x1, 4x2)" in search.describe(result)
+    assert "on any mesh its weights divide (8x1, 4x2)" in search_view.describe(result)
 
 
 def test_a_wider_tp_that_doubles_the_room_for_the_batch_is_searched_too(monkeypatch):
@@ -489,10 +489,29 @@ def test_a_wider_tp_that_doubles_the_room_for_the_batch_is_searched_too(monkeypa
     assert answers == {"8x1": f"<{asked}", "4x2": largest} and result["mesh"] == "4x2"
     on_8x1 = [(p["batch"], p["fast"]) for p in result["probes"] if p["mesh_shape"]["tp"] == 1]
     assert on_8x1 == [(asked, False)]
-    assert f"(mesh 4x2; 8x1 fits fewer than {asked})" in search.describe(result)
+    assert f"(mesh 4x2; 8x1 fits fewer than {asked})" in search_view.describe(result)
     light = search.max_batch(plan.Request("tp-light", "none", "v5e-8"), progress=False)
     assert "mesh_answers" not in light and light["max_batch"] > largest
     assert {p["mesh_shape"]["tp"] for p in light["probes"]} == {1}
+
+
+def test_a_narrower_mesh_that_fits_the_roomier_ones_answer_is_searched_on_and_wins_the_tie(
+    monkeypatch,
+):
+    """Arithmetic says 4x2 doubles 8x1's room (tp-crowded: 12 GiB of weights), so 4x2 is
+    searched first; a made-up compiler fits 64 rows on any mesh. Asked for 64 first, 8x1
+    fits, so it is searched on above 64 and, with fewer tp, is the answer."""
+    monkeypatch.setattr(search, "wider_shapes", lambda request, devices, than: [(4, 2)])
+    usable = 15.75 * GIB
+    _fake_compiler(
+        monkeypatch,
+        lambda r: _fake_verdict(r, GIB + r.batch * (usable - GIB) / 64.5, usable, mesh=r.mesh),
+    )
+    result = search.max_batch(plan.Request("tp-crowded", "none", "v5e-8"), progress=False)
+    assert result["mesh_answers"] == {"8x1": 64, "4x2": 64} and result["max_batch"] == 64
+    assert result["mesh_shape"] == {"fsdp": 8, "tp": 1} and result["mesh"] is None
+    on_8x1 = [p for p in result["probes"] if p["mesh"] is None]
+    assert (on_8x1[0]["batch"], on_8x1[0]["fast"]) == (64, False)
 
 
 def test_a_sampled_8b_model_on_a_v5e_8_doubles_its_room_on_4x2_and_a_1b_does_not():
@@ -734,7 +753,7 @@ def test_the_cli_picks_jax_platforms_from_its_target(target, platforms, tmp_path
 
 
 def test_probe_rows_record_each_compile_of_a_search_in_one_shape():
-    from shared.plan.search import PROBE_COLUMNS, probe_rows
+    from shared.plan.search_view import PROBE_COLUMNS, probe_rows
 
     refused = {"batch": 16, "fast": False, "fits": False, "bytes_per_device": 9, "compile_s": 2.04}
     found = {"probes": [{**refused, "refused": "HLO temporaries exceed", "skipped": []}]}
@@ -792,8 +811,8 @@ def test_an_unwritable_plan_cache_is_one_line_before_any_compile(tmp_path, monke
 def test_a_search_that_nothing_fits_says_whether_the_compiler_or_arithmetic_decided():
     base = {"workload": "sft", "model": "m", "target": "v5e-1", "max_batch": 0}
     base.update(multiple_of=1, first_not_fitting=1)
-    assert "(the compiler's verdict)" in search.describe({**base, "compiles": 2})
-    assert "(arithmetic, before any compile)" in search.describe({**base, "compiles": 0})
+    assert "(the compiler's verdict)" in search_view.describe({**base, "compiles": 2})
+    assert "(arithmetic, before any compile)" in search_view.describe({**base, "compiles": 0})
 
 
 def test_a_model_cut_to_whole_attention_repeats_keeps_its_layer_mix():
