@@ -142,8 +142,9 @@ def csv_row(recipe: str, model: str, target: str, row: dict | None, price: dict)
 
 
 def _mesh_answers(answers: dict) -> str:
-    """'8x1:8 4x2:192': each mesh a search compiled and the largest batch it fit, tp rising
-    (the search's order; the store keeps JSON keys sorted)."""
+    """'8x1:<192 4x2:192': each mesh a search compiled and the largest batch it fit ('<N':
+    it was asked only whether it fits N, and does not), tp rising (the store keeps JSON keys
+    sorted)."""
     by_tp = sorted(answers.items(), key=lambda item: int(item[0].split("x")[1]))
     return " ".join(f"{mesh}:{n}" for mesh, n in by_tp)
 
@@ -168,7 +169,8 @@ def _header(best: list[dict], command: str) -> str:
         "where its weights cannot sit whole on each chip (`shared/plan/mesh.py`), or a wider "
         "tp that at least doubles a device's room for the batch and fits more "
         "(`shared/plan/search.py`; the CSV's `mesh_answers` gives what each mesh searched "
-        "fits); otherwise every device is on fsdp.\n"
+        "fits, `<N` where a mesh was asked only whether it fits N); otherwise every device is "
+        "on fsdp.\n"
         "- `not yet`: not computed yet (listed at the end); `failed`: the reason is below.\n\n"
         "Multi-chip cells are compiled with tunix's activation shardings applied (batch over "
         "fsdp, wide dimensions over tp), as tunix's models declare them and its trainers run "
