@@ -311,6 +311,16 @@ def test_lookup_answers_one_cell_from_the_committed_table_or_says_how_to_compute
         lookup.read_table(lookup.TABLE.with_name("missing.csv"))
 
 
+def test_lookup_words_each_other_mesh_searched():
+    """A mesh the search only asked whether it fits the answer ('<N' in mesh_answers) reads as
+    fewer than N; one that fit not even a unit, as none."""
+    from shared.plan import lookup
+
+    done = next(r for r in lookup.read_table() if r["status"] == "ok" and r["bytes_per_device"])
+    row = {**done, "mesh": "4x2", "mesh_answers": "8x1:<192 4x2:192 2x4:0"}
+    assert "other meshes searched: 8x1 fits fewer than 192, 2x4 fits none" in lookup.describe(row)
+
+
 def test_the_plan_command_answers_lookup_from_the_table_without_jax():
     """`python -m shared.plan lookup M T R`, the spelling a reader tries first, is the lookup:
     no compiler import, one line and exit 2 for an unknown cell."""
