@@ -466,7 +466,7 @@ def test_a_search_starts_on_the_wider_mesh_whose_room_doubles_and_asks_the_narro
 def test_a_search_that_fits_nothing_on_any_mesh_answers_on_the_rules_mesh(monkeypatch):
     monkeypatch.setattr(search, "wider_shapes", lambda request, devices, than: [(4, 2)])
     result = search.max_batch(plan.Request("tp-starved", "none", "v5e-8"), progress=False)
-    assert result["max_batch"] == 0 and result["mesh"] is None  # the rule's 8x1
+    assert result["max_batch"] == 0 and result["mesh"] == "8x1"  # the rule's
     assert result["mesh_answers"] == {"8x1": 0, "4x2": 0} and len(result["probes"]) >= 2
     # after a mesh that fit nothing, a wider one is compiled exactly at one unit first, and
     # that failing compile is its whole answer: nothing located on it
@@ -509,9 +509,28 @@ def test_a_narrower_mesh_that_fits_the_roomier_ones_answer_is_searched_on_and_wi
     )
     result = search.max_batch(plan.Request("tp-crowded", "none", "v5e-8"), progress=False)
     assert result["mesh_answers"] == {"8x1": 64, "4x2": 64} and result["max_batch"] == 64
-    assert result["mesh_shape"] == {"fsdp": 8, "tp": 1} and result["mesh"] is None
-    on_8x1 = [p for p in result["probes"] if p["mesh"] is None]
+    assert result["mesh_shape"] == {"fsdp": 8, "tp": 1} and result["mesh"] == "8x1"
+    on_8x1 = [p for p in result["probes"] if p["mesh"] == "8x1"]
     assert (on_8x1[0]["batch"], on_8x1[0]["fast"]) == (64, False)
+
+
+def test_every_probe_of_a_search_compiles_on_the_mesh_it_answers_for(monkeypatch):
+    """A request without a mesh takes the rule's mesh at its own batch, and the rule moves a
+    tunix model to a wider tp once its floor outgrows the all-fsdp mesh: a search on 8x1 that
+    left its probes' mesh unset answered llama3.1-8b rollouts on a v5e-8 with "8x1 fits 192"
+    from verdicts compiled on 4x2 (8x1 holds 18.8 GiB of weights and KV cache at 192, over
+    the 15.75). Every probe names its mesh."""
+    meshes = set()
+    usable = 15.75 * GIB
+
+    def verdict_of(request):
+        meshes.add(request.mesh)
+        used = GIB + request.batch * (usable - GIB) / 64.5
+        return _fake_verdict(request, used, usable, mesh=request.mesh)
+
+    _fake_compiler(monkeypatch, verdict_of)
+    result = search.max_batch(plan.Request("rollout", "gemma3-tiny", "v5e-8"), progress=False)
+    assert result["max_batch"] == 64 and meshes == {"8x1"}
 
 
 def test_a_sampled_8b_model_on_a_v5e_8_doubles_its_room_on_4x2_and_a_1b_does_not():

@@ -240,7 +240,10 @@ def _max_batch_on(
     from tqdm.auto import tqdm
 
     fsdp, tp = shape
-    if request.mesh is None and tp > 1:  # every probe on the one mesh that shards the model
+    if request.mesh is None and fsdp * tp > 1:
+        # every probe on the mesh it answers for: left unset, each verdict takes the rule's mesh
+        # at its own batch, which moves a tunix model to a wider tp once its floor outgrows
+        # the all-fsdp mesh (a search on 8x1 fit llama3.1-8b rollouts "192" on 4x2)
         request = dataclasses.replace(request, mesh=f"{fsdp}x{tp}")
     unit = unit_for(request, multiple_of)
     ceiling = max(unit, (CEILING if ceiling is None else ceiling) // unit * unit)
