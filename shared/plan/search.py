@@ -121,10 +121,9 @@ def _compiles_alone(point: dict) -> bool:
     a verdict `point` of it) and the cores can compile two at once: an exact compile then
     leaves a core idle, and the search compiles a partner one unit away beside each exact
     candidate (search_lines.partner). The answer takes a fitting batch and a failing one a
-    unit apart;
-    where the candidate is the answer, both come in about one compile's wall time (gemma3-27b
-    LoRA on a v5p-8: 159 s for batch 4, which fits, then 53 s for 8, which does not; a
-    gemma3-4b LoRA verdict took 1.14x its wall alone with its partner beside it:
+    unit apart; where the candidate is the answer, both come in about one compile's wall time
+    (gemma3-27b LoRA on a v5p-8: 159 s for batch 4, which fits, then 53 s for 8, which does
+    not; a gemma3-4b LoRA verdict took 1.14x its wall alone with its partner beside it:
     benchmarks/results/plan_pairing.json)."""
     executables = len(point.get("executables", {})) + len(point.get("skipped", []))
     return 0 < executables and 2 * executables <= WORKERS
@@ -256,7 +255,9 @@ def _max_batch_on(
     probes: list[dict] = []  # the whole model's verdicts, fast and exact
     cut_probes: list[dict] = []  # exact verdicts of the model cut to `depths` layers
     depths, full_layers = cut_depths(request)
-    if depths and not floor_verdict(dataclasses.replace(request, batch=unit))["fits"]:
+    # whether the whole model's arguments alone leave room for one unit, by arithmetic
+    unit_floor_fits = floor_verdict(dataclasses.replace(request, batch=unit))["fits"]
+    if depths and not unit_floor_fits:
         # the whole model's arguments alone exceed the HBM at one unit (gemma3-27b on a v5e-1):
         # no cut compile can change that, and the probes below answer by arithmetic
         depths = None
@@ -297,7 +298,7 @@ def _max_batch_on(
         }
 
     first = None if exact_from is None else min(max(unit, -(-exact_from // unit) * unit), ceiling)
-    if first and not floor_verdict(dataclasses.replace(request, batch=unit))["fits"]:
+    if first and not unit_floor_fits:
         first = unit  # by arithmetic, not even one unit: "none" says more than "<first"
     exact: dict[int, dict] = {first: probe([first], False)[0]} if first else {}
     if first and not exact[first]["fits"]:
