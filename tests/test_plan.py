@@ -369,7 +369,7 @@ def test_one_unit_past_half_the_room_starts_the_exact_compiles_at_one(
     and 2 rows exactly instead of locating at 8 (the slowest compile of a training cell: far
     over the HBM). With 5 GiB a row 2 is the failure next to the answer; where fixed temps
     made one row look heavy (4 GiB + 1 a row), 2 fits and the search goes on to the true
-    answer."""
+    answer. The last compile is the check two units above the answer."""
     monkeypatch.setitem(plan.WORKLOADS, "weighty", lambda r, mesh: _tp_hungry(r, mesh, gib=6))
 
     def verdict_of(request):
@@ -379,16 +379,18 @@ def test_one_unit_past_half_the_room_starts_the_exact_compiles_at_one(
     _fake_compiler(monkeypatch, verdict_of)
     result = plan.max_batch(plan.Request("weighty", "none", "v5e-1"), progress=False)
     assert (result["max_batch"], result["first_not_fitting"]) == (answer, answer + 1)
+    assert result["checked_above"] == answer + 2 and result["dips"] == []
     probes = [(p["batch"], p["fast"]) for p in result["probes"]]
     assert probes[:3] == [(1, True), (1, False), (2, False)]
-    assert max(b for b, _ in probes) <= 2 * answer and len(probes) <= 5
+    assert probes[-1] == (answer + 2, False) and len(probes) <= 6
 
 
 def test_a_one_executable_step_compiles_the_batch_above_each_candidate_beside_it(monkeypatch):
     """A LoRA step is one executable, and an exact compile of it keeps one of two cores busy:
     the search compiles the candidate and one unit above it at once (plan_points). Fake
     verdicts shaped like gemma3-27b LoRA on a v5p-8 (unit 4; 54 GB at 4 rows, 132 at 8, of
-    102.8): one exact round, both compiled together, answers 4 (8 does not fit)."""
+    102.8): one exact round, both compiled together, answers 4 (8 does not fit), and the check
+    two units above (12) fails too."""
     monkeypatch.setitem(plan.WORKLOADS, "weighty", lambda r, mesh: _tp_hungry(r, mesh, gib=6))
     usable, rounds = 102.8e9, []
 
@@ -403,7 +405,29 @@ def test_a_one_executable_step_compiles_the_batch_above_each_candidate_beside_it
     monkeypatch.setattr(search, "plan_points", plan_points)
     result = plan.max_batch(plan.Request("weighty", "none", "v5p-8"), progress=False)
     assert (result["max_batch"], result["first_not_fitting"]) == (4, 8)
-    assert rounds == [[4], [4, 8]]  # located at one unit, then the boundary pair at once
+    assert rounds == [[4], [4, 8], [12]]  # located at one unit, the boundary pair, the check
+    assert plan.describe(result).endswith(": 4 (batches 8 and 12 do not)")
+
+
+def test_an_answer_stands_only_where_two_units_above_it_fail_too(monkeypatch):
+    """The compiler's bytes are not monotone in the batch: llama3.1-8b rollouts on a pinned 4x2
+    of a v5e-8 took 15.16 GiB at 184 (46 a device), 15.80 at 188 (47), 15.28 at 192 (48), of
+    15.75; an odd row a device cost ~0.6 GiB more. The search stopped at "184 (188 does not)"
+    where the stored atlas row, compiled along other batches, said 192. Fake verdicts with
+    that saw-tooth (4 GiB + 0.1 a row, 0.6 more at odd batches): odd batches fit up to 111,
+    even ones up to 116. The search's lines land on 117 and 115, which fail; the check above
+    114 finds 116, and the answer says which failure sat below it."""
+    usable = 15.75 * GIB
+
+    def verdict_of(request):
+        b = request.batch
+        return _fake_verdict(request, (4 + 0.1 * b + 0.6 * (b % 2)) * GIB, usable)
+
+    _fake_compiler(monkeypatch, verdict_of)
+    result = plan.max_batch(plan.Request("scale", "none", "v5e-1"), progress=False)
+    assert (result["max_batch"], result["first_not_fitting"]) == (116, 117)
+    assert result["checked_above"] == 118 and result["converged"] and result["dips"] == [115]
+    assert "below it did not fit either" in plan.describe(result)
 
 
 def test_a_located_point_answered_by_arithmetic_is_not_aimed_through(monkeypatch):

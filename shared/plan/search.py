@@ -14,6 +14,9 @@ Bytes per device grow close to linearly with the batch (KV cache, activations). 
    through the nearest two (regula falsi); with failures only, the line through two compiled
    ones, else from the largest located fit to the nearest failure.
    A point that fails stops compiling at its first failing executable.
+3. check: bytes are not monotone in the batch, so the batch two units above the answer is
+   compiled too; where it fits (a dip: one more row a device cost more than two), the search
+   goes on above it, and the answer stands only with both units above it failing.
 The answer is the exact compile's verdict at that boundary, never the line's. The unit is
 `multiple_of` (default: the mesh's data-parallel size; people pick multiples of 8 or 64). No
 limit caps the answer: the search keeps going up until a batch fails, or reaches a stated hard
@@ -29,13 +32,20 @@ from shared import models
 from shared.errors import BadInput
 from shared.hardware import parse_target
 from shared.plan.mesh import room_for_batch, search_shape, wider_shapes
-from shared.plan.search_lines import crossing, failures_line, fits_slope, partner, slope
+from shared.plan.search_lines import (
+    bracket,
+    crossing,
+    failures_line,
+    fits_slope,
+    partner,
+    slope,
+)
 from shared.plan.target import target_devices
 from shared.plan.verdict import WORKERS, Request, floor_verdict, plan_points
 from shared.plan.workloads import CUT_TO_LAYERS
 
 CEILING = 1 << 16  # the largest batch a search tries; reaching it is reported as "at least"
-MAX_EXACT = 8  # exact compiles before the search gives up on a non-linear boundary
+MAX_EXACT = 8  # exact rounds (besides checks above) before a search gives up on a non-linear line
 # Near its HBM the exact compiler works to fit (rematerialising, serialising), and the bytes it
 # reports stop growing with the batch: gemma3-1b full fine-tunes on a v5p-8 took 98.3, 98.7,
 # 97.7, 99.1, 97.0 and 100.7 GB of 102.8 at batches 120 to 184, where the fast line grows
@@ -338,16 +348,26 @@ def _max_batch_on(
         candidate = min(max(candidate, first + unit), ceiling)
     # a located unit that does not fit makes the unit a confirmation: nothing above to pair
     paired = low["fits"] and _compiles_alone((cut_probes or probes)[0])
-    for _ in range(MAX_EXACT):
+    rounds = 0
+    while True:
         if candidate not in exact:
             beside = partner(candidate, exact, unit, ceiling) if paired else None
             batches = [candidate, beside] if beside else [candidate]
             exact.update(zip(batches, probe(batches, False), strict=True))
         point = exact[candidate]
         fits = sorted(b for b, p in exact.items() if p["fits"])
-        best = fits[-1] if fits else 0
-        worst = min((b for b, p in exact.items() if not p["fits"]), default=None)
-        if (worst is not None and worst - best <= unit) or (worst is None and best >= ceiling):
+        best, worst = bracket(exact)
+        if worst is not None and worst - best <= unit:
+            if best and (above := worst + unit) <= ceiling and above not in exact:
+                # the check above: bytes are not monotone in the batch (one per-device row
+                # more can cost more than two: llama3.1-8b rollouts on a pinned 4x2 of a v5e-8
+                # fit 184 and 192 but not 188), so an answer stands only where two units
+                # above it fail too; where that fits, the search goes on above it
+                candidate = above
+                continue
+            break
+        rounds += 1
+        if (worst is None and best >= ceiling) or rounds >= MAX_EXACT:
             break
         exact_slope = fits_slope(exact, fits, unit, one_unit_will_do=not fast_slope)
         squeezed = (
@@ -410,14 +430,17 @@ def _search_result(
 ) -> dict:
     """One mesh's search as max_batch returns it: the answer read off its exact verdicts
     (`exact`, by batch), with every probe it compiled or read from the cache."""
-    fits = [b for b, p in exact.items() if p["fits"]]
-    fails = [b for b, p in exact.items() if not p["fits"]]
-    largest, first_fail = max(fits, default=0), min(fails, default=None)
+    largest, first_fail = bracket(exact)
+    checked = first_fail is not None and first_fail + unit in exact
     return {
         **dataclasses.asdict(request),
         "multiple_of": unit,
         "max_batch": largest,
         "first_not_fitting": first_fail,
+        # the check above the answer (max_batch's loop), where it was compiled: it failed
+        "checked_above": first_fail + unit if checked and largest else None,
+        # failing exact batches below the answer: the compiler's bytes are not monotone
+        "dips": sorted(b for b, p in exact.items() if not p["fits"] and b < largest),
         # no batch failed: the answer is a lower bound (the ceiling, or MAX_EXACT, stopped it)
         "at_least": first_fail is None,
         "ceiling": ceiling,

@@ -53,14 +53,24 @@ def fits_slope(
     return slope(lower, exact[fits[-1]]) if lower else None
 
 
+def bracket(exact: dict[int, dict]) -> tuple[int, int | None]:
+    """The largest fitting exact batch (0: none) and the least failing one above it (None:
+    none). A failure below the largest fit is a dip, not a bound: the compiler's bytes are not
+    monotone in the batch (llama3.1-8b rollouts on a pinned 4x2 of a v5e-8: 184 and 192 fit,
+    188 does not; search.max_batch's check two units above)."""
+    best = max((b for b, p in exact.items() if p["fits"]), default=0)
+    worst = min((b for b, p in exact.items() if not p["fits"] and b > best), default=None)
+    return best, worst
+
+
 def partner(candidate: int, exact: dict[int, dict], unit: int, ceiling: int) -> int | None:
     """The batch to compile beside an exact `candidate` (shared.plan.search compiles the two
     at once where a step is one executable): one unit above it, which answers where the
     candidate is the last fit, or one unit below where above is compiled already; only inside
     the bracket the exact points leave open (a bracket of 7169 to 8064 aimed at 8063 compiles
     8062 beside it, and that pair ends the search)."""
-    best = max((b for b, p in exact.items() if p["fits"]), default=0)
-    worst = min((b for b, p in exact.items() if not p["fits"]), default=ceiling + unit)
+    best, worst = bracket(exact)
+    worst = ceiling + unit if worst is None else worst
     return next(
         (b for b in (candidate + unit, candidate - unit) if best < b < worst and b <= ceiling),
         None,

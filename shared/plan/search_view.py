@@ -57,7 +57,14 @@ def describe(search: dict) -> str:
             f"at least {largest} fits for {where}: the search stopped after {MAX_EXACT} exact "
             "compiles, every one of which fit, so a larger batch may fit too"
         )
-    text = f"largest batch that fits for {where}: {largest} (batch {fail} does not)"
+    above = search.get("checked_above")
+    fails = f"batches {fail} and {above} do not" if above else f"batch {fail} does not"
+    text = f"largest batch that fits for {where}: {largest} ({fails})"
+    if dips := search.get("dips"):
+        text += (
+            f"; {' and '.join(map(str, dips))} below it did not fit either: the compiler's "
+            "bytes are not monotone in the batch"
+        )
     if not search["converged"]:
         text += (
             f"; the search stopped after {MAX_EXACT} exact compiles with a gap, so a batch "
