@@ -42,6 +42,8 @@ def _row(model, target, recipe="rollout", **fields):
         "first_not_fitting": 16,
         "at_least": False,
         "converged": True,
+        "checked_above": None,  # stored since the search's check: nothing above to check
+        "dips": [],
         "multiple_of": 8,
         "bytes_per_device": 15 * 2**30,
         "hbm_bytes": int(15.75 * 2**30),
@@ -51,6 +53,11 @@ def _row(model, target, recipe="rollout", **fields):
         "summary": f"{model} on {target}",
     }
     return {**base, **fields}
+
+
+def _before_the_check(row: dict) -> dict:
+    """A row as the store kept it before the search checked two units above its answer."""
+    return {k: v for k, v in row.items() if k not in ("checked_above", "dips")}
 
 
 def test_store_round_trip_ignores_a_truncated_line(tmp_path, capsys):
@@ -140,6 +147,86 @@ def test_retry_mesh_reruns_the_rows_a_roomier_mesh_would_change():
     )
 
 
+def test_check_above_reruns_only_answers_stored_before_the_check():
+    """--check-above picks the rows whose converged answer lacks the check two units above
+    it; a row stored since (checked_above, even None), a ceiling's "at least", a "not even one
+    unit" and a gap are not its business."""
+    grid = atlas.cells(["gemma3-1b", "gemma3-4b"], ["v5e-1", "v6e-1", "v5p-8"], ["rollout"])
+    rows = [
+        _before_the_check(_row("gemma3-1b", "v5e-1")),
+        _row("gemma3-1b", "v6e-1", checked_above=24),
+        _row("gemma3-4b", "v5e-1"),
+        _before_the_check(_row("gemma3-4b", "v6e-1", max_batch=512, at_least=True)),
+        _before_the_check(_row("gemma3-1b", "v5p-8", max_batch=0, devices=8)),
+        _before_the_check(_row("gemma3-4b", "v5p-8", converged=False)),
+    ]
+    assert not atlas.todo(grid, rows, VERSIONS)
+    assert _keys(atlas.todo(grid, rows, VERSIONS, check_above=True)) == {
+        ("gemma3-1b", "v5e-1", "rollout")
+    }
+
+
+def _check_compiler(monkeypatch, fitting: set[int]) -> list[tuple[int, bool]]:
+    """search's compiles answered by a made-up compiler that fits the batches up to 64 and
+    `fitting` (0.2 GiB a row; 16 GiB where it does not fit), recording (batch, fast)."""
+    asked = []
+
+    def verdict_of(request):
+        asked.append((request.batch, request.fast))
+        fits = request.batch <= 64 or request.batch in fitting
+        return {
+            "batch": request.batch,
+            "fast": request.fast,
+            "fits": fits,
+            "cached": False,
+            "bytes_per_device": (0.2 * request.batch if fits else 16) * 2**30,
+            "hbm_bytes": int(15.75 * 2**30),
+            "compile_s": 10.0,
+            "devices": 8,
+            "dtype": "bfloat16",
+            "worst": "decode",
+            "mesh_shape": {"fsdp": 8, "tp": 1},
+        }
+
+    monkeypatch.setattr(
+        search, "plan_points", lambda requests, use_cache: [verdict_of(r) for r in requests]
+    )
+    return asked
+
+
+@pytest.mark.parametrize(
+    "fitting, answer, checked, dips", [(set(), 64, 80, []), ({80}, 80, 96, [72])]
+)
+def test_a_stored_answer_is_checked_two_units_above_on_its_mesh(
+    monkeypatch, fitting, answer, checked, dips
+):
+    """A row stored before the check (64 fits, 72 does not, unit 8 on a v5e-8's 8x1): 80 is
+    compiled exactly, first. Where it fails, the row keeps its answer and says it was checked;
+    where it fits (a dip at 72), the search goes on above it to the new answer, itself
+    checked, and the row says 72 was a dip."""
+    asked = _check_compiler(monkeypatch, fitting)
+    cell = atlas.Cell("gemma3-tiny", "v5e-8", "rollout")
+    stored = _before_the_check(
+        _row(
+            "gemma3-tiny",
+            "v5e-8",
+            max_batch=64,
+            first_not_fitting=72,
+            mesh="8x1",
+            probes=[[64, False, True], [72, False, False]],
+            cut_probes=[],
+        )
+    )
+    row = atlas.check_row(stored, cell, progress=False)
+    assert row["status"] == "ok" and asked[0] == (80, False)
+    assert (row["max_batch"], row["first_not_fitting"]) == (answer, answer + 8)
+    assert (row["checked_above"], row["dips"]) == (checked, dips)
+    assert row["compiles"] == 5 + len(asked) and row["probes"][:2] == stored["probes"]
+    assert row["wall_s"] > 200.0 and row["mesh"] == "8x1"
+    assert f"{answer} (batches {answer + 8} and {checked} do not)" in row["summary"]
+    assert not atlas.needs_check(row)
+
+
 def test_only_selects_cells_and_names_the_valid_values():
     grid = atlas.cells(["gemma3-1b", "gemma2-2b"], ["v5e-1", "v6e-1"], ["rollout", "lora-train"])
     only = atlas.parse_only("recipe=rollout,model=gemma3-1b,model=gemma2-2b,target=v6e-1")
@@ -157,7 +244,15 @@ def test_only_selects_cells_and_names_the_valid_values():
 def test_render_a_fake_store(tmp_path):
     store = tmp_path / "atlas.jsonl"
     for row in (
-        _row("gemma3-1b", "v5e-1", max_batch=208, first_not_fitting=216, multiple_of=8),
+        _row(
+            "gemma3-1b",
+            "v5e-1",
+            max_batch=208,
+            first_not_fitting=216,
+            checked_above=224,
+            dips=[200],
+            multiple_of=8,
+        ),
         _row("gemma3-1b", "v6e-1", date="2026-11-21T00:00:00Z", max_batch=4),  # older
         _row(
             "gemma3-1b", "v6e-1", max_batch=512, first_not_fitting=None, at_least=True, ceiling=512
@@ -173,8 +268,15 @@ def test_render_a_fake_store(tmp_path):
             multiple_of=4,
             mesh_answers={"8x1": 0, "4x2": 4},
         ),
-        _row(
-            "gemma3-1b", "tpu7x-8", recipe="grpo", mesh="8x1", max_batch=96, first_not_fitting=104
+        _before_the_check(
+            _row(
+                "gemma3-1b",
+                "tpu7x-8",
+                recipe="grpo",
+                mesh="8x1",
+                max_batch=96,
+                first_not_fitting=104,
+            )
         ),
         _row(
             "gemma3-1b",
@@ -217,10 +319,14 @@ def test_render_a_fake_store(tmp_path):
         == 0
     )
     md = md_path.read_text()
-    assert "| gemma3-1b | ✓ 208 (✗ 216) | ✓ ≥512 | not yet |" in md  # the newest row wins
+    # the newest row wins; its answer was checked two units above
+    assert "| gemma3-1b | ✓ 208 (✗ 216, ✗ 224) | ✓ ≥512 | not yet |" in md
+    assert "208 (batches 216 and 224 do not); 200 below it did not fit either" in md
     assert "| gemma3-27b | ✗ 0 (✗ 1) | not yet | failed |" in md
     assert "| gemma3-27b | not yet | not yet | ✓ 4 (✗ 16) on 4x2 |" in md  # tp named
-    assert "| gemma3-1b | not yet | not yet | ✓ 96 (✗ 104) |" in md  # all fsdp: nothing said
+    # all fsdp: nothing said; stored before the check: "?"
+    assert "| gemma3-1b | not yet | not yet | ✓ 96 (✗ 104)? |" in md
+    assert "`--check-above` compiles the check" in md
     assert "✓ 24 (✗ 32 gap)" in md
     assert "gemma3-27b on tpu7x-8 failed: RuntimeError: compile died" in md
     assert "| *$/h on-demand / spot* | $1.20 / $0.24 | $2.70 / $0.54 | n/a / n/a |" in md
@@ -254,6 +360,7 @@ def test_render_a_fake_store(tmp_path):
     )
     assert grpo["gemma3-27b", "tpu7x-8"]["mesh_answers"] == "8x1:0 4x2:4"
     assert grpo["gemma3-1b", "tpu7x-8"]["mesh_answers"] == ""
+    assert (first["checked_above"], first["dips"]) == ("224", "200")
 
 
 def test_a_cell_runs_in_its_own_process_and_its_death_is_a_failed_row():
@@ -319,6 +426,18 @@ def test_lookup_words_each_other_mesh_searched():
     done = next(r for r in lookup.read_table() if r["status"] == "ok" and r["bytes_per_device"])
     row = {**done, "mesh": "4x2", "mesh_answers": "8x1:<192 4x2:192 2x4:0"}
     assert "other meshes searched: 8x1 fits fewer than 192, 2x4 fits none" in lookup.describe(row)
+
+
+def test_lookup_says_whether_the_answer_was_checked_two_units_above():
+    from shared.plan import lookup
+
+    done = next(r for r in lookup.read_table() if r["status"] == "ok" and r["bytes_per_device"])
+    row = {**done, "max_batch": "184", "first_not_fitting": "188", "at_least": "False"}
+    checked = lookup.describe({**row, "checked_above": "192", "dips": "180"})
+    assert "largest batch 184 (neither 188 nor 192 fits)" in checked
+    assert "below it, 180 did not fit" in checked
+    unchecked = lookup.describe({**row, "checked_above": "", "dips": ""})
+    assert "two units above it not compiled yet" in unchecked and "below it" not in unchecked
 
 
 def test_the_plan_command_answers_lookup_from_the_table_without_jax():

@@ -69,8 +69,14 @@ def describe(row: dict) -> str:
         answer = f"at least {largest} fits (the search's ceiling)"
     elif row["at_least"] == "True":
         answer = f"at least {largest} fits (the search stopped with every exact compile fitting)"
+    elif checked := row.get("checked_above"):
+        answer = f"largest batch {largest} (neither {first_fail} nor {checked} fits)"
     else:
-        answer = f"largest batch {largest} ({first_fail} does not fit)"
+        answer = (
+            f"largest batch {largest} ({first_fail} does not fit; two units above it not "
+            "compiled yet, and the compiler's bytes are not monotone in the batch: a larger "
+            "batch may fit)"
+        )
     settings = ", ".join(f"{k} {v}" for k, v in json.loads(row["settings"]).items())
     if row.get("mesh"):
         settings += f", mesh {row['mesh']} (fsdp x tp)"
@@ -79,6 +85,8 @@ def describe(row: dict) -> str:
     others = [f"{mesh} fits {mesh_answer_text(n)}" for mesh, n in answers if mesh != row["mesh"]]
     if others:
         lines.append(f"  other meshes searched: {', '.join(others)}")
+    if row.get("dips"):
+        lines.append(f"  below it, {row['dips']} did not fit: the bytes are not monotone")
     if row["bytes_per_device"]:
         used, allowed = float(row["bytes_per_device"]), float(row["hbm_bytes"])
         lines.append(f"  at {largest}: {used / GiB:.2f} of the {allowed / GiB:.2f} GiB per device")

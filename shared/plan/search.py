@@ -220,6 +220,25 @@ def max_batch(
     return result
 
 
+def check_above(
+    request: Request,
+    shape: tuple[int, int],
+    answer: int,
+    multiple_of: int,
+    *,
+    use_cache: bool = True,
+    progress: bool = True,
+) -> dict:
+    """max_batch's check (step 3) for an `answer` found on the mesh `shape` without it (the
+    atlas's rows stored before 2026-11-27): the batch two units above it compiled exactly;
+    where that fits, the search goes on above it, as max_batch's would. The mesh's search:
+    max_batch 0 with first_not_fitting at the checked batch where the answer stands."""
+    check = _max_batch_on(
+        request, shape, multiple_of, None, use_cache, progress, exact_from=answer + 2 * multiple_of
+    )
+    return {**check, "mesh_shape": {"fsdp": shape[0], "tp": shape[1]}}
+
+
 def _mesh_answer(search: dict) -> int | str:
     """One mesh's answer for `mesh_answers`: its largest batch, or "<N" where its only exact
     compile was a failure above one unit (asked whether it fits N, another mesh's answer)."""

@@ -13,7 +13,7 @@ from shared import plan
 from shared.errors import BadInput
 from shared.hardware import parse_target, prices
 from shared.paths import ROOT
-from shared.plan.atlas.store import RECIPES, model_params, newest, revision
+from shared.plan.atlas.store import RECIPES, model_params, needs_check, newest, revision
 from shared.versions import VERSIONED
 
 MARKDOWN = ROOT / "docs" / "atlas.md"
@@ -65,7 +65,11 @@ def cell_text(row: dict | None) -> str:
     gap = "" if row["converged"] else " gap"
     if row["at_least"]:
         return f"✓ ≥{row['max_batch']}{gap}{_on_mesh(row)}"
-    return f"✓ {row['max_batch']} (✗ {row['first_not_fitting']}{gap}){_on_mesh(row)}"
+    fails = f"✗ {row['first_not_fitting']}"
+    if row.get("checked_above"):
+        fails += f", ✗ {row['checked_above']}"
+    unchecked = "?" if needs_check(row) else ""
+    return f"✓ {row['max_batch']} ({fails}{gap}){unchecked}{_on_mesh(row)}"
 
 
 def _on_mesh(row: dict) -> str:
@@ -118,6 +122,8 @@ CSV_COLUMNS = [
     "error",
     "mesh",
     "mesh_answers",
+    "checked_above",
+    "dips",
 ]
 
 
@@ -138,6 +144,8 @@ def csv_row(recipe: str, model: str, target: str, row: dict | None, price: dict)
         row.get("error", ""),
         row.get("mesh", ""),
         _mesh_answers(row.get("mesh_answers") or {}),
+        row.get("checked_above") or "",
+        " ".join(map(str, row.get("dips") or [])),
     ]
 
 
@@ -160,7 +168,12 @@ def _header(best: list[dict], command: str) -> str:
         "compile at the boundary, never an extrapolation), with the slice's dollars an hour. "
         "Weights in bf16, batch in multiples of the slice's data-parallel size, bytes per device "
         "against the HBM the compiler allows (15.75 of a v5e's 16 GiB).\n\n"
-        "- `✓ N (✗ M)`: batch N fits and M (the next multiple) does not.\n"
+        "- `✓ N (✗ M, ✗ C)`: batch N fits and neither M nor C (the next two multiples) does: "
+        "the compiler's bytes are not monotone in the batch (llama3.1-8b rollouts on a 4x2 of "
+        "a v5e-8 fit 184 and 192, not 188), so the search checks two units above its answer "
+        "and goes on where that fits (`shared/plan/search.py`).\n"
+        "- `✓ N (✗ M)?`: computed before that check (2026-11-27): N fits and M does not, but "
+        "a larger batch may fit; `--check-above` compiles the check for these cells.\n"
         "- `✓ ≥N`: the search reached its ceiling and everything it tried fit: at least N.\n"
         "- `✗ 0 (✗ M)`: not even the smallest batch M fits.\n"
         "- `gap`: the search stopped with a gap between N and M, so a batch between may fit "
@@ -221,7 +234,9 @@ def _section(
                 holes.setdefault(model, []).append(target)
             elif row["status"] != "ok":
                 notes.append(f"{model} on {target} failed: {row['error']}")
-            elif row["max_batch"] == 0 or row["at_least"] or not row["converged"]:
+            elif (
+                row["max_batch"] == 0 or row["at_least"] or not row["converged"] or row.get("dips")
+            ):
                 notes.append(plan.describe({**row, "workload": row["settings"]["workload"]}))
     text += (
         "| *$/h on-demand / spot* | "

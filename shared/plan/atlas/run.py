@@ -11,9 +11,12 @@ import time
 from collections.abc import Callable
 
 from shared import plan
+from shared.hardware import parse_target
+from shared.hardware.sharding import mesh_shape
 from shared.plan.atlas.store import Cell
-from shared.plan.mesh import least_batch
-from shared.plan.search import unit_for
+from shared.plan.mesh import least_batch, search_shape
+from shared.plan.search import check_above, unit_for
+from shared.plan.target import target_devices
 
 
 def _utc_now() -> str:
@@ -53,6 +56,69 @@ def run_cell(cell: Cell, *, progress: bool = True) -> dict:
             "error": one_line(err),
             "wall_s": time.perf_counter() - start,
         }
+    return search_row(row, search, time.perf_counter() - start)
+
+
+def check_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
+    """The stored `row`, computed before the search checked two units above its answer, with
+    that check (shared.plan.search.check_above, on the row's mesh): where the checked batch
+    fails, the row as it was, saying so; where it fits, the answer the search found above it,
+    the row's old failure among its dips. An error is the error row (the CLI keeps the stored
+    row then)."""
+    head, start = _row_head(cell), time.perf_counter()
+    request = plan.Request(model=cell.model, target=cell.target, **cell.settings)
+    devices = target_devices(parse_target(cell.target))
+    shape = (
+        mesh_shape(row["mesh"], len(devices)) if row.get("mesh") else search_shape(request, devices)
+    )
+    try:
+        check = check_above(request, shape, row["max_batch"], row["multiple_of"], progress=progress)
+    except Exception as err:
+        return {
+            **head,
+            "status": "error",
+            "error": one_line(err),
+            "wall_s": time.perf_counter() - start,
+        }
+    wall_s = time.perf_counter() - start
+    if check["max_batch"]:  # two units above fits: the search went on above it
+        name = "{fsdp}x{tp}".format(**check["mesh_shape"])
+        found = {
+            **check,
+            "dips": sorted({*check["dips"], row["first_not_fitting"]}),
+            "compiles": row["compiles"] + check["compiles"],
+        }
+        if row.get("mesh_answers"):
+            found["mesh_answers"] = {**row["mesh_answers"], name: check["max_batch"]}
+        new = search_row(head, found, wall_s)
+    else:  # it fails too: the stored answer stands, checked
+        new = {
+            **row,
+            **head,
+            "checked_above": check["first_not_fitting"],
+            "dips": [],
+            "probes": [[p["batch"], p["fast"], p["fits"]] for p in check["probes"]],
+            "cut_probes": [],
+            "compiles": row["compiles"] + check["compiles"],
+            "compile_s": sum(p["compile_s"] for p in check["probes"] if not p["cached"]),
+            "wall_s": wall_s,
+            "load_average": os.getloadavg(),
+        }
+        new["summary"] = plan.describe(
+            {**new, "workload": cell.settings["workload"], "mesh_shape": check["mesh_shape"]}
+        )
+    return {
+        **new,
+        "probes": row["probes"] + new["probes"],
+        "cut_probes": row["cut_probes"] + new["cut_probes"],
+        "compile_s": row["compile_s"] + new["compile_s"],
+        "wall_s": row["wall_s"] + new["wall_s"],
+    }
+
+
+def search_row(head: dict, search: dict, wall_s: float) -> dict:
+    """A store row (after `head`, the cell's _row_head) for a max_batch `search` that took
+    `wall_s`: its answer, the bytes of the exact verdict at it, and what it cost."""
     probes, mesh = search["probes"], search["mesh_shape"]
     at = next(
         (
@@ -64,7 +130,7 @@ def run_cell(cell: Cell, *, progress: bool = True) -> dict:
     )
     fresh = [p for p in (*probes, *search["cut_probes"]) if not p["cached"]]
     return {
-        **row,
+        **head,
         "status": "ok",
         "summary": plan.describe(search),
         **{
@@ -74,6 +140,8 @@ def run_cell(cell: Cell, *, progress: bool = True) -> dict:
                 "first_not_fitting",
                 "at_least",
                 "converged",
+                "checked_above",
+                "dips",
                 "multiple_of",
                 "ceiling",
             )
@@ -89,7 +157,7 @@ def run_cell(cell: Cell, *, progress: bool = True) -> dict:
         "cut_probes": [[p["batch"], p["layers"], p["fits"]] for p in search["cut_probes"]],
         "compiles": search["compiles"],  # compiles only: a cached or arithmetic answer is not one
         "compile_s": sum(p["compile_s"] for p in fresh),
-        "wall_s": time.perf_counter() - start,
+        "wall_s": wall_s,
         "load_average": os.getloadavg(),
     }
 

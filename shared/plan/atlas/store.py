@@ -225,6 +225,25 @@ def searched_too_few_meshes(row: dict) -> bool:
     return bool(wider) and doubles_the_room(request, wider[0], shape, devices)
 
 
+def stored_row(rows: list[dict], cell: Cell, versions: dict) -> dict | None:
+    """The newest row for `cell` at these versions, or None."""
+    key = cell_key(cell.model, cell.target, cell.recipe, cell.settings, cell.revision, versions)
+    return max((r for r in rows if row_key(r) == key), key=lambda r: r["date"], default=None)
+
+
+def needs_check(row: dict) -> bool:
+    """Whether a stored answer lacks the search's check two units above it (rows stored before
+    2026-11-27; shared.plan.search.check_above): an ok row whose search converged on a batch
+    that fits, with a failure one unit above it and no `checked_above` field."""
+    return (
+        row.get("status") == "ok"
+        and "checked_above" not in row
+        and row["max_batch"] > 0
+        and not row["at_least"]
+        and row["converged"]
+    )
+
+
 def todo(
     candidates: list[Cell],
     rows: list[dict],
@@ -233,13 +252,14 @@ def todo(
     retry_gaps: bool = False,
     retry_nothing_fits: bool = False,
     retry_mesh: bool = False,
+    check_above: bool = False,
 ) -> list[Cell]:
     """The cells without a row for these settings, revision and versions; on request also
     those whose row failed, whose search stopped with a gap, where (`retry_nothing_fits`) the
     compiler fit not even one unit on a multi-device slice, which the search now answers on a
     wider tp mesh when one fits, or (`retry_mesh`) whose search today goes on to a roomier mesh
-    (searched_too_few_meshes): a better search may change them, and the newest row is the one
-    shown."""
+    (searched_too_few_meshes), or (`check_above`) whose answer lacks the check two units above
+    it (needs_check): a better search may change them, and the newest row is the one shown."""
 
     def again(row: dict) -> bool:
         if row.get("status") != "ok":
@@ -249,6 +269,7 @@ def todo(
             (retry_gaps and not row["converged"])
             or bool(retry_nothing_fits and compiled_nothing)
             or (retry_mesh and searched_too_few_meshes(row))
+            or (check_above and needs_check(row))
         )
 
     done = {row_key(r) for r in rows if not again(r)}
