@@ -213,8 +213,7 @@ def test_a_stored_answer_is_checked_two_units_above_on_its_mesh(
             max_batch=64,
             first_not_fitting=72,
             mesh="8x1",
-            probes=[[64, False, True], [72, False, False]],
-            cut_probes=[],
+            probes=[[64, False, True], [72, False, False]],  # no cut_probes: stored before them
         )
     )
     row = atlas.check_row(stored, cell, progress=False)

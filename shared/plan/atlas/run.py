@@ -110,7 +110,7 @@ def check_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
     return {
         **new,
         "probes": row["probes"] + new["probes"],
-        "cut_probes": row["cut_probes"] + new["cut_probes"],
+        "cut_probes": row.get("cut_probes", []) + new["cut_probes"],  # stored since 2026-11-23
         "compile_s": row["compile_s"] + new["compile_s"],
         "wall_s": row["wall_s"] + new["wall_s"],
     }
