@@ -41,6 +41,16 @@ def _row_head(cell: Cell) -> dict:
     }
 
 
+def _error_row(head: dict, err: BaseException, start: float) -> dict:
+    """A failed cell's row after `head` (_row_head): the error in one line, the time it took."""
+    return {
+        **head,
+        "status": "error",
+        "error": one_line(err),
+        "wall_s": time.perf_counter() - start,
+    }
+
+
 def run_cell(cell: Cell, *, progress: bool = True) -> dict:
     """plan.max_batch for the cell as a store row: the answer and what it cost, or the error."""
     settings, row = cell.settings, _row_head(cell)
@@ -50,12 +60,7 @@ def run_cell(cell: Cell, *, progress: bool = True) -> dict:
         unit = least_batch(request, unit_for(request, None))  # GRPO: whole groups
         search = plan.max_batch(request, multiple_of=unit, progress=progress)
     except Exception as err:  # recorded with its reason; --retry-failed tries again
-        return {
-            **row,
-            "status": "error",
-            "error": one_line(err),
-            "wall_s": time.perf_counter() - start,
-        }
+        return _error_row(row, err, start)
     return search_row(row, search, time.perf_counter() - start)
 
 
@@ -74,12 +79,7 @@ def check_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
     try:
         check = check_above(request, shape, row["max_batch"], row["multiple_of"], progress=progress)
     except Exception as err:
-        return {
-            **head,
-            "status": "error",
-            "error": one_line(err),
-            "wall_s": time.perf_counter() - start,
-        }
+        return _error_row(head, err, start)
     wall_s = time.perf_counter() - start
     if check["max_batch"]:  # two units above fits: the search went on above it
         name = "{fsdp}x{tp}".format(**check["mesh_shape"])
