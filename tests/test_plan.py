@@ -20,6 +20,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from shared import plan, report
 from shared.errors import BadInput
 from shared.hardware import parse_target
+from shared.plan import mesh as plan_mesh
 from shared.plan import search, search_view, verdict
 from shared.plan.executable import Executable, Workload
 
@@ -282,6 +283,12 @@ def _fake_compiler(monkeypatch, verdict_of) -> None:
     )
 
 
+def _wider_shapes(monkeypatch, shapes: list[tuple[int, int]]) -> None:
+    """The meshes wider than any other, as the search and its mesh chain see them."""
+    for module in (search, plan_mesh):
+        monkeypatch.setattr(module, "wider_shapes", lambda request, devices, than: shapes)
+
+
 def _fake_verdict(request, used: float, usable: float, **fields) -> dict:
     """What search.max_batch reads of a verdict, for searches over made-up compilers."""
     return {
@@ -476,7 +483,7 @@ def test_a_search_starts_on_the_wider_mesh_whose_room_doubles_and_asks_the_narro
     """As gemma4-e4b rollouts on a v5e-8: the rule's 8x1 holds the weights whole (16 GiB, more
     than the chip) and 4x2 halves them, so the search locates and confirms on 4x2 first; 8x1
     is then asked only whether it fits one unit, and arithmetic says no without a compile."""
-    monkeypatch.setattr(search, "wider_shapes", lambda request, devices, than: [(4, 2)])
+    _wider_shapes(monkeypatch, [(4, 2)])
     result = search.max_batch(plan.Request("tp-hungry", "none", "v5e-8"), progress=False)
     assert result["mesh_answers"] == {"8x1": 0, "4x2": result["max_batch"]}
     assert result["mesh"] == "4x2" and result["max_batch"] > 0 and result["max_batch"] % 4 == 0
@@ -488,7 +495,7 @@ def test_a_search_starts_on_the_wider_mesh_whose_room_doubles_and_asks_the_narro
 
 
 def test_a_search_that_fits_nothing_on_any_mesh_answers_on_the_rules_mesh(monkeypatch):
-    monkeypatch.setattr(search, "wider_shapes", lambda request, devices, than: [(4, 2)])
+    _wider_shapes(monkeypatch, [(4, 2)])
     result = search.max_batch(plan.Request("tp-starved", "none", "v5e-8"), progress=False)
     assert result["max_batch"] == 0 and result["mesh"] == "8x1"  # the rule's
     assert result["mesh_answers"] == {"8x1": 0, "4x2": 0} and len(result["probes"]) >= 2
@@ -506,7 +513,7 @@ def test_a_wider_tp_that_doubles_the_room_for_the_batch_is_searched_too(monkeypa
     fit: searching it first took that cell 6 of its 16 compiles); 2x4 does not double 4x2's
     room again and is not compiled. Weights that leave most of the chip free (tp-light) keep
     the rule's mesh, with no other mesh compiled."""
-    monkeypatch.setattr(search, "wider_shapes", lambda request, devices, than: [(4, 2), (2, 4)])
+    _wider_shapes(monkeypatch, [(4, 2), (2, 4)])
     result = search.max_batch(plan.Request("tp-crowded", "none", "v5e-8"), progress=False)
     answers, largest = result["mesh_answers"], result["max_batch"]
     asked = -(-largest // 8) * 8  # the least batch 8x1 splits (its unit: 8) that ties 4x2
@@ -525,7 +532,7 @@ def test_a_narrower_mesh_that_fits_the_roomier_ones_answer_is_searched_on_and_wi
     """Arithmetic says 4x2 doubles 8x1's room (tp-crowded: 12 GiB of weights), so 4x2 is
     searched first; a made-up compiler fits 64 rows on any mesh. Asked for 64 first, 8x1
     fits, so it is searched on above 64 and, with fewer tp, is the answer."""
-    monkeypatch.setattr(search, "wider_shapes", lambda request, devices, than: [(4, 2)])
+    _wider_shapes(monkeypatch, [(4, 2)])
     usable = 15.75 * GIB
     _fake_compiler(
         monkeypatch,
@@ -558,14 +565,14 @@ def test_every_probe_of_a_search_compiles_on_the_mesh_it_answers_for(monkeypatch
 
 
 def test_a_sampled_8b_model_on_a_v5e_8_doubles_its_room_on_4x2_and_a_1b_does_not():
-    from shared.plan.mesh import room_for_batch
+    from shared.plan.mesh import ROOM_GAIN, room_for_batch
     from shared.plan.target import target_devices
 
     devices = target_devices(parse_target("v5e-8"))
     for model, doubles in (("llama3.1-8b", True), ("gemma3-1b", False)):
         rollout = plan.Request("rollout", model, "v5e-8", cache_size=1312)
         gain = room_for_batch(rollout, (4, 2), devices) / room_for_batch(rollout, (8, 1), devices)
-        assert (gain >= search.ROOM_GAIN) == doubles, (model, gain)
+        assert (gain >= ROOM_GAIN) == doubles, (model, gain)
 
 
 def test_the_wider_meshes_are_those_whose_tp_the_weights_divide():

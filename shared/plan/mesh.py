@@ -160,3 +160,32 @@ def search_shape(request, devices: list) -> tuple[int, int]:
     if request.mesh is not None:
         return mesh_shape(request.mesh, len(devices))
     return auto_shape(request, devices, with_batch=False)[0]
+
+
+# A sampled model's weights sit whole on every fsdp device, and the mesh rule's least tp that
+# holds them can leave almost nothing beside them: llama3.1-8b rollouts on a v5e-8 took 16.3 of
+# 16.9 GB at batch 8 on 8x1, where 4x2 halves the weights. A batch search (shared.plan.search)
+# goes on to a wider tp when it at least doubles a device's room for the batch
+# (room_for_batch); where the room grows less, the rule's least tp communication stands. A
+# choice of which meshes to compile, not a prediction: every mesh's answer is its own exact
+# compile.
+ROOM_GAIN = 2
+
+
+def doubles_the_room(request, wider: tuple, than: tuple, devices: list) -> bool:
+    """Whether the `wider` mesh gives a device at least ROOM_GAIN times the room for the batch
+    that the mesh `than` does, by arithmetic: a batch search then compiles on it too."""
+    room, wider_room = (room_for_batch(request, shape, devices) for shape in (than, wider))
+    return wider_room >= ROOM_GAIN * room if room > 0 else wider_room > 0
+
+
+def roomier_meshes(request, shape: tuple, devices: list) -> list[tuple[int, int]]:
+    """`shape` and the wider tp meshes after it (wider_shapes, tp rising) that each at
+    least double a device's room for the batch of the one before, by arithmetic: the last is
+    where shared.plan.search.max_batch searches first."""
+    chain = [shape]
+    for wider in wider_shapes(request, devices, than=shape):
+        if not doubles_the_room(request, wider, chain[-1], devices):
+            break
+        chain.append(wider)
+    return chain

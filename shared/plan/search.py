@@ -31,7 +31,7 @@ import time
 from shared import models
 from shared.errors import BadInput
 from shared.hardware import parse_target
-from shared.plan.mesh import room_for_batch, search_shape, wider_shapes
+from shared.plan.mesh import doubles_the_room, roomier_meshes, search_shape, wider_shapes
 from shared.plan.search_lines import (
     bracket,
     crossing,
@@ -55,13 +55,6 @@ MAX_EXACT = 8  # exact rounds (besides checks above) before a search gives up on
 # so the search steps up by GALLOP until a batch fails and then halves the bracket.
 SQUEEZE_SLOPE = 0.25
 GALLOP = 1.25
-# A sampled model's weights sit whole on every fsdp device, and the mesh rule's least tp that
-# holds them can leave almost nothing beside them: llama3.1-8b rollouts on a v5e-8 took 16.3 of
-# 16.9 GB at batch 8 on 8x1, where 4x2 halves the weights. A search goes on to a wider tp when
-# it at least doubles a device's room for the batch (shared.plan.mesh.room_for_batch); where the
-# room grows less, the rule's least tp communication stands. A choice of which meshes to
-# compile, not a prediction: every mesh's answer is its own exact compile.
-ROOM_GAIN = 2
 
 
 def unit_for(request: Request, multiple_of: int | None) -> int:
@@ -139,25 +132,6 @@ def _compiles_alone(point: dict) -> bool:
     return 0 < executables and 2 * executables <= WORKERS
 
 
-def doubles_the_room(request: Request, wider: tuple, than: tuple, devices: list) -> bool:
-    """Whether the `wider` mesh gives a device at least ROOM_GAIN times the room for the batch
-    that the mesh `than` does, by arithmetic: the search then compiles on it too."""
-    room, wider_room = (room_for_batch(request, shape, devices) for shape in (than, wider))
-    return wider_room >= ROOM_GAIN * room if room > 0 else wider_room > 0
-
-
-def roomier_meshes(request: Request, shape: tuple, devices: list) -> list[tuple[int, int]]:
-    """`shape` and the wider tp meshes after it (mesh.wider_shapes, tp rising) that each at
-    least double a device's room for the batch of the one before, by arithmetic: the last is
-    where max_batch searches first."""
-    chain = [shape]
-    for wider in wider_shapes(request, devices, than=shape):
-        if not doubles_the_room(request, wider, chain[-1], devices):
-            break
-        chain.append(wider)
-    return chain
-
-
 def max_batch(
     request: Request,
     *,
@@ -170,7 +144,7 @@ def max_batch(
     compiler says fits, with every probe. Without --mesh the search compares the mesh rule's
     mesh with the wider tp meshes the weights divide (mesh.wider_shapes), tp rising:
     1. it searches first the last of the rule's mesh and the wider meshes that each at least
-       double the room for the batch of the one before (ROOM_GAIN, `roomier_meshes`), then goes
+       double the room for the batch of the one before (mesh.ROOM_GAIN, `roomier_meshes`), then goes
        on past every mesh that fits not even one unit (a "does not fit" only the mesh caused is
        no answer), and to a wider mesh that doubles the room again, until one fits no more;
     2. each narrower mesh it skipped is asked one exact question: does it fit that answer too

@@ -16,8 +16,7 @@ from shared.errors import BadInput, choose
 from shared.hardware import parse_target
 from shared.hardware.sharding import mesh_shape
 from shared.paths import ROOT
-from shared.plan.mesh import search_shape, wider_shapes
-from shared.plan.search import doubles_the_room
+from shared.plan.mesh import doubles_the_room, search_shape, wider_shapes
 from shared.plan.target import target_devices
 
 STORE = ROOT / "benchmarks" / "results" / "atlas.jsonl"
