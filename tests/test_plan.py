@@ -66,6 +66,23 @@ def _shared_weights(request, mesh):
     )
 
 
+def _worst_last(request, mesh):
+    """Two 1 GiB executables, then one of `batch` GiB marked likely_worst, as GRPO's update
+    is: it runs last, and is compiled first."""
+    return Workload(
+        [
+            Executable("prefill", jax.jit(lambda a: a * 2), (_spec(mesh, 1),)),
+            Executable("decode", jax.jit(lambda a: a + 1), (_spec(mesh, 1),)),
+            Executable(
+                "update",
+                jax.jit(lambda a: a * 3),
+                (_spec(mesh, request.batch),),
+                likely_worst=True,
+            ),
+        ]
+    )
+
+
 def _fast_steeper(request, mesh):
     """1 MiB a row (2 with the output) when compiled exactly, 1.5 MiB when compiled fast: a
     fast line steeper than the exact one, as fast compiles can be."""
@@ -134,6 +151,7 @@ def isolated(monkeypatch, tmp_path):
         ("scale", _scale),
         ("small-rows", _small_rows),
         ("shared", _shared_weights),
+        ("worst-last", _worst_last),
         ("fast-steeper", _fast_steeper),
         ("fast-flat", _fast_flat),
         ("looped", _looped),
@@ -189,6 +207,20 @@ def test_combine_arithmetic_with_aliasing_and_a_refusal():
     got = plan.combine(exes, {"weights": 8}, {"step": ["weights"], "refused": ["weights"]})
     assert got["transient_bytes"] == {"step": 10 - 8 + 6 + 3 - 6, "refused": 30 - 8}
     assert got["worst"] == "refused" and got["bytes_per_device"] == 30
+
+
+def test_the_likely_worst_executable_compiles_first_and_a_failure_skips_the_rest(monkeypatch):
+    """A batch that does not fit stops at the executable marked likely_worst (GRPO's update),
+    compiled in the first round though it runs last: the others are not compiled. Where it
+    fits, all are, and the verdict lists them in the order the workload runs them."""
+    monkeypatch.setattr(verdict, "WORKERS", 1)  # one executable a round, as on one core
+    failing = plan.plan_point(plan.Request("worst-last", "none", "v5e-1", batch=12))
+    assert not failing["fits"] and failing["worst"] == "update"
+    assert list(failing["executables"]) == ["update"]
+    assert failing["skipped"] == ["prefill", "decode"]
+    fitting = plan.plan_point(plan.Request("worst-last", "none", "v5e-1", batch=4))
+    assert fitting["fits"] and not fitting["skipped"]
+    assert list(fitting["executables"]) == ["prefill", "decode", "update"]
 
 
 def test_sharding_divides_bytes_by_the_mesh_factor():

@@ -40,6 +40,10 @@ class Executable:
     # makes beyond the one XLA's cost analysis counts: a step of M micro-batches runs its scan
     # body M times, and XLA counts the body once, so M - 1 (see verdict.ON_CHIP_BYTES).
     weight_passes: int = 0
+    # The executable that holds the most in this workload's verdicts so far (GRPO's update, with
+    # its [B, T, V] logits, in every stored GRPO verdict): compiled in the first round, so a
+    # batch that does not fit stops there and skips the rest (verdict._Compiling).
+    likely_worst: bool = False
 
 
 @dataclass

@@ -238,9 +238,10 @@ def plan_point(request: Request, *, use_cache: bool = True) -> dict:
     """Compile the request's workload for its target: bytes per device (resident + worst
     transient), a verdict against the compiler's usable HBM, FLOPs and a roofline.
 
-    Executables compile in the workload's order, as many at once as there are cores; once the
-    compiled ones do not fit, the rest are skipped (and listed): the verdict cannot change, and a
-    search saves their compile time."""
+    Executables compile as many at once as there are cores, the one a workload marks
+    `likely_worst` in the first round, the rest in the workload's order; once the compiled ones
+    do not fit, the rest are skipped (and listed): the verdict cannot change, and a search saves
+    their compile time. The verdict lists them in the workload's order."""
     return plan_points([request], use_cache=use_cache)[0]
 
 
@@ -294,7 +295,7 @@ class _Compiling:
         self.usable = usable_hbm_per_device(self.target, self.devices)
         self.all_takes = takes_of(self.workload)
         self.executables, self.takes, self.skipped = {}, {}, []
-        self.pending = list(self.workload.executables)
+        self.pending = sorted(self.workload.executables, key=lambda exe: not exe.likely_worst)
         self.floor = arguments_only(self.workload)
         if combine(self.floor, self.resident, self.all_takes)["bytes_per_device"] > self.usable:
             # arithmetic says no
@@ -325,9 +326,16 @@ class _Compiling:
         }
         self.takes[exe.label] = self.all_takes[exe.label]
 
+    def _in_workload_order(self) -> dict:
+        """The compiled executables in the order the workload runs them (the order a reader
+        follows), whatever order they compiled in."""
+        order = [exe.label for exe in self.workload.executables]
+        return {label: self.executables[label] for label in order if label in self.executables}
+
     def result(self) -> dict:
         """The verdict, written to the plan cache."""
-        request, executables, skipped = self.request, self.executables, self.skipped
+        request, skipped = self.request, self.skipped
+        executables = self.floor if self.executables is self.floor else self._in_workload_order()
         verdict = combine(executables, self.resident, self.takes)
         refused = [label for label, e in executables.items() if e["refused"]]
         counted = sum(e["flops"] * e["repeats"] for e in executables.values())

@@ -314,6 +314,7 @@ def abstract_phases(
             note=f"{rows} sequences; GRPO loss ([B, T, V] logits) + LoRA grads + optax; "
             "optimizer donated, a new copy of every policy weight returned",
             resident_args={0: "weights", 1: "optimizer state"},
+            likely_worst=True,
         )
     )
     return exes
