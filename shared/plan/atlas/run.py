@@ -162,6 +162,9 @@ def search_row(head: dict, search: dict, wall_s: float) -> dict:
     }
 
 
+CHILD_EXIT_S = 60  # how long a cell's process may take to exit once it sent its row
+
+
 def _send_row(work: Callable, cell: Cell, pipe) -> None:
     pipe.send(work(cell))
     pipe.close()
@@ -181,7 +184,9 @@ def run_cell_alone(cell: Cell, work: Callable = run_cell) -> dict:
     child.start()
     send.close()  # the child holds the only writer: its death ends receive() with EOFError
     try:
-        return receive.recv()
+        row = receive.recv()
+        child.join(CHILD_EXIT_S)  # its own exit: terminated, libtpu prints a stack trace to the log
+        return row
     except EOFError:
         child.join()
         code = child.exitcode
