@@ -19,8 +19,9 @@ from shared.grpo import token_logprobs
 from shared.hardware import parse_target
 from shared.hardware.sharding import bytes_per_device, make_mesh
 from shared.paths import ROOT
-from shared.plan import verdict
+from shared.plan import compiled, verdict
 from shared.plan.__main__ import main as plan_cli
+from shared.plan.executable import lower
 from shared.plan.workloads import grpo as grpo_plan
 
 TINY = grpo.GRPOSettings(
@@ -413,13 +414,23 @@ def test_cli_prints_the_grpo_verdict(plan_cache, capsys):
 
 def test_decode_takes_the_kv_cache_as_the_compiled_prefill_lays_it_out():
     """tunix's decode receives prefill's committed outputs: with the activation shardings
-    applied the KV cache leaves prefill split over the batch, and the plan compiles decode so."""
+    applied the KV cache leaves prefill split over the batch, and the plan lowers decode with
+    the layout prefill's own compile gives (no compile of its own to learn it). Before that
+    compile, decode's arguments are split as far as the mesh allows: no more bytes a device,
+    so a floor built from them stays a floor."""
     mesh = plan.target_mesh(parse_target("v5e-8"))
     exes = grpo_plan.abstract_phases("gemma3-tiny", grpo_plan.settings(REQUEST), mesh=mesh)
-    prefill_state, decode_state = exes[0].args[1], exes[1].args[1]
-    assert all(x.sharding.spec == P() for x in jax.tree.leaves(prefill_state.cache))
-    caches = [x for x in jax.tree.leaves(decode_state.cache) if x.ndim == 4]
+    prefill, decode = exes[0], exes[1]
+    assert decode.laid_out_by == prefill.label
+    assert all(x.sharding.spec == P() for x in jax.tree.leaves(prefill.args[1].cache))
+    with jax.set_mesh(mesh):
+        _, layout = compiled.compile_with_layout(prefill.fn.lower(*prefill.args, **prefill.kwargs))
+    laid_out = decode.lay_out(layout)[1]
+    caches = [x for x in jax.tree.leaves(laid_out.cache) if x.ndim == 4]
     assert caches and all(tuple(x.sharding.spec)[:1] == ("fsdp",) for x in caches)
+    assert bytes_per_device(decode.args[1]) <= bytes_per_device(laid_out)
+    with pytest.raises(ValueError, match="takes the outputs of rollout_prefill"):
+        lower(decode, {})
 
 
 def test_a_prefill_too_big_for_the_chip_is_a_verdict_not_an_error(plan_cache):

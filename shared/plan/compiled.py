@@ -4,10 +4,11 @@
 
 import re
 import time
+from typing import Any
 
 from shared.hardware.measure import is_out_of_memory
 from shared.plan import buffers
-from shared.plan.executable import Executable
+from shared.plan.executable import Executable, lower
 
 # A fast compile (exec_time_optimization_effort -1) cuts XLA's compile time several-fold but
 # schedules buffers differently, so its bytes differ from the real compile's, in either
@@ -78,8 +79,8 @@ def compiled_memory(compiled) -> dict[str, int]:
 
 
 def compile_executable(exe: Executable, options: dict | None = None) -> dict:
-    """Lower and compile one executable: see compile_lowered."""
-    return compile_lowered(exe.fn.lower(*exe.args, **exe.kwargs), options)
+    """Lower and compile one executable that takes no other's outputs: see compile_lowered."""
+    return compile_lowered(lower(exe, {}), options)
 
 
 def compile_lowered(lowered, options: dict | None = None) -> dict:
@@ -87,6 +88,12 @@ def compile_lowered(lowered, options: dict | None = None) -> dict:
     largest per-device buffers (shared.plan.buffers) and compile seconds. A compiler that
     refuses for lack of HBM is a data point (`refusal`), any other error propagates.
     Thread-safe: XLA compiles outside the GIL."""
+    return compile_with_layout(lowered, options)[0]
+
+
+def compile_with_layout(lowered, options: dict | None = None) -> tuple[dict, Any]:
+    """compile_lowered's summary and the compiled output shardings (None where the compiler
+    refused): an executable that takes these outputs is lowered with them (executable.lower)."""
     start = time.perf_counter()
     try:
         compiled = lowered.compile(options)
@@ -97,9 +104,10 @@ def compile_lowered(lowered, options: dict | None = None) -> dict:
             "refused": None,
             "compiler_hbm_bytes": None,
         }
+        layout = compiled.output_shardings
     except Exception as err:  # the TPU compiler refuses programs that cannot fit
-        summary = refusal(err)
-    return {**summary, "compile_s": time.perf_counter() - start}
+        summary, layout = refusal(err), None
+    return {**summary, "compile_s": time.perf_counter() - start}, layout
 
 
 _SIZE = r"([0-9.]+)([KMGT])"

@@ -2,17 +2,9 @@
 mode would call it with) and a `Workload` (the executables of one run and what it keeps
 resident). Each file of shared.plan.workloads builds one Workload."""
 
-import contextvars
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-
-# Set while a floor verdict builds a workload (shared.plan.verdict.floor_verdict), which compiles
-# nothing: a workload that learns an argument layout from a compile (GRPO's decode takes
-# prefill's compiled output layout) splits those arguments as far as the mesh allows instead, so
-# their bytes can only be smaller and the floor stays a floor. GRPO's floor took 22 s a slice
-# with the compile, 13 of the 22 minutes a --cheapest search of gemma3-4b GRPO spent.
-LAYOUT_WITHOUT_COMPILING = contextvars.ContextVar("layout_without_compiling", default=False)
 
 
 @dataclass
@@ -44,6 +36,13 @@ class Executable:
     # its [B, T, V] logits, in every stored GRPO verdict): compiled in the first round, so a
     # batch that does not fit stops there and skips the rest (verdict._Compiling).
     likely_worst: bool = False
+    # An executable that takes another's outputs takes them as that one's compile lays them
+    # out (GRPO's decode: the KV cache as the compiled prefill splits it). `laid_out_by` names
+    # the other; `lay_out(output_shardings)` gives the arguments for its compiled layout
+    # (executable.lower). Until then `args` splits those outputs as far as the mesh allows:
+    # the fewest bytes a device, so a floor built without compiling stays a floor.
+    laid_out_by: str = ""
+    lay_out: Callable[[Any], tuple] | None = None
 
 
 @dataclass
@@ -56,3 +55,16 @@ class Workload:
     executables: list[Executable]
     resident: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+
+
+def lower(exe: Executable, layouts: dict[str, Any]):
+    """`exe` lowered; one `laid_out_by` another with the arguments that one's compiled output
+    layout gives (`layouts`: label -> output shardings of the executables compiled so far)."""
+    if not exe.laid_out_by:
+        return exe.fn.lower(*exe.args, **exe.kwargs)
+    if exe.laid_out_by not in layouts:
+        raise ValueError(
+            f"{exe.label} takes the outputs of {exe.laid_out_by}, which has not compiled (it was "
+            "refused, or comes later)"
+        )
+    return exe.fn.lower(*exe.lay_out(layouts[exe.laid_out_by]), **exe.kwargs)

@@ -13,7 +13,6 @@ from jax.sharding import Mesh
 
 from shared.hardware import Target, parse_target
 from shared.hardware.sharding import make_mesh
-from shared.plan.executable import LAYOUT_WITHOUT_COMPILING
 from shared.plan.target import usable_hbm_per_device
 from shared.plan.workload_bytes import arguments_only, combine, resident_bytes, takes_of
 from shared.plan.workloads import build_workload
@@ -29,11 +28,7 @@ def usable_bytes(target: Target, devices: list) -> int:
 def floor_bytes(request, mesh: Mesh) -> int:
     """Per-device bytes the request needs at the least on `mesh`: resident buffers and the
     largest executable's arguments, the workload built without compiling anything."""
-    compiling = LAYOUT_WITHOUT_COMPILING.set(True)
-    try:
-        workload = build_workload(request, mesh)
-    finally:
-        LAYOUT_WITHOUT_COMPILING.reset(compiling)
+    workload = build_workload(request, mesh)
     return combine(arguments_only(workload), resident_bytes(workload), takes_of(workload))[
         "bytes_per_device"
     ]

@@ -20,7 +20,8 @@ from pathlib import Path
 import jax
 
 from shared.hardware import parse_target
-from shared.plan.compiled import compile_lowered, fast_options
+from shared.plan.compiled import compile_with_layout, fast_options
+from shared.plan.executable import lower
 from shared.plan.mesh import mesh_for
 from shared.plan.target import target_devices
 from shared.plan.verdict import Request, check_request
@@ -46,13 +47,18 @@ def time_executables(request: Request, options: dict | None = None) -> dict:
         "build_s": time.perf_counter() - start,
         "executables": {},
     }
+    layouts = {}  # the compiled output layouts a later executable takes (decode: prefill's)
     with jax.set_mesh(mesh):
         for exe in workload.executables:
+            if exe.laid_out_by and exe.laid_out_by not in layouts:
+                continue  # what it takes was refused: nothing to lower it with
             start = time.perf_counter()
-            lowered = exe.fn.lower(*exe.args, **exe.kwargs)
+            lowered = lower(exe, layouts)
             lower_s = time.perf_counter() - start
             started_at = time.time()  # the wall clock, which dump files' times compare with
-            summary = compile_lowered(lowered, options or None)
+            summary, layouts[exe.label] = compile_with_layout(lowered, options or None)
+            if layouts[exe.label] is None:  # refused: what takes its outputs cannot lower
+                del layouts[exe.label]
             row["executables"][exe.label] = {
                 "lower_s": lower_s,
                 "compile_started_at": started_at,

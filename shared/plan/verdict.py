@@ -29,7 +29,8 @@ import jax
 from shared.errors import BadInput, choose
 from shared.hardware import parse_target
 from shared.paths import ROOT, writable_folder
-from shared.plan.compiled import compile_lowered, fast_options
+from shared.plan.compiled import compile_with_layout, fast_options
+from shared.plan.executable import lower
 from shared.plan.floor import holds
 from shared.plan.matmul_bound import run_flops
 from shared.plan.mesh import mesh_for
@@ -270,12 +271,10 @@ def plan_points(requests: list[Request], *, use_cache: bool = True) -> list[dict
             lowered = []
             for state, group in rounds:
                 with jax.set_mesh(state.mesh):  # lowered here: the mesh context is per thread
-                    lowered += [
-                        (state, exe, exe.fn.lower(*exe.args, **exe.kwargs)) for exe in group
-                    ]
-            summaries = pool.map(lambda job: compile_lowered(job[2], job[0].options), lowered)
-            for (state, exe, _), summary in zip(lowered, summaries, strict=True):
-                state.record(exe, summary)
+                    lowered += [(state, exe, lower(exe, state.layouts)) for exe in group]
+            compiled = pool.map(lambda job: compile_with_layout(job[2], job[0].options), lowered)
+            for (state, exe, _), (summary, layout) in zip(lowered, compiled, strict=True):
+                state.record(exe, summary, layout)
     results = iter(state.result() for state in compiling)
     return [answer or next(results) for answer in answers]
 
@@ -294,7 +293,7 @@ class _Compiling:
         self.resident = resident_bytes(self.workload)
         self.usable = usable_hbm_per_device(self.target, self.devices)
         self.all_takes = takes_of(self.workload)
-        self.executables, self.takes, self.skipped = {}, {}, []
+        self.executables, self.takes, self.skipped, self.layouts = {}, {}, [], {}
         self.pending = sorted(self.workload.executables, key=lambda exe: not exe.likely_worst)
         self.floor = arguments_only(self.workload)
         if combine(self.floor, self.resident, self.all_takes)["bytes_per_device"] > self.usable:
@@ -302,17 +301,24 @@ class _Compiling:
             self.executables, self.takes, self.pending = self.floor, self.all_takes, []
 
     def next_group(self) -> list:
-        """The executables to compile next, as many as there are cores; none once the compiled
-        ones already do not fit (the rest are listed as skipped) or all are compiled."""
+        """The executables to compile next, as many as there are cores, each after the one
+        whose outputs it takes (decode after prefill); none once the compiled ones already do
+        not fit (the rest are listed as skipped) or all are compiled."""
         if self.pending and self.executables:
             verdict = combine(self.executables, self.resident, self.takes)
             if exceeds(verdict, self.executables, self.usable):
                 self.skipped += [exe.label for exe in self.pending]  # cannot change the verdict
                 self.pending = []
-        group, self.pending = self.pending[:WORKERS], self.pending[WORKERS:]
+        ready = [e for e in self.pending if not e.laid_out_by or e.laid_out_by in self.layouts]
+        if self.pending and not ready:  # a workload whose executables wait for one it lacks
+            raise ValueError(f"{self.pending[0].label} waits for {self.pending[0].laid_out_by}")
+        group = ready[:WORKERS]
+        self.pending = [e for e in self.pending if all(e is not g for g in group)]
         return group
 
-    def record(self, exe, summary: dict) -> None:
+    def record(self, exe, summary: dict, layout=None) -> None:
+        if layout is not None:
+            self.layouts[exe.label] = layout
         weights = sum(
             self.resident[name]
             for name in exe.resident_args.values()

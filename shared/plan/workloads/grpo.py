@@ -42,10 +42,8 @@ from tunix.sft import sharding_utils
 from shared import models
 from shared.errors import BadInput
 from shared.grpo import GRPOSettings, arithmetic_reward, token_logprobs
-from shared.hardware.measure import is_out_of_memory
 from shared.hardware.sharding import abstract_like, bytes_per_device, on_mesh
-from shared.plan.compiled import fast_options
-from shared.plan.executable import LAYOUT_WITHOUT_COMPILING, Executable, Workload
+from shared.plan.executable import Executable, Workload
 from shared.rollout import sampler as rollout
 from shared.sizing import human
 
@@ -184,7 +182,7 @@ def notes(recipe: GRPOSettings, exes: list[Executable], kept: list[Executable]) 
 
 def _most_split(shape: tuple[int, ...], mesh) -> NamedSharding:
     """The leading axis over every device, or over fsdp, where it divides; else replicated:
-    no layout holds fewer bytes a device (a floor's layout, LAYOUT_WITHOUT_COMPILING)."""
+    no layout holds fewer bytes a device (decode's arguments before prefill compiles)."""
     for axes in (tuple(mesh.axis_names), ("fsdp",)):
         size = math.prod(mesh.shape[a] for a in axes)
         if shape and shape[0] % size == 0:
@@ -325,8 +323,9 @@ def _rollout_phases(policy, recipe: GRPOSettings, rows: int, mesh, tokenizer, ca
     (VanillaRollout constructs the same Sampler; make_sampler also sets its eos ids, as
     Sampler.__call__ does). Prefill's state is replicated: tunix passes it uncommitted. Decode
     takes prefill's committed outputs: with tunix's activation shardings the KV cache leaves
-    prefill split over the batch (the token buffer replicated), so decode's arguments carry the
-    output shardings of a fast compile of prefill (propagation ignores the effort)."""
+    prefill split over the batch (the token buffer replicated), so decode is lowered with the
+    output shardings of prefill's own compile in the verdict (`laid_out_by`): no extra compile
+    (a fast one of prefill took 74 s of an 83 s build for gemma3-1b on a v5e-8)."""
     sampler = rollout.make_sampler(policy, tokenizer, recipe.rollout_config().kv_cache_size)
     params = sampler._flattened_transformer_state
     # shared.rollout.sampler's abstract initial state (private there; GRPO replicates it instead of
@@ -346,17 +345,7 @@ def _rollout_phases(policy, recipe: GRPOSettings, rows: int, mesh, tokenizer, ca
     ).replace(num_input_tokens=PromptLength(recipe.prompt_len))
     with jax.set_mesh(mesh):  # as plan mode compiles it: the activation constraints apply
         prefilled = sampler._compiled_prefill_fn.lower(params, state, None, echo=False)
-        if LAYOUT_WITHOUT_COMPILING.get():
-            laid_out = jax.tree.map(lambda info: _most_split(info.shape, mesh), prefilled.out_info)
-        else:
-            try:
-                platform = mesh.devices.flat[0].platform
-                laid_out = prefilled.compile(fast_options(platform)).output_shardings
-            except Exception as err:  # prefill alone does not fit: so neither does the step,
-                if not is_out_of_memory(err):  # whatever layout decode is compiled with
-                    raise
-                laid_out = jax.tree.map(lambda _: NamedSharding(mesh, P()), prefilled.out_info)
-    decoded = abstract_like(prefilled.out_info, laid_out)
+    fewest_bytes = jax.tree.map(lambda info: _most_split(info.shape, mesh), prefilled.out_info)
     return sampler, [
         Executable(
             "rollout_prefill",
@@ -370,10 +359,12 @@ def _rollout_phases(policy, recipe: GRPOSettings, rows: int, mesh, tokenizer, ca
         Executable(
             "rollout_decode",
             sampler._compiled_decode_fn,
-            (params, decoded),
+            (params, abstract_like(prefilled.out_info, fewest_bytes)),
             repeats=recipe.completion_len * calls,
             note="XLA counts the decode loop body once: x completion length x calls",
             resident_args={0: "weights"},
+            laid_out_by="rollout_prefill",
+            lay_out=lambda shardings: (params, abstract_like(prefilled.out_info, shardings)),
         ),
     ]
 
