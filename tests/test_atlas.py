@@ -166,6 +166,16 @@ def test_check_above_reruns_only_answers_stored_before_the_check():
     }
 
 
+def test_check_above_puts_the_checks_before_the_cells_not_computed_yet():
+    """A time-limited --check-above run spends its minutes on the checks first (one compile
+    each, where a shown answer may be wrong), then on cells no run has reached."""
+    grid = atlas.cells(["gemma3-1b", "gemma3-4b"], ["v5e-1"], ["rollout"])
+    rows = [_before_the_check(_row("gemma3-4b", "v5e-1"))]
+    assert [c.model for c in atlas.todo(grid, rows, VERSIONS)] == ["gemma3-1b"]
+    checks_first = atlas.todo(grid, rows, VERSIONS, check_above=True)
+    assert [c.model for c in checks_first] == ["gemma3-4b", "gemma3-1b"]
+
+
 def _check_compiler(monkeypatch, fitting: set[int]) -> list[tuple[int, bool]]:
     """search's compiles answered by a made-up compiler that fits the batches up to 64 and
     `fitting` (0.2 GiB a row; 16 GiB where it does not fit), recording (batch, fast)."""

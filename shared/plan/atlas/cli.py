@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="compile two units above each stored answer that lacks that check (stored before "
         "2026-11-27; the compiler's bytes are not monotone in the batch); where it fits, the "
-        "search goes on above it",
+        "search goes on above it. These checks run before the selected cells not computed yet",
     )
     p.add_argument("--render-only", action="store_true", help="no compiles: rewrite the docs")
     p.add_argument("--store", type=Path, default=STORE)

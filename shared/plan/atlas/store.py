@@ -258,7 +258,8 @@ def todo(
     compiler fit not even one unit on a multi-device slice, which the search now answers on a
     wider tp mesh when one fits, or (`retry_mesh`) whose search today goes on to a roomier mesh
     (searched_too_few_meshes), or (`check_above`) whose answer lacks the check two units above
-    it (needs_check): a better search may change them, and the newest row is the one shown."""
+    it (needs_check), those first: a better search may change them, and the newest row is the
+    one shown."""
 
     def again(row: dict) -> bool:
         if row.get("status") != "ok":
@@ -271,12 +272,15 @@ def todo(
             or (check_above and needs_check(row))
         )
 
+    def key(c: Cell) -> tuple:
+        return cell_key(c.model, c.target, c.recipe, c.settings, c.revision, versions)
+
     done = {row_key(r) for r in rows if not again(r)}
-    return [
-        c
-        for c in candidates
-        if cell_key(c.model, c.target, c.recipe, c.settings, c.revision, versions) not in done
-    ]
+    left = [c for c in candidates if key(c) not in done]
+    if check_above:  # the checks first: one compile each, where an answer shown may be wrong
+        checks = {row_key(r) for r in rows if needs_check(r)}
+        left.sort(key=lambda c: key(c) not in checks)
+    return left
 
 
 # ---------------------------------------------------------------------------- rendering
