@@ -168,6 +168,12 @@ class Cell:
     def revision(self) -> int:
         return revision(self.recipe, self.target)
 
+    def key(self, versions: dict) -> tuple:
+        """The key a row of this cell at these versions has (row_key)."""
+        return cell_key(
+            self.model, self.target, self.recipe, self.settings, self.revision, versions
+        )
+
 
 def model_params(model: str) -> int:
     return sizing.param_counts(models.model_dims(model))["total"]
@@ -226,7 +232,7 @@ def searched_too_few_meshes(row: dict) -> bool:
 
 def stored_row(rows: list[dict], cell: Cell, versions: dict) -> dict | None:
     """The newest row for `cell` at these versions, or None."""
-    key = cell_key(cell.model, cell.target, cell.recipe, cell.settings, cell.revision, versions)
+    key = cell.key(versions)
     return max((r for r in rows if row_key(r) == key), key=lambda r: r["date"], default=None)
 
 
@@ -272,14 +278,11 @@ def todo(
             or (check_above and needs_check(row))
         )
 
-    def key(c: Cell) -> tuple:
-        return cell_key(c.model, c.target, c.recipe, c.settings, c.revision, versions)
-
     done = {row_key(r) for r in rows if not again(r)}
-    left = [c for c in candidates if key(c) not in done]
+    left = [c for c in candidates if c.key(versions) not in done]
     if check_above:  # the checks first: one compile each, where an answer shown may be wrong
         checks = {row_key(r) for r in rows if needs_check(r)}
-        left.sort(key=lambda c: key(c) not in checks)
+        left.sort(key=lambda c: c.key(versions) not in checks)
     return left
 
 
