@@ -166,6 +166,22 @@ def test_check_above_reruns_only_answers_stored_before_the_check():
     }
 
 
+def test_a_cells_newest_row_decides_whether_it_is_computed_again():
+    """The atlas shows a cell's newest row, so that row says whether a retry or a check is
+    due: llama3.1-8b rollouts on a v6e-1 kept an older gap row (44) beside the newer answer
+    (45) stored before the check, and the older row hid the cell from --check-above."""
+    grid = atlas.cells(["llama3.1-8b"], ["v6e-1"], ["rollout"])
+    gap = _row("llama3.1-8b", "v6e-1", converged=False, date="2026-11-26T04:06:14Z")
+    answer = _before_the_check(_row("llama3.1-8b", "v6e-1", date="2026-11-26T11:16:21Z"))
+    assert _keys(atlas.todo(grid, [gap, answer], VERSIONS, check_above=True)) == {
+        ("llama3.1-8b", "v6e-1", "rollout")
+    }
+    assert not atlas.todo(grid, [gap, answer], VERSIONS, retry_gaps=True)
+    failed = _row("llama3.1-8b", "v6e-1", status="error", error="killed", date="2026-11-27")
+    assert not atlas.todo(grid, [answer, failed], VERSIONS, check_above=True)
+    assert atlas.todo(grid, [answer, failed], VERSIONS, retry_failed=True)
+
+
 def test_check_above_puts_the_checks_before_the_cells_not_computed_yet():
     """A time-limited --check-above run spends its minutes on the checks first (one compile
     each, where a shown answer may be wrong), then on cells no run has reached."""
