@@ -21,6 +21,10 @@ Parts (`--parts`, comma-separated):
   search's partner, shared.plan.search._partner): a LoRA step (`--pair-model` on
   `--pair-target`) at one batch exact alone, then at that batch and one unit up at once,
   nothing cached: the two walls in one run, their ratio the pair's price;
+- `grpo-order`: a GRPO step that does not fit (`--grpo-model` on `--grpo-target` at
+  `--grpo-batch`) compiled exact twice, nothing cached: the policy update first (the workload's
+  `likely_worst`, as verdicts compile it) and every executable in the order the step runs them
+  (as before 2026-11-27): the walls in one run, their ratio what the order saves;
 - `compiler`: this process's libtpu on its own: the 1B rollout's executables compiled exact and
   fast at its v5e-1 boundary, and the field's tunix 0.1.6 bracket (batch 200 ran, 256 ran out
   of HBM). To compare a newer libtpu without changing the project's pins:
@@ -146,6 +150,37 @@ def pairing(a) -> dict:
     }
 
 
+def _in_run_order(build):
+    """build_workload with no executable marked likely_worst: each compiles in the order the
+    workload runs them."""
+
+    def built(request, mesh):
+        workload = build(request, mesh)
+        plain = [dataclasses.replace(exe, likely_worst=False) for exe in workload.executables]
+        return dataclasses.replace(workload, executables=plain)
+
+    return built
+
+
+def grpo_order(a) -> dict:
+    """A GRPO verdict that does not fit, its likeliest peak compiled first against every
+    executable in run order, one after the other in one process."""
+    request = plan.Request("grpo", a.grpo_model, a.grpo_target, batch=a.grpo_batch)
+    first, first_s = _timed(plan.plan_point, request, use_cache=False)
+    build = verdict.build_workload
+    verdict.build_workload = _in_run_order(build)
+    try:
+        in_order, in_order_s = _timed(plan.plan_point, request, use_cache=False)
+    finally:
+        verdict.build_workload = build
+    return {
+        "request": dataclasses.asdict(request),
+        "likely_worst_first": {**_verdict_row(first, first_s), "skipped": first["skipped"]},
+        "run_order": {**_verdict_row(in_order, in_order_s), "skipped": in_order["skipped"]},
+        "first_over_run_order": first_s / in_order_s,
+    }
+
+
 def big_lora(a) -> list[dict]:
     rows = []
     for remat in ("none", "block"):
@@ -176,6 +211,7 @@ PARTS = (
     "search",
     "deep-search",
     "pairing",
+    "grpo-order",
     "breakdown",
     "big-lora",
     "compiler",
@@ -301,6 +337,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pair-model", default="gemma3-4b")
     p.add_argument("--pair-target", default="v5e-8")
     p.add_argument("--pair-batch", type=int, default=8, help="one unit of the pair's target")
+    p.add_argument("--grpo-model", default="gemma3-1b")
+    p.add_argument("--grpo-target", default="v5e-1")
+    p.add_argument("--grpo-batch", type=int, default=8, help="a batch that does not fit")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
     parts = [choose("part", name, PARTS) for name in filter(None, args.parts.split(","))]
@@ -336,6 +375,13 @@ def main(argv: list[str] | None = None) -> int:
             _part(report, "pairing", lambda: pairing(args), args.out)
             print(
                 f"pairing: {report['pairing']['pair_over_alone']:.2f}x one compile's wall",
+                flush=True,
+            )
+        if "grpo-order" in parts:
+            _part(report, "grpo_order", lambda: grpo_order(args), args.out)
+            print(
+                f"grpo order: {report['grpo_order']['first_over_run_order']:.2f}x the run "
+                "order's wall",
                 flush=True,
             )
         if "breakdown" in parts:
