@@ -3,6 +3,9 @@
 import json
 import math
 import os
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -114,3 +117,17 @@ def test_every_results_file_starts_with_how_it_was_made_and_is_written_whole(tmp
     written = json.loads(path.read_text())
     assert written["points"] == [1] and len(written["load_average"]) == 3
     assert [p.name for p in path.parent.iterdir()] == ["demo.json"]  # no temporary left
+
+
+def test_busy_cores_sees_a_process_the_load_average_has_not_caught_up_with():
+    """A benchmark calls itself quiet only where no other process keeps a core busy: a
+    spinning process started a moment ago shows at once, whatever the load average says."""
+    from shared.report import results
+
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)
+        assert results.busy_cores(1.0) >= 0.7
+    finally:
+        spinner.kill()
+        spinner.wait()
