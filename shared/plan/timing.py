@@ -56,9 +56,9 @@ def time_executables(request: Request, options: dict | None = None) -> dict:
             lowered = lower(exe, layouts)
             lower_s = time.perf_counter() - start
             started_at = time.time()  # the wall clock, which dump files' times compare with
-            summary, layouts[exe.label] = compile_with_layout(lowered, options or None)
-            if layouts[exe.label] is None:  # refused: what takes its outputs cannot lower
-                del layouts[exe.label]
+            summary, layout = compile_with_layout(lowered, options or None)
+            if layout is not None:  # refused: what takes its outputs cannot lower
+                layouts[exe.label] = layout
             row["executables"][exe.label] = {
                 "lower_s": lower_s,
                 "compile_started_at": started_at,

@@ -278,16 +278,10 @@ def todo(
             or (check_above and needs_check(row))
         )
 
-    latest: dict[str, dict] = {}
-    for row in rows:  # a cell's newest row decides: it is the one the atlas shows
-        key = row_key(row)
-        if key not in latest or row["date"] >= latest[key]["date"]:
-            latest[key] = row
-    done = {key for key, row in latest.items() if not again(row)}
-    left = [c for c in candidates if c.key(versions) not in done]
+    shown = {c: stored_row(rows, c, versions) for c in candidates}  # a cell's newest row decides
+    left = [c for c, row in shown.items() if row is None or again(row)]
     if check_above:  # the checks first: one compile each, where an answer shown may be wrong
-        checks = {row_key(r) for r in rows if needs_check(r)}
-        left.sort(key=lambda c: c.key(versions) not in checks)
+        left.sort(key=lambda c: not (shown[c] and needs_check(shown[c])))
     return left
 
 
