@@ -195,14 +195,16 @@ def test_ids_past_the_dummy_tokenizer_decode_as_its_unknown_piece():
     assert text.decode([*known, past]) == tok.DecodeIds([*known, tok.unk_id()])
 
 
-def test_the_committed_h100_grpo_step_agrees_with_its_plan():
-    """benchmarks/results/grpo_h100.json (bench_grpo.py --parts device,predict on an H100): the
-    demo recipe ran, the plan compiled for h100-1 said it fits, and the measured peak (autotuner
-    off) is within 1% of the predicted bytes for the same request."""
-    found = json.loads((ROOT / "benchmarks/results/grpo_h100.json").read_text())
+@pytest.mark.parametrize("gpu", ["h100", "h200"])
+def test_the_committed_gpu_grpo_step_agrees_with_its_plan(gpu):
+    """benchmarks/results/grpo_<gpu>.json (bench_grpo.py --parts device,predict on that GPU; the
+    H200's after GRPO's decode took prefill's compiled layout): the demo recipe ran, the plan
+    compiled for <gpu>-1 said it fits, and the measured peak (autotuner off) is within 1% of
+    the predicted bytes for the same request."""
+    found = json.loads((ROOT / f"benchmarks/results/grpo_{gpu}.json").read_text())
     ran, predicted = found["device"], found["predicted"]
     assert ran["run_peak"]["status"] == "ok" and predicted["fits"]
-    assert ran["recipe"] == predicted["request"] and predicted["request"]["target"] == "h100-1"
+    assert ran["recipe"] == predicted["request"] and predicted["request"]["target"] == f"{gpu}-1"
     measured = ran["run_peak"]["peak_bytes_per_device"]
     assert abs(predicted["bytes_per_device"] / measured - 1) < 0.01
     assert predicted["roofline_lower_bound_s"] < ran["timed"]["steady"]["step_s"]
