@@ -125,6 +125,32 @@ def peak_in_child(a, workload: str, batch: int) -> dict:
     return {"run_peak_bytes_per_device": None, "run_peak_error": row["error"]}
 
 
+def run_peaks(a, argv: list[str], points: list[tuple[str, int]]) -> dict:
+    """Every point's autotuner-off peak, one child each, before this process touches the device.
+    Each is printed and written to --out as it comes (`complete` false, no device fields yet):
+    these children take minutes, and a run stopped at its time limit keeps what they measured."""
+    peaks = {}
+    for workload, batch in points:
+        start = time.perf_counter()
+        peaks[workload, batch] = peak_in_child(a, workload, batch)
+        took = time.perf_counter() - start
+        print(
+            f"run peak {workload}:{batch} ({took:.0f} s): {peaks[workload, batch]}",
+            file=sys.stderr,
+            flush=True,
+        )
+        rows = [{"workload": w, "batch": b, **peak} for (w, b), peak in peaks.items()]
+        results.write(
+            a.out,
+            {
+                **results.header("benchmarks/bench_finetune.py", argv),
+                "complete": False,
+                "rows": rows,
+            },
+        )
+    return peaks
+
+
 def prediction(a, workload: str, batch: int, target: str | None) -> dict:
     """The plan engine's verdict for this point on this slice (none off a TPU/GPU)."""
     if target is None:
@@ -185,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         results.write(a.out, measure_point(a, *points[0]))
         return 0
     started = time.perf_counter()
-    peaks = {} if a.no_run_peak else {pt: peak_in_child(a, *pt) for pt in points}
+    peaks = {} if a.no_run_peak else run_peaks(a, argv, points)
     import jax
 
     target = current_target_name()
