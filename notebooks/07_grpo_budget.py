@@ -229,8 +229,8 @@ if MODE == "device" and setting.model in measured:  # measured beside predicted,
 # with the chunked one (`shared.grpo.token_logprobs`, equal to tunix's in the tests), which never
 # does: `LOGPS = "chunked"`, or `with token_logprobs.chunked_logps():` around your own run.
 #
-# For the demo recipe: with tunix's function a log-prob call fits at most **72 sequences** (80
-# is refused); with the chunked one **1,744** (1,752 is refused), 24x as many. To name the
+# For the demo recipe: with tunix's function a log-prob call fits at most **72 sequences**
+# (neither 80 nor 88 fits); with the chunked one **1,744** (neither 1,752 nor 1,768), 24x as many. To name the
 # setting for your own recipe, `python -m shared.plan grpo --model gemma3-1b --target v5e-8
 # --prompt-len 256 --completion-len 768 --num-generations 4 --lora-rank 64 --frontier` compiles
 # both log-prob functions at 8 and 16 sequences per call.
@@ -309,11 +309,14 @@ if rows:
 # The Takeaway's numbers are `benchmarks/results/07_grpo_plan.json`: one verdict and the two
 # log-prob searches (4 and 8 compiles) by the real TPU compiler, deviceless, with jax 0.10.2,
 # libtpu 0.0.42.1 and tunix 0.1.7 (its activation shardings applied), made 2026-11-25 in 14
-# minutes on 2 shared cores; GCP prices read 2026-11-22. Plan mode re-checks the verdict, both
+# minutes on 2 shared cores; GCP prices read 2026-11-22. The batch two units above each search's
+# answer (88 and 1,768 sequences, `--phases logps --batch N`) compiled on 2026-11-27: both
+# refused, so both answers stand. Plan mode re-checks the verdict, both
 # log-prob searches and the session's steps against that file (sections 2-4). An H100 ran the
 # recipe (random weights, 4 steps; `benchmarks/results/grpo_h100.json`): 36.64 GB measured
 # against 36.59 GB predicted for `h100-1`, and a steady step of 2.25 s (2.02 s of it the
-# rollout) over a roofline of 0.92 s. No TPU ran it yet: device mode measures a step beside
+# rollout) over a roofline of 0.92 s; an H200 gave the same pair for `h200-1`
+# (`grpo_h200.json`). No TPU ran it yet: device mode measures a step beside
 # the plan and writes a ledger row. Reproduce:
 #
 #     python benchmarks/bench_grpo.py --out benchmarks/results/07_grpo_plan.json
