@@ -66,3 +66,26 @@ def test_bench_finetune_refuses_a_point_it_cannot_read():
     for bad in ("sft:0", "sft", "rollout:4"):
         with pytest.raises(BadInput):
             parse_points(bad)
+
+
+def test_bench_finetune_keeps_each_peak_as_its_child_finishes(tmp_path, monkeypatch, capsys):
+    """A run stopped while its autotuner-off children run (on an H200 a three-point run spent
+    its 320 s limit there and left no file) keeps every peak measured so far in --out."""
+    import argparse
+
+    from benchmarks import bench_finetune
+
+    peaks = iter([{"run_peak_bytes_per_device": 123}])
+
+    def child(a, workload, batch):
+        return next(peaks)  # the second child never returns: StopIteration stands for the limit
+
+    monkeypatch.setattr(bench_finetune, "peak_in_child", child)
+    out = tmp_path / "finetune.json"
+    a = argparse.Namespace(out=out)
+    with pytest.raises(StopIteration):
+        bench_finetune.run_peaks(a, ["--points", "sft:8,sft:24"], [("sft", 8), ("sft", 24)])
+    kept = json.loads(out.read_text())
+    assert kept["complete"] is False
+    assert kept["rows"] == [{"workload": "sft", "batch": 8, "run_peak_bytes_per_device": 123}]
+    assert "run peak sft:8" in capsys.readouterr().err
