@@ -231,9 +231,9 @@ if MODE == "device" and setting.model in measured:  # measured beside predicted,
 #
 # For the demo recipe: with tunix's function a log-prob call fits at most **72 sequences**
 # (neither 80 nor 88 fits); with the chunked one **1,744** (neither 1,752 nor 1,768), 24x as
-# many. To name the setting for your own recipe, `python -m shared.plan grpo --model gemma3-1b --target v5e-8
-# --prompt-len 256 --completion-len 768 --num-generations 4 --lora-rank 64 --frontier` compiles
-# both log-prob functions at 8 and 16 sequences per call.
+# many. To name the setting for your own recipe, `python -m shared.plan grpo --model gemma3-1b
+# --target v5e-8 --prompt-len 256 --completion-len 768 --num-generations 4 --lora-rank 64
+# --frontier` compiles both log-prob functions at 8 and 16 sequences per call.
 
 # %%
 searches = {}
