@@ -4,6 +4,7 @@ model."""
 
 import csv
 import dataclasses
+import functools
 import io
 import json
 import os
@@ -398,6 +399,32 @@ def test_a_cell_runs_in_its_own_process_and_its_death_is_a_failed_row():
     assert row["status"] == "error" and row["error"] == "the cell's process died: exit code 1"
     assert (row["model"], row["target"], row["recipe"]) == ("gemma3-tiny", "v5e-1", "rollout")
     assert row["revision"] == cell.revision and row["wall_s"] > 0
+
+
+def _killed_unless_one_compile_at_a_time(cell, always=False):
+    """A cell's work as the kernel treats a compile pair too large for the host: SIGKILL while
+    more than one compile may run at once, or `always` (this runs in run_cell_alone's child)."""
+    import signal
+
+    if always or verdict.WORKERS > 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return {"status": "ok", "workers": verdict.WORKERS}
+
+
+def test_a_cell_killed_for_host_memory_runs_again_one_compile_at_a_time(monkeypatch):
+    """gemma3-1b LoRA on a tpu7x-8 compiled batches 160 and 168 side by side (17 GB) and the
+    kernel killed it: the cell runs again once, one compile at a time, and its row says so.
+    Compiling one at a time already, the kill is the failed row."""
+    cell = atlas.Cell("gemma3-tiny", "v5e-1", "rollout")
+    monkeypatch.setattr(verdict, "WORKERS", 2)  # two at once, as on this project's 2 cores
+    row = atlas.run_cell_alone(cell, work=_killed_unless_one_compile_at_a_time)
+    assert (row["status"], row["workers"]) == ("ok", 1)
+    assert row["one_compile_at_a_time"]["killed_try_s"] > 0
+    monkeypatch.setattr(verdict, "WORKERS", 1)
+    always = functools.partial(_killed_unless_one_compile_at_a_time, always=True)
+    row = atlas.run_cell_alone(cell, work=always)
+    assert row["status"] == "error" and "signal 9" in row["error"]
+    assert "one_compile_at_a_time" not in row
 
 
 def test_one_real_cell_for_a_tiny_model(tmp_path, monkeypatch):

@@ -31,6 +31,7 @@ import time
 from shared import models
 from shared.errors import BadInput
 from shared.hardware import parse_target
+from shared.plan import verdict
 from shared.plan.mesh import doubles_the_room, roomier_meshes, search_shape, wider_shapes
 from shared.plan.search_lines import (
     bracket,
@@ -41,7 +42,7 @@ from shared.plan.search_lines import (
     slope,
 )
 from shared.plan.target import target_devices
-from shared.plan.verdict import WORKERS, Request, floor_verdict, plan_points
+from shared.plan.verdict import Request, floor_verdict, plan_points
 from shared.plan.workloads import CUT_TO_LAYERS
 
 CEILING = 1 << 16  # the largest batch a search tries; reaching it is reported as "at least"
@@ -129,7 +130,7 @@ def _compiles_alone(point: dict) -> bool:
     not; a gemma3-4b LoRA verdict took 1.14x its wall alone with its partner beside it:
     benchmarks/results/plan_pairing.json)."""
     executables = len(point.get("executables", {})) + len(point.get("skipped", []))
-    return 0 < executables and 2 * executables <= WORKERS
+    return 0 < executables and 2 * executables <= verdict.WORKERS
 
 
 def max_batch(

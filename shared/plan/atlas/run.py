@@ -13,6 +13,7 @@ from collections.abc import Callable
 from shared import plan
 from shared.hardware import parse_target
 from shared.hardware.sharding import mesh_shape
+from shared.plan import verdict
 from shared.plan.atlas.store import Cell
 from shared.plan.mesh import least_batch, search_shape
 from shared.plan.search import check_above, unit_for
@@ -163,9 +164,11 @@ def search_row(head: dict, search: dict, wall_s: float) -> dict:
 
 
 CHILD_EXIT_S = 60  # how long a cell's process may take to exit once it sent its row
+KILLED_FOR_MEMORY = "the cell's process died: killed (signal 9: out of host memory?)"
 
 
-def _send_row(work: Callable, cell: Cell, pipe) -> None:
+def _send_row(work: Callable, cell: Cell, pipe, workers: int) -> None:
+    verdict.WORKERS = workers  # this process's compiles at once (shared.plan.verdict)
     pipe.send(work(cell))
     pipe.close()
 
@@ -176,10 +179,27 @@ def run_cell_alone(cell: Cell, work: Callable = run_cell) -> dict:
     compile (GRPO llama3.1-8b) took it past this 23 GiB machine, where the kernel killed the
     whole run. Alone, each cell starts from nothing, and a cell whose process dies (killed for
     memory, or any error run_cell could not catch) is a failed row, said in one line
-    (--retry-failed runs it again), while the run goes on."""
+    (--retry-failed runs it again), while the run goes on.
+
+    A process the kernel killed for host memory runs again once with one compile at a time:
+    two exact compiles side by side hold about twice the memory (gemma3-1b LoRA on a tpu7x-8,
+    batches 160 and 168 at once: 17 GB, killed on this 23 GiB machine), and the verdicts do
+    not depend on how many compile at once. The row says so (`one_compile_at_a_time`: the
+    seconds the killed try took)."""
+    row = _row_in_child(work, cell, verdict.WORKERS)
+    if row.get("error") == KILLED_FOR_MEMORY and verdict.WORKERS > 1:
+        first_try_s = row["wall_s"]
+        row = _row_in_child(work, cell, 1)
+        row["one_compile_at_a_time"] = {"killed_try_s": first_try_s}
+    return row
+
+
+def _row_in_child(work: Callable, cell: Cell, workers: int) -> dict:
+    """`work(cell)` in a fresh process compiling `workers` executables at once: its row, or a
+    failed row saying how the process died."""
     context = multiprocessing.get_context("spawn")  # a fresh interpreter: no inherited heap
     receive, send = context.Pipe(duplex=False)
-    child = context.Process(target=_send_row, args=(work, cell, send))
+    child = context.Process(target=_send_row, args=(work, cell, send, workers))
     start = time.perf_counter()
     child.start()
     send.close()  # the child holds the only writer: its death ends receive() with EOFError
@@ -190,11 +210,11 @@ def run_cell_alone(cell: Cell, work: Callable = run_cell) -> dict:
     except EOFError:
         child.join()
         code = child.exitcode
-        why = "killed (signal 9: out of host memory?)" if code == -9 else f"exit code {code}"
+        died = KILLED_FOR_MEMORY if code == -9 else f"the cell's process died: exit code {code}"
         return {
             **_row_head(cell),
             "status": "error",
-            "error": f"the cell's process died: {why}",
+            "error": died,
             "wall_s": time.perf_counter() - start,
         }
     finally:
