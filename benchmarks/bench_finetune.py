@@ -129,7 +129,7 @@ def run_peaks(a, argv: list[str], points: list[tuple[str, int]]) -> dict:
     """Every point's autotuner-off peak, one child each, before this process touches the device.
     Each is printed and written to --out as it comes (`complete` false, no device fields yet):
     these children take minutes, and a run stopped at its time limit keeps what they measured."""
-    peaks = {}
+    head, peaks = results.header("benchmarks/bench_finetune.py", argv), {}
     for workload, batch in points:
         start = time.perf_counter()
         peaks[workload, batch] = peak_in_child(a, workload, batch)
@@ -140,14 +140,7 @@ def run_peaks(a, argv: list[str], points: list[tuple[str, int]]) -> dict:
             flush=True,
         )
         rows = [{"workload": w, "batch": b, **peak} for (w, b), peak in peaks.items()]
-        results.write(
-            a.out,
-            {
-                **results.header("benchmarks/bench_finetune.py", argv),
-                "complete": False,
-                "rows": rows,
-            },
-        )
+        results.write(a.out, {**head, "complete": False, "rows": rows})
     return peaks
 
 

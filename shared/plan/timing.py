@@ -57,7 +57,8 @@ def time_executables(request: Request, options: dict | None = None) -> dict:
             lower_s = time.perf_counter() - start
             started_at = time.time()  # the wall clock, which dump files' times compare with
             summary, layout = compile_with_layout(lowered, options or None)
-            if layout is not None:  # refused: what takes its outputs cannot lower
+            # a refused compile has no layout: what takes its outputs cannot lower
+            if layout is not None:
                 layouts[exe.label] = layout
             row["executables"][exe.label] = {
                 "lower_s": lower_s,
