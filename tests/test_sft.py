@@ -48,11 +48,12 @@ def test_the_sft_workload_holds_every_weights_adam_state(tmp_path, monkeypatch):
     assert lora_point["resident"]["optimizer state"] < adam  # the adapters' state only
 
 
-def test_the_committed_h100_fine_tunes_agree_with_their_plan():
-    """benchmarks/results/finetune_h100.json (bench_finetune.py on an H100): every point's
-    outcome is the plan's verdict, and every measured peak (autotuner off) is within 1% of the
-    predicted bytes."""
-    runs = json.loads((ROOT / "benchmarks/results/finetune_h100.json").read_text())["runs"]
+@pytest.mark.parametrize("gpu", ["h100", "h200"])
+def test_the_committed_gpu_fine_tunes_agree_with_their_plan(gpu):
+    """benchmarks/results/finetune_{h100,h200}.json (bench_finetune.py on an H100, an H200):
+    every point's outcome is the plan's verdict, and every measured peak (autotuner off) is
+    within 1% of the predicted bytes."""
+    runs = json.loads((ROOT / f"benchmarks/results/finetune_{gpu}.json").read_text())["runs"]
     rows = [row for run in runs for row in run["rows"]]
     assert {r["workload"] for r in rows} == {"sft", "lora-train"}
     for r in rows:
