@@ -362,6 +362,33 @@ def test_failures_alone_aim_with_their_own_line(monkeypatch):
     assert len(exact) <= 5, exact
 
 
+@pytest.mark.parametrize("row, bend, answer", [(0.02, 0.0005, 121), (0.03, 0.0003, 137)])
+def test_bytes_that_bend_upward_are_bracketed_without_a_gap(monkeypatch, row, bend, answer):
+    """The atlas's gemma4-e4b rollout cell on a v6e-8: flat bytes at 8 and 16 (20.09 GiB: the
+    compiler's fixed workspace over the weights) aimed the search at its ceiling, answered by
+    arithmetic; past it the bytes bend upward, so every line from a fit to the failure at 1072
+    landed below the boundary: 928, 968, 992 fit, and the search stopped with a gap after
+    "8 exact compiles", one of them the free arithmetic answer. Fake verdicts of that shape
+    (6 GiB of weights, 5 GiB of workspace until the rows' bytes outgrow it, the floor seeing
+    the weights and the rows' arguments): the Illinois rule (search_lines.illinois) halves
+    the kept failure's weight, and the search ends at the boundary."""
+    monkeypatch.setitem(plan.WORKLOADS, "weighty", lambda r, mesh: _tp_hungry(r, mesh, gib=6))
+    usable = 15.75 * GIB
+
+    def verdict_of(request):
+        b = request.batch
+        floor = (6 + row * b) * GIB
+        if not request.fast and floor > usable:
+            return _fake_verdict(request, floor, usable, compiled=False)
+        return _fake_verdict(request, (6 + max(5.0, row * b + bend * b * b)) * GIB, usable)
+
+    _fake_compiler(monkeypatch, verdict_of)
+    result = plan.max_batch(plan.Request("weighty", "none", "v5e-1"), progress=False)
+    assert (result["max_batch"], result["first_not_fitting"]) == (answer, answer + 1)
+    assert result["converged"] and result["checked_above"] == answer + 2
+    assert result["compiles"] <= 1 + search.MAX_EXACT + 1  # the located unit, rounds, the check
+
+
 def test_a_compiler_that_squeezes_near_the_hbm_is_bracketed_by_steps_not_lines(monkeypatch):
     """Near the HBM the exact compiler works to fit and its bytes stop growing (the atlas's
     gemma3-1b full fine-tune on a v5p-8: 97-101 of 102.8 GB from batch 120 to 184), and a batch

@@ -38,6 +38,7 @@ from shared.plan.search_lines import (
     crossing,
     failures_line,
     fits_slope,
+    illinois,
     partner,
     slope,
 )
@@ -46,7 +47,9 @@ from shared.plan.verdict import Request, floor_verdict, plan_points
 from shared.plan.workloads import CUT_TO_LAYERS
 
 CEILING = 1 << 16  # the largest batch a search tries; reaching it is reported as "at least"
-MAX_EXACT = 8  # exact rounds (besides checks above) before a search gives up on a non-linear line
+# exact rounds that compile (besides checks above) before a search gives up on a non-linear
+# line; a batch answered by arithmetic costs nothing and counts none
+MAX_EXACT = 8
 # Near its HBM the exact compiler works to fit (rematerialising, serialising), and the bytes it
 # reports stop growing with the batch: gemma3-1b full fine-tunes on a v5p-8 took 98.3, 98.7,
 # 97.7, 99.1, 97.0 and 100.7 GB of 102.8 at batches 120 to 184, where the fast line grows
@@ -343,6 +346,7 @@ def _max_batch_on(
     # a located unit that does not fit makes the unit a confirmation: nothing above to pair
     paired = low["fits"] and _compiles_alone((cut_probes or probes)[0])
     rounds = 0
+    kept, kept_worst = 0, None  # rounds in a row that kept the bracket's failing end (illinois)
     while True:
         if candidate not in exact:
             beside = partner(candidate, exact, unit, ceiling) if paired else None
@@ -360,7 +364,9 @@ def _max_batch_on(
                 candidate = above
                 continue
             break
-        rounds += 1
+        rounds += point.get("compiled", True)
+        kept = kept + 1 if worst is not None and worst == kept_worst else 0
+        kept_worst = worst
         if (worst is None and best >= ceiling) or rounds >= MAX_EXACT:
             break
         exact_slope = fits_slope(exact, fits, unit, one_unit_will_do=not fast_slope)
@@ -372,7 +378,13 @@ def _max_batch_on(
         elif squeezed:
             guess = int(best * GALLOP) // unit * unit
         elif best and worst is not None:  # exact points on both sides: regula falsi
-            guess = crossing(exact[best], slope(exact[best], exact[worst]), usable, unit, ceiling)
+            guess = crossing(
+                exact[best],
+                slope(exact[best], illinois(exact[worst], usable, kept)),
+                usable,
+                unit,
+                ceiling,
+            )
         elif exact_slope is not None:
             # fitting exact points only: their own slope, not the fast one (a fast slope
             # steeper than the exact one undershoots every time: 6 exact steps of 4 to 16 rows

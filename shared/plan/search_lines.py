@@ -18,6 +18,19 @@ def slope(a: dict, b: dict) -> float:
     return (b["bytes_per_device"] - a["bytes_per_device"]) / (b["batch"] - a["batch"])
 
 
+def illinois(failing: dict, usable: int, kept: int) -> dict:
+    """The failing end of a regula falsi bracket as its line should see it: its excess over
+    `usable` halved for every round past the first that `kept` it (the Illinois rule). Where
+    the bytes bend upward, every line from a fit to that end lands below the boundary, so the
+    fits creep toward it while the failure stays (gemma4-e4b rollouts on a v6e-8: 928, 968,
+    992 fit under a failure at 1072, and the search ran out of compiles with a gap); halving
+    its weight moves the next guess toward it."""
+    if kept < 2:
+        return failing
+    excess = failing["bytes_per_device"] - usable
+    return {**failing, "bytes_per_device": usable + excess / 2 ** (kept - 1)}
+
+
 def failures_line(exact: dict[int, dict], unit: int) -> tuple[dict, float] | None:
     """The line through the two smallest failing batches the compiler compiled (not answered
     by arithmetic, whose arguments-only bytes are a floor): the smaller one and the slope, or
