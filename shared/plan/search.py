@@ -40,6 +40,7 @@ from shared.plan.search_lines import (
     fits_slope,
     illinois,
     partner,
+    reach_of,
     slope,
 )
 from shared.plan.target import target_devices
@@ -96,31 +97,6 @@ def cut_depths(request: Request) -> tuple[tuple[int, int] | None, int]:
     full = models.model_config(request.model).num_layers
     shallow, deep = cut_pair(request.model)
     return ((shallow, deep) if 4 * deep <= full else None), full
-
-
-def _reach(request: Request, low: dict, usable: int, unit: int, ceiling: int) -> int:
-    """Where the line from what a device holds whatever the batch (batchless_bytes) through
-    the located point `low` at one unit crosses `usable`: if what a compile adds beyond the
-    floor grew in proportion to the batch, or was fixed, no line could be steeper, and the
-    boundary would be at or beyond. The compiler promises no such thing (gemma3-27b LoRA on a
-    v5p-8: 54 GB at batch 4, 132 at 8, twice this line's slope), so it only aims: the second
-    located point goes no farther (GRPO gemma3-4b on a v5e-8 located at 64 and compiled 48
-    exactly, both far over the HBM and the slowest compiles of the search, before 8 fit), and
-    where it is two units or less, the exact compiles start at one unit."""
-    steepest = (low["bytes_per_device"] - batchless_bytes(request, unit)) / unit
-    return crossing(low, steepest, usable, unit, ceiling)
-
-
-def batchless_bytes(request: Request, unit: int) -> float:
-    """What a device holds whatever the batch, by arithmetic: the floor (shared.plan.floor:
-    weights, optimizer state, the largest arguments) at one and two units, its line carried
-    back to batch 0. What a compile adds beyond the floor grows with the batch or is fixed, so
-    the line from here to a located point is at least as steep as the true one."""
-    one, two = (
-        floor_verdict(dataclasses.replace(request, batch=b))["floor_bytes"]
-        for b in (unit, 2 * unit)
-    )
-    return 2 * one - two
 
 
 def _compiles_alone(point: dict) -> bool:
@@ -319,7 +295,8 @@ def _max_batch_on(
     if low["fits"] and ceiling // unit == 1:  # nothing above it to try
         candidate = unit
     elif (
-        low["fits"] and (reach := _reach(request, low, usable, unit, ceiling)) <= 2 * unit < ceiling
+        low["fits"]
+        and (reach := reach_of(request, low, usable, unit, ceiling)) <= 2 * unit < ceiling
     ):
         # one unit takes half the room the weights leave or more: the boundary is near, and
         # the exact compiles below start at one unit, locating nothing more

@@ -1,8 +1,13 @@
 """Where a batch search's next exact compile aims: lines through the points it has compiled
 (shared.plan.search), their slopes, and the partner compiled beside a candidate. Arithmetic
-on verdicts' batches and bytes only; nothing here compiles."""
+on verdicts' batches and bytes, and on the floor's (shared.plan.floor, by arithmetic); nothing
+here compiles."""
 
 from __future__ import annotations
+
+import dataclasses
+
+from shared.plan.verdict import Request, floor_verdict
 
 
 def crossing(at: dict, slope: float, usable: int, unit: int, ceiling: int) -> int:
@@ -88,3 +93,28 @@ def partner(candidate: int, exact: dict[int, dict], unit: int, ceiling: int) -> 
         (b for b in (candidate + unit, candidate - unit) if best < b < worst and b <= ceiling),
         None,
     )
+
+
+def reach_of(request: Request, low: dict, usable: int, unit: int, ceiling: int) -> int:
+    """Where the line from what a device holds whatever the batch (batchless_bytes) through
+    the located point `low` at one unit crosses `usable`: if what a compile adds beyond the
+    floor grew in proportion to the batch, or was fixed, no line could be steeper, and the
+    boundary would be at or beyond. The compiler promises no such thing (gemma3-27b LoRA on a
+    v5p-8: 54 GB at batch 4, 132 at 8, twice this line's slope), so it only aims: the second
+    located point goes no farther (GRPO gemma3-4b on a v5e-8 located at 64 and compiled 48
+    exactly, both far over the HBM and the slowest compiles of the search, before 8 fit), and
+    where it is two units or less, the exact compiles start at one unit."""
+    steepest = (low["bytes_per_device"] - batchless_bytes(request, unit)) / unit
+    return crossing(low, steepest, usable, unit, ceiling)
+
+
+def batchless_bytes(request: Request, unit: int) -> float:
+    """What a device holds whatever the batch, by arithmetic: the floor (shared.plan.floor:
+    weights, optimizer state, the largest arguments) at one and two units, its line carried
+    back to batch 0. What a compile adds beyond the floor grows with the batch or is fixed, so
+    the line from here to a located point is at least as steep as the true one."""
+    one, two = (
+        floor_verdict(dataclasses.replace(request, batch=b))["floor_bytes"]
+        for b in (unit, 2 * unit)
+    )
+    return 2 * one - two
