@@ -16,7 +16,7 @@ import pytest
 from shared import plan
 from shared.errors import BadInput
 from shared.paths import ROOT
-from shared.plan import atlas, search, verdict
+from shared.plan import atlas, gap, search, verdict
 
 VERSIONS = {
     "jax": "0.10.2",
@@ -215,9 +215,10 @@ def _check_compiler(monkeypatch, fitting: set[int]) -> list[tuple[int, bool]]:
             "mesh_shape": {"fsdp": 8, "tp": 1},
         }
 
-    monkeypatch.setattr(
-        search, "plan_points", lambda requests, use_cache: [verdict_of(r) for r in requests]
-    )
+    for module in (search, gap):
+        monkeypatch.setattr(
+            module, "plan_points", lambda requests, use_cache: [verdict_of(r) for r in requests]
+        )
     return asked
 
 
@@ -251,6 +252,50 @@ def test_a_stored_answer_is_checked_two_units_above_on_its_mesh(
     assert row["wall_s"] > 200.0 and row["mesh"] == "8x1"
     assert f"{answer} (batches {answer + 8} and {checked} do not)" in row["summary"]
     assert not atlas.needs_check(row)
+
+
+@pytest.mark.parametrize(
+    "stored_fail, asked_then, checked",
+    [(128, [72, 40, 56, 64, 80], "compiled"), (80, [48, 64, 72], "known")],
+)
+def test_a_gap_is_closed_by_compiles_inside_it_alone(monkeypatch, stored_fail, asked_then, checked):
+    """A row whose search stopped with a gap (16 fits, `stored_fail` does not; unit 8 on a
+    v5e-8's 8x1; the made-up compiler fits up to 64): --retry-gaps halves the bracket with
+    exact compiles inside it, nothing located, nothing outside it compiled but the check two
+    units above the answer, and that only where it is not a failure already known."""
+    asked = _check_compiler(monkeypatch, set())
+    cell = atlas.Cell("gemma3-tiny", "v5e-8", "rollout")
+    stored = _row(
+        "gemma3-tiny",
+        "v5e-8",
+        max_batch=16,
+        first_not_fitting=stored_fail,
+        converged=False,
+        mesh="8x1",
+        probes=[[16, False, True], [stored_fail, False, False]],
+        cut_probes=[],
+    )
+    assert atlas.has_gap(stored)
+    row = atlas.gap_row(stored, cell, progress=False)
+    assert [batch for batch, fast in asked] == asked_then and not any(f for _, f in asked)
+    assert (row["max_batch"], row["first_not_fitting"], row["checked_above"]) == (64, 72, 80)
+    assert row["converged"] and not atlas.has_gap(row) and row["dips"] == []
+    assert row["compiles"] == 5 + len(asked) and row["probes"][:2] == stored["probes"]
+    assert row["bytes_per_device"] == 0.2 * 64 * 2**30 and row["wall_s"] > 200.0
+    assert "64 (batches 72 and 80 do not)" in row["summary"]
+    assert "gap" not in row["summary"]
+
+
+def test_a_gap_closes_in_thirds_where_two_compile_at_once():
+    """A step that is one executable compiles beside another (search.compiles_alone): after
+    the first halving, the bracket is split in three by two compiles at once."""
+    assert gap.inside(16, 128, 8, 2) == [72]
+    assert gap.inside(64, 128, 8, 3) == [80, 104]
+    assert gap.inside(64, 80, 8, 3) == [72]  # narrow: one batch inside
+    # a failure below a fit is a dip, not a bound
+    points = [{"batch": 80, "fits": False}, {"batch": 104, "fits": True}]
+    assert gap.narrowed(64, 128, points) == (104, 128)
+    assert gap.narrowed(64, 128, points[:1]) == (64, 80)
 
 
 def test_only_selects_cells_and_names_the_valid_values():
@@ -540,6 +585,37 @@ def test_shards_split_the_cells_left_and_a_bad_shard_is_one_line(tmp_path, capsy
     for bad in ("0/2", "3/2", "2", "a/b"):
         with pytest.raises(BadInput, match="--shard wants K/N"):
             cli.parse_shard(bad)
+
+
+@pytest.mark.parametrize("status", ["ok", "error"])
+def test_retry_gaps_closes_a_stored_gap_and_keeps_the_row_when_that_fails(
+    tmp_path, monkeypatch, capsys, status
+):
+    """--retry-gaps hands a stored gap to gap_row (compiles inside it alone), not to a whole
+    new search; where closing it fails, the stored answer stands and nothing is appended."""
+    from shared.plan.atlas import cli
+
+    store = tmp_path / "atlas.jsonl"
+    stored = _row("gemma3-1b", "v5e-1", converged=False, versions=plan.versions())
+    atlas.append_row(store, stored)
+    works = []
+
+    def alone(cell, work):
+        works.append(work)
+        if status == "error":  # as run.py's error rows: no answer, no summary
+            return {"status": status, "error": "RuntimeError: x", "wall_s": 1.0}
+        return {**stored, "converged": True}
+
+    monkeypatch.setattr(cli, "run_cell_alone", alone)
+    argv = ["--models", "gemma3-1b", "--targets", "v5e-1", "--recipes", "rollout"]
+    argv += ["--store", str(store), "--md", str(tmp_path / "page.md")]
+    argv += ["--csv", str(tmp_path / "table.csv"), "--figure", str(tmp_path / "atlas.png")]
+    assert cli.main([*argv, "--retry-gaps"]) == 0
+    assert works[0].func is atlas.gap_row and works[0].args == (stored,)
+    rows = atlas.read_store(store)
+    assert len(rows) == (2 if status == "ok" else 1)
+    if status == "error":
+        assert "closing the gap failed, RuntimeError: x" in capsys.readouterr().out
 
 
 def test_a_search_that_is_an_atlas_cell_is_answered_from_the_store(tmp_path):

@@ -99,7 +99,7 @@ def cut_depths(request: Request) -> tuple[tuple[int, int] | None, int]:
     return ((shallow, deep) if 4 * deep <= full else None), full
 
 
-def _compiles_alone(point: dict) -> bool:
+def compiles_alone(point: dict) -> bool:
     """Whether a request's verdict is one executable (a LoRA or full fine-tune step, read off
     a verdict `point` of it) and the cores can compile two at once: an exact compile then
     leaves a core idle, and the search compiles a partner one unit away beside each exact
@@ -247,7 +247,7 @@ def _max_batch_on(
 
     def probe(batches: list[int], fast: bool) -> list[dict]:
         """The whole model's verdicts at `batches`, compiled at once (two exact ones beside
-        each other: see _compiles_alone)."""
+        each other: see compiles_alone)."""
         bar.set_postfix(batch=",".join(map(str, batches)), fast=fast)
         points = plan_points(
             [dataclasses.replace(request, batch=b, fast=fast) for b in batches],
@@ -321,7 +321,7 @@ def _max_batch_on(
     if exact:  # the batch compiled first fits: the answer is above it
         candidate = min(max(candidate, first + unit), ceiling)
     # a located unit that does not fit makes the unit a confirmation: nothing above to pair
-    paired = low["fits"] and _compiles_alone((cut_probes or probes)[0])
+    paired = low["fits"] and compiles_alone((cut_probes or probes)[0])
     rounds = 0
     kept, kept_worst = 0, None  # rounds in a row that kept the bracket's failing end (illinois)
     while True:

@@ -18,7 +18,7 @@ big model on a small chip is quick too (not even the smallest batch fits). Modul
 
 from shared.plan.atlas.cli import main
 from shared.plan.atlas.render import render
-from shared.plan.atlas.run import check_row, run_cell, run_cell_alone
+from shared.plan.atlas.run import check_row, gap_row, run_cell, run_cell_alone
 from shared.plan.atlas.store import (
     MODELS,
     MULTI_DEVICE_REVISIONS,
@@ -29,6 +29,7 @@ from shared.plan.atlas.store import (
     Cell,
     append_row,
     cells,
+    has_gap,
     needs_check,
     parse_only,
     read_store,
@@ -48,6 +49,8 @@ __all__ = [
     "append_row",
     "cells",
     "check_row",
+    "gap_row",
+    "has_gap",
     "main",
     "needs_check",
     "parse_only",

@@ -23,7 +23,7 @@ from shared.errors import BadInput, choose
 from shared.hardware import parse_target
 from shared.plan.atlas import figure
 from shared.plan.atlas.render import FIGURE, MARKDOWN, TABLE, render
-from shared.plan.atlas.run import check_row, run_cell, run_cell_alone
+from shared.plan.atlas.run import check_row, gap_row, run_cell, run_cell_alone
 from shared.plan.atlas.store import (
     MODELS,
     RECIPES,
@@ -31,6 +31,7 @@ from shared.plan.atlas.store import (
     TARGETS,
     append_row,
     cells,
+    has_gap,
     needs_check,
     parse_only,
     read_store,
@@ -92,8 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--retry-gaps",
         action="store_true",
-        help="run cells again whose search stopped with a gap between a fitting and a failing "
-        "batch (after a change to the search)",
+        help="close the gap of cells whose search stopped between a fitting and a failing batch "
+        "more than a unit apart, by exact compiles inside it alone (shared.plan.gap); a search "
+        "that stopped with no failing batch runs again",
     )
     p.add_argument(
         "--check-above",
@@ -160,9 +162,14 @@ def main(argv: list[str] | None = None) -> int:
                     continue  # another run sharing the store computed it meanwhile
                 stored = stored_row(rows, cell, versions)
                 checking = bool(args.check_above and stored and needs_check(stored))
-                row = run_cell_alone(cell, partial(check_row, stored) if checking else run_cell)
-                if checking and row["status"] != "ok":  # the stored answer stands
-                    row = {**row, "error": f"the check above failed, {row['error']}"}
+                closing = bool(args.retry_gaps and stored and has_gap(stored))
+                work = run_cell
+                if checking or closing:  # from the stored answer: compiles near it alone
+                    work = partial(check_row if checking else gap_row, stored)
+                row = run_cell_alone(cell, work)
+                if (checking or closing) and row["status"] != "ok":  # the stored answer stands
+                    what = "the check above" if checking else "closing the gap"
+                    row = {**row, "error": f"{what} failed, {row['error']}"}
                 else:
                     append_row(args.store, row)
                 print(

@@ -15,6 +15,7 @@ from shared.hardware import parse_target
 from shared.hardware.sharding import mesh_shape
 from shared.plan import verdict
 from shared.plan.atlas.store import Cell
+from shared.plan.gap import close_gap
 from shared.plan.mesh import least_batch, search_shape
 from shared.plan.search import check_above, unit_for
 from shared.plan.target import target_devices
@@ -72,11 +73,7 @@ def check_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
     the row's old failure among its dips. An error is the error row (the CLI keeps the stored
     row then)."""
     head, start = _row_head(cell), time.perf_counter()
-    request = plan.Request(model=cell.model, target=cell.target, **cell.settings)
-    devices = target_devices(parse_target(cell.target))
-    shape = (
-        mesh_shape(row["mesh"], len(devices)) if row.get("mesh") else search_shape(request, devices)
-    )
+    request, shape = _stored_request(row, cell)
     try:
         check = check_above(request, shape, row["max_batch"], row["multiple_of"], progress=progress)
     except Exception as err:
@@ -86,7 +83,7 @@ def check_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
         name = "{fsdp}x{tp}".format(**check["mesh_shape"])
         found = {
             **check,
-            "dips": sorted({*check["dips"], row["first_not_fitting"]}),
+            "dips": sorted({*row.get("dips", []), *check["dips"], row["first_not_fitting"]}),
             "compiles": row["compiles"] + check["compiles"],
         }
         if row.get("mesh_answers"):
@@ -97,7 +94,7 @@ def check_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
             **row,
             **head,
             "checked_above": check["first_not_fitting"],
-            "dips": [],
+            "dips": row.get("dips", []),
             "probes": [[p["batch"], p["fast"], p["fits"]] for p in check["probes"]],
             "cut_probes": [],
             "compiles": row["compiles"] + check["compiles"],
@@ -115,6 +112,59 @@ def check_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
         "compile_s": row["compile_s"] + new["compile_s"],
         "wall_s": row["wall_s"] + new["wall_s"],
     }
+
+
+def _stored_request(row: dict, cell: Cell) -> tuple[plan.Request, tuple[int, int]]:
+    """The cell's request and the (fsdp, tp) mesh its stored `row` answered on."""
+    request = plan.Request(model=cell.model, target=cell.target, **cell.settings)
+    devices = target_devices(parse_target(cell.target))
+    shape = (
+        mesh_shape(row["mesh"], len(devices)) if row.get("mesh") else search_shape(request, devices)
+    )
+    return request, shape
+
+
+def gap_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
+    """The stored `row`, whose search stopped with a gap between a fitting and a failing batch,
+    with the gap closed by exact compiles inside it on the row's mesh (shared.plan.gap), then
+    checked two units above its new answer (check_row), unless that batch is a known failure.
+    An error is the error row (the CLI keeps the stored row then)."""
+    head, start = _row_head(cell), time.perf_counter()
+    request, shape = _stored_request(row, cell)
+    unit = row["multiple_of"]
+    try:
+        closed = close_gap(
+            request, shape, row["max_batch"], row["first_not_fitting"], unit, progress=progress
+        )
+    except Exception as err:
+        return _error_row(head, err, start)
+    probes = closed["probes"]
+    fresh = [p for p in probes if not p["cached"]]
+    at = next((p for p in probes if p["batch"] == closed["max_batch"]), None)
+    new = {
+        **row,
+        **head,
+        "max_batch": closed["max_batch"],
+        "first_not_fitting": closed["first_not_fitting"],
+        "converged": True,
+        "dips": sorted({*row.get("dips", []), *closed["dips"]}),
+        "bytes_per_device": at["bytes_per_device"] if at else row["bytes_per_device"],
+        "worst": at["worst"] if at else row.get("worst"),
+        "probes": row["probes"] + [[p["batch"], p["fast"], p["fits"]] for p in probes],
+        "compiles": row["compiles"] + sum(p.get("compiled", True) for p in fresh),
+        "compile_s": row["compile_s"] + sum(p["compile_s"] for p in fresh),
+        "wall_s": row["wall_s"] + time.perf_counter() - start,
+        "load_average": os.getloadavg(),
+    }
+    failed = {row["first_not_fitting"], *(p["batch"] for p in probes if not p["fits"])}
+    if (above := new["max_batch"] + 2 * unit) not in failed:
+        return check_row(new, cell, progress=progress)
+    new["checked_above"] = above
+    mesh = {"fsdp": shape[0], "tp": shape[1]}
+    new["summary"] = plan.describe(
+        {**new, "workload": cell.settings["workload"], "mesh_shape": mesh}
+    )
+    return new
 
 
 def search_row(head: dict, search: dict, wall_s: float) -> dict:

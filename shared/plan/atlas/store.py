@@ -249,6 +249,17 @@ def needs_check(row: dict) -> bool:
     )
 
 
+def has_gap(row: dict) -> bool:
+    """Whether a stored search stopped between a fitting batch and a failing one more than a
+    unit apart (its exact rounds ran out): a gap shared.plan.gap closes from the row."""
+    return (
+        row.get("status") == "ok"
+        and not row["converged"]
+        and row["max_batch"] > 0
+        and row["first_not_fitting"] is not None
+    )
+
+
 def todo(
     candidates: list[Cell],
     rows: list[dict],

@@ -1,0 +1,79 @@
+"""Closing a stored search's gap: a batch that fits and one that does not, more than a unit
+apart, where the search ran out of exact rounds (shared.plan.search.MAX_EXACT).
+
+Both ends are the compiler's verdicts for the same request: the atlas keeps a row per workload
+revision and versions, and only a change to shared/ (any source, the plan cache's key) made
+the cache forget them. So the gap is closed by exact compiles inside it alone, nothing located
+and nothing outside it compiled again: halving it (thirds where a step's verdict is one
+executable, two of which compile at once: search.compiles_alone). Rerunning the whole search
+instead costs every compile again (gemma3-1b GRPO on a v5p-8 stopped at 200 fits, 208 does
+not, unit 4: one compile at 204 closes it, where its search took 8 exact compiles and more).
+Halving, not a line: the gaps it closes are where lines failed (bytes that bend upward, or a
+compiler that squeezes near the HBM), and halving needs no bytes of the stored ends, which the
+store does not keep.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from shared.plan.search import compiles_alone
+from shared.plan.verdict import Request, plan_points
+
+
+def inside(fits: int, fails: int, unit: int, parts: int) -> list[int]:
+    """The multiples of `unit` that split the open bracket (fits, fails) into `parts` about
+    equal parts, ascending and distinct (fewer where the bracket is narrow)."""
+    batches = {(fits + (fails - fits) * k // parts) // unit * unit for k in range(1, parts)}
+    return sorted(b for b in batches if fits < b < fails)
+
+
+def narrowed(fits: int, fails: int, points: list[dict]) -> tuple[int, int]:
+    """The bracket after exact `points` inside it: the largest batch that fits, and the least
+    failing one above it. A failure below a fit is a dip (the compiler's bytes are not monotone
+    in the batch), not a bound."""
+    fits = max([fits] + [p["batch"] for p in points if p["fits"]])
+    fails = min([fails] + [p["batch"] for p in points if not p["fits"] and p["batch"] > fits])
+    return fits, fails
+
+
+def close_gap(
+    request: Request,
+    shape: tuple[int, int],
+    fits: int,
+    fails: int,
+    unit: int,
+    *,
+    use_cache: bool = True,
+    progress: bool = True,
+) -> dict:
+    """Exact compiles inside the bracket (`fits`, `fails`) on the (fsdp, tp) mesh `shape`
+    until a fitting batch and a failing one sit one unit apart: `max_batch`,
+    `first_not_fitting`, the failures below the answer (`dips`) and the exact verdicts
+    compiled (`probes`), in order. The check two units above the answer is the caller's
+    (search.check_above, or nothing where that batch is a known failure)."""
+    from tqdm.auto import tqdm
+
+    fsdp, tp = shape
+    if request.mesh is None and fsdp * tp > 1:
+        request = dataclasses.replace(request, mesh=f"{fsdp}x{tp}")
+    probes: list[dict] = []
+    parts = 2
+    with tqdm(
+        desc=f"gap {fits}-{fails} {request.workload} {request.model} on {request.target}",
+        unit="compile",
+        disable=not progress,
+    ) as bar:
+        while fails - fits > unit:
+            batches = inside(fits, fails, unit, parts)
+            bar.set_postfix(batch=",".join(map(str, batches)))
+            points = plan_points(
+                [dataclasses.replace(request, batch=b, fast=False) for b in batches],
+                use_cache=use_cache,
+            )
+            probes.extend(points)
+            bar.update(len(points))
+            fits, fails = narrowed(fits, fails, points)
+            parts = 3 if compiles_alone(points[0]) else 2
+    dips = sorted(p["batch"] for p in probes if not p["fits"] and p["batch"] < fits)
+    return {"max_batch": fits, "first_not_fitting": fails, "dips": dips, "probes": probes}
