@@ -530,11 +530,16 @@ def test_lookup_says_whether_the_answer_was_checked_two_units_above():
 
     done = next(r for r in lookup.read_table() if r["status"] == "ok" and r["bytes_per_device"])
     row = {**done, "max_batch": "184", "first_not_fitting": "188", "at_least": "False"}
+    row["converged"] = "True"
     checked = lookup.describe({**row, "checked_above": "192", "dips": "180"})
     assert "largest batch 184 (neither 188 nor 192 fits)" in checked
     assert "below it, 180 did not fit" in checked
     unchecked = lookup.describe({**row, "checked_above": "", "dips": ""})
     assert "two units above it not compiled yet" in unchecked and "below it" not in unchecked
+    # a search that stopped with a gap has no largest batch yet: only a lower bound
+    gap = lookup.describe({**row, "first_not_fitting": "540", "converged": "False"})
+    assert "at least 184 fits, 540 does not" in gap and "largest batch" not in gap
+    assert f"--retry-gaps --only model={row['model']}," in gap
 
 
 def test_the_plan_command_answers_lookup_from_the_table_without_jax():

@@ -40,10 +40,11 @@ def find(rows: list[dict], model: str, target: str, recipe: str) -> dict:
     )
 
 
-def command(model: str, target: str, recipe: str) -> str:
-    """The command that computes (or recomputes) one cell into the store and the page."""
+def command(model: str, target: str, recipe: str, retry: str = "--retry-failed") -> str:
+    """The command that computes (or recomputes: `retry`) one cell into the store and the
+    page."""
     only = f"model={model},target={target},recipe={recipe}"
-    return f"nice python benchmarks/bench_atlas.py --retry-failed --only {only}"
+    return f"nice python benchmarks/bench_atlas.py {retry} --only {only}"
 
 
 def mesh_answer_text(answer: int | str) -> str:
@@ -69,6 +70,12 @@ def describe(row: dict) -> str:
         answer = f"at least {largest} fits (the search's ceiling)"
     elif row["at_least"] == "True":
         answer = f"at least {largest} fits (the search stopped with every exact compile fitting)"
+    elif row["converged"] != "True":  # a fit and a failure more than a unit apart
+        answer = (
+            f"at least {largest} fits, {first_fail} does not: the search stopped with a gap, "
+            f"so a batch between may fit too\n  close the gap: "
+            f"{command(*_cell(row), retry='--retry-gaps')}"
+        )
     elif checked := row.get("checked_above"):
         answer = f"largest batch {largest} (neither {first_fail} nor {checked} fits)"
     else:
