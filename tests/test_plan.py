@@ -21,7 +21,7 @@ from shared import plan, report
 from shared.errors import BadInput
 from shared.hardware import parse_target
 from shared.plan import mesh as plan_mesh
-from shared.plan import search, search_view, verdict
+from shared.plan import search, search_lines, search_view, verdict
 from shared.plan.executable import Executable, Workload
 
 GIB = 2**30
@@ -360,6 +360,47 @@ def test_failures_alone_aim_with_their_own_line(monkeypatch):
     exact = [p["batch"] for p in result["probes"] if not p["fast"]]
     assert (result["max_batch"], result["first_not_fitting"]) == (39, 40)
     assert len(exact) <= 5, exact
+
+
+def _cut_rollout_verdict(request, usable: float) -> dict:
+    """A made-up rollout of the atlas's qwen3-8b on a v5p-8, in GiB, from its cut and whole
+    verdicts (`request.layers` of 36, None for all): weights 2.32 + 0.36 a layer; prefill's
+    transient bytes 8.53 + 1.535 a layer for 1140 rows, decode's 0.02 + 2.895 (its KV cache),
+    both in proportion to the rows. Prefill is the worst at 2 and 4 layers, decode at 36."""
+    layers, share = request.layers or 36, request.batch / 1140
+    resident = (2.32 + 0.36 * layers) * GIB
+    transient = {
+        "prefill": share * (8.53 + 1.535 * layers) * GIB,
+        "decode": share * (0.02 + 2.895 * layers) * GIB,
+    }
+    used = resident + max(transient.values())
+    return _fake_verdict(request, used, usable, resident_bytes=resident, transient_bytes=transient)
+
+
+def test_each_executable_is_carried_to_full_depth_on_its_own_line(monkeypatch):
+    """The atlas's qwen3-8b rollout cell on a v5p-8 located with cut compiles at 2 and 4
+    layers where prefill is the worst executable; at 36 layers decode is. The line through each
+    depth's worst said 79.1 GiB at 1140 rows, 34% under the compiler's, and sent the first
+    exact compiles to 1436 and 1212, far over the HBM and the slowest of the search. Each
+    executable on its own line (decode's: 119.7 GiB there) aims the first exact compile at
+    the boundary."""
+    usable = 95.74 * GIB
+    shallow, deep = (
+        _cut_rollout_verdict(plan.Request("scale", "none", "v5p-8", batch=1140, layers=d), usable)
+        for d in (2, 4)
+    )
+    assert search_lines.carried_to_depth(shallow, deep, (2, 4), 36) / GIB == pytest.approx(
+        119.7, abs=0.2
+    )
+    monkeypatch.setattr(search, "cut_depths", lambda request: ((2, 4), 36))
+    _fake_compiler(monkeypatch, lambda request: _cut_rollout_verdict(request, usable))
+    result = plan.max_batch(plan.Request("scale", "none", "v5p-8"), progress=False)
+    exact = [p["batch"] for p in result["probes"] if not p["fast"]]
+    answer = result["max_batch"]
+    assert _cut_rollout_verdict(plan.Request("scale", "none", "v5p-8", batch=answer), usable)[
+        "fits"
+    ]
+    assert result["converged"] and max(exact) <= 1.05 * answer, exact
 
 
 @pytest.mark.parametrize("row, bend, answer", [(0.02, 0.0005, 121), (0.03, 0.0003, 137)])

@@ -7,7 +7,8 @@ the cache forget them. So the gap is closed by exact compiles inside it alone, n
 and nothing outside it compiled again: halving it (thirds where a step's verdict is one
 executable, two of which compile at once: search.compiles_alone). Rerunning the whole search
 instead costs every compile again (gemma3-1b GRPO on a v5p-8 stopped at 200 fits, 208 does
-not, unit 4: one compile at 204 closes it, where its search took 8 exact compiles and more).
+not, unit 4: a compile at 204, which fits, and the check at 212 closed it in 15 minutes, where
+its whole search had taken 11 compiles and 45).
 Halving, not a line: the gaps it closes are where lines failed (bytes that bend upward, or a
 compiler that squeezes near the HBM), and halving needs no bytes of the stored ends, which the
 store does not keep.

@@ -2,8 +2,8 @@
 
 Bytes per device grow close to linearly with the batch (KV cache, activations). So:
 1. locate: fast compiles (least optimisation effort) at 1 and 8 units give the line's slope
-   (for a deep model, exact compiles of it cut to a few layers, carried to its full depth in a
-   straight line: see `cut_depths`);
+   (for a deep model, exact compiles of it cut to a few layers, each executable's bytes
+   carried to its full depth on a straight line: see `cut_depths`);
    where it crosses the usable HBM is the candidate, and when that is far off, a third fast
    compile there gives the slope near the boundary. When 1 unit does not fit, 8 is not tried.
    Small first: most fine-tunes fit a few units, and a probe far over the HBM is the slowest
@@ -35,6 +35,7 @@ from shared.plan import verdict
 from shared.plan.mesh import doubles_the_room, roomier_meshes, search_shape, wider_shapes
 from shared.plan.search_lines import (
     bracket,
+    carried_to_depth,
     crossing,
     failures_line,
     fits_slope,
@@ -258,8 +259,9 @@ def _max_batch_on(
         return points
 
     def line_to_full_depth(batch: int) -> dict:
-        """Exact verdicts at the two cut depths, and the straight line through them carried to
-        the whole model's depth: where the search looks, never an answer."""
+        """Exact verdicts at the two cut depths, each executable's bytes carried through them
+        to the whole model's depth on a straight line (search_lines.carried_to_depth): where
+        the search looks, never an answer."""
         bar.set_postfix(batch=batch, layers=depths)
         cut = plan_points(  # both depths at once: a train step's verdict keeps one core busy
             [dataclasses.replace(request, batch=batch, layers=d) for d in depths],
@@ -267,8 +269,7 @@ def _max_batch_on(
         )
         cut_probes.extend(cut)
         bar.update(len(cut))
-        (a, b), (shallow, deep) = (p["bytes_per_device"] for p in cut), depths
-        line = a + (full_layers - shallow) * (b - a) / (deep - shallow)
+        line = carried_to_depth(*cut, depths, full_layers)
         usable = cut[0]["hbm_bytes"]
         fits = all(p["fits"] for p in cut) and line <= usable
         compiled = all(p.get("compiled", True) for p in cut)

@@ -19,6 +19,31 @@ def crossing(at: dict, slope: float, usable: int, unit: int, ceiling: int) -> in
     return int(max(unit, min(ceiling, batch)) // unit * unit)
 
 
+def carry(a: float, b: float, depths: tuple[int, int], full_layers: int) -> float:
+    """Bytes `a` and `b` of a model cut to the two `depths`, carried on their straight line to
+    `full_layers`."""
+    low, high = depths
+    return a + (full_layers - low) * (b - a) / (high - low)
+
+
+def carried_to_depth(shallow: dict, deep: dict, depths: tuple[int, int], full_layers: int) -> float:
+    """The whole model's bytes, from verdicts of it cut to the two `depths` (`shallow`,
+    `deep`): each executable's bytes (the resident ones plus its own transient ones) carried
+    to `full_layers` on its own straight line (carry), and the largest of those lines. Not the
+    line through each depth's worst executable: the worst can change with depth. qwen3-8b
+    rollouts on a v5p-8 at batch 1140: prefill is the worst at 2 and 4 layers (14.64, 18.43
+    GiB), decode at 36 (its KV cache grows faster a layer); the line through the worst said
+    79.1 GiB, decode's own line 119.7, and the compiler's full-depth bytes around it (95.5 at
+    872, 126.2 at 1212) put 1140 at 119.7. The line through the worst is no larger than the
+    worst executable's own, and stands in where a verdict has no transient bytes by label."""
+    labels = set(shallow.get("transient_bytes", {})) & set(deep.get("transient_bytes", {}))
+    lines = [carry(shallow["bytes_per_device"], deep["bytes_per_device"], depths, full_layers)]
+    for label in labels:
+        a, b = (p["resident_bytes"] + p["transient_bytes"][label] for p in (shallow, deep))
+        lines.append(carry(a, b, depths, full_layers))
+    return max(lines)
+
+
 def slope(a: dict, b: dict) -> float:
     return (b["bytes_per_device"] - a["bytes_per_device"]) / (b["batch"] - a["batch"])
 

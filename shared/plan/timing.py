@@ -23,6 +23,7 @@ from shared.hardware import parse_target
 from shared.plan.compiled import compile_with_layout, fast_options
 from shared.plan.executable import lower
 from shared.plan.mesh import mesh_for
+from shared.plan.search_lines import carry
 from shared.plan.target import target_devices
 from shared.plan.verdict import Request, check_request
 from shared.plan.workloads import build_workload
@@ -77,10 +78,10 @@ def depth_line(request: Request, depths: tuple[int, int], full_layers: int) -> d
     the full depth, and the full model's compiled bytes beside it (same batch, same effort)."""
     rows = [time_executables(dataclasses.replace(request, layers=d)) for d in depths]
     full = time_executables(dataclasses.replace(request, layers=None))
-    (low, high), lines = depths, {}
+    lines = {}
     for label, at_full in full["executables"].items():
         a, b = (r["executables"][label]["total_bytes"] for r in rows)
-        straight = a + (full_layers - low) * (b - a) / (high - low)
+        straight = carry(a, b, depths, full_layers)
         lines[label] = {
             "bytes_at_depths": [a, b],
             "straight_line_at_full_depth": straight,
