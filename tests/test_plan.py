@@ -223,6 +223,24 @@ def test_the_likely_worst_executable_compiles_first_and_a_failure_skips_the_rest
     assert list(fitting["executables"]) == ["prefill", "decode", "update"]
 
 
+def test_a_tpu7x_compiles_one_executable_at_a_time(monkeypatch):
+    """Two compiles at once overflowed a stack in libtpu's SparseCore code generator on a
+    tpu7x (verdict.ONE_COMPILE_AT_A_TIME): requests for one compile alone, and a search there
+    compiles no partner beside a one-executable step. Batches of 10^8, answered by
+    arithmetic: nothing compiles here."""
+    pools = []
+    pool = verdict.ThreadPoolExecutor
+    monkeypatch.setattr(verdict, "ThreadPoolExecutor", lambda n: pools.append(n) or pool(n))
+    monkeypatch.setattr(verdict, "WORKERS", 2)
+    huge = {t: plan.Request("scale", "none", t, batch=10**8) for t in ("v5p-8", "tpu7x-8")}
+    verdict.plan_points([huge["v5p-8"], huge["v5p-8"]])
+    verdict.plan_points([huge["v5p-8"], huge["tpu7x-8"]])
+    assert pools == [2, 1]
+    step = {"executables": {"step": {}}, "skipped": []}
+    assert search.compiles_alone({**step, "target": "v5p-8"})
+    assert not search.compiles_alone({**step, "target": "tpu7x-8"})
+
+
 def test_sharding_divides_bytes_by_the_mesh_factor():
     one = plan.plan_point(plan.Request("scale", "none", "v6e-1", batch=8))
     eight = plan.plan_point(plan.Request("scale", "none", "v6e-8", batch=8))

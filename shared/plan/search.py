@@ -110,7 +110,7 @@ def compiles_alone(point: dict) -> bool:
     not; a gemma3-4b LoRA verdict took 1.14x its wall alone with its partner beside it:
     benchmarks/results/plan_pairing.json)."""
     executables = len(point.get("executables", {})) + len(point.get("skipped", []))
-    return 0 < executables and 2 * executables <= verdict.WORKERS
+    return 0 < executables and 2 * executables <= verdict.workers_for(point["target"])
 
 
 def max_batch(

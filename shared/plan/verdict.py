@@ -49,6 +49,21 @@ from shared.versions import versions
 CACHE_DIR = Path(os.environ.get("TPU_BUDGET_LAB_PLAN_CACHE", ROOT / ".cache" / "plan"))
 
 WORKERS = max(1, min(4, os.cpu_count() or 1))  # executables compiled at once
+# Chips whose programs compile one at a time: on a tpu7x libtpu compiles the collectives'
+# SparseCore programs (shared.plan.compiled), and two compiles at once overflowed a stack in its
+# SparseCore code generator (SIGSEGV, the process lost): qwen3-8b rollouts cut to 2 and 4
+# layers on a tpu7x-8 at batch 8, in the atlas's run and again alone; one at a time, both
+# compiled. llama3.1-8b's two cut depths had compiled side by side there: it is not every
+# program, but a crash costs the whole process, and an interactive plan its answer.
+ONE_COMPILE_AT_A_TIME = ("tpu7x",)
+
+
+def workers_for(target: str) -> int:
+    """How many executables compile at once for a request on `target` (WORKERS, or one on a
+    chip in ONE_COMPILE_AT_A_TIME)."""
+    return 1 if parse_target(target).chip.name in ONE_COMPILE_AT_A_TIME else WORKERS
+
+
 MULTI_HOST_NOTE = (
     "{hosts} hosts, one slice: every mesh axis runs over ICI (the compiler sees one topology; "
     "no DCN, which only joins separate slices)"
@@ -266,8 +281,9 @@ def plan_points(requests: list[Request], *, use_cache: bool = True) -> list[dict
         for request in requests
     ]
     compiling = [_Compiling(r) for r, answer in zip(requests, answers, strict=True) if not answer]
-    with ThreadPoolExecutor(WORKERS) as pool:
-        while rounds := [(c, group) for c in compiling if (group := c.next_group())]:
+    workers = min((workers_for(r.target) for r in requests), default=WORKERS)
+    with ThreadPoolExecutor(workers) as pool:
+        while rounds := [(c, group) for c in compiling if (group := c.next_group(workers))]:
             lowered = []
             for state, group in rounds:
                 with jax.set_mesh(state.mesh):  # lowered here: the mesh context is per thread
@@ -300,8 +316,8 @@ class _Compiling:
             # arithmetic says no
             self.executables, self.takes, self.pending = self.floor, self.all_takes, []
 
-    def next_group(self) -> list:
-        """The executables to compile next, as many as there are cores, each after the one
+    def next_group(self, workers: int) -> list:
+        """The executables to compile next, `workers` at most, each after the one
         whose outputs it takes (decode after prefill); none once the compiled ones already do
         not fit (the rest are listed as skipped) or all are compiled."""
         if self.pending and self.executables:
@@ -312,7 +328,7 @@ class _Compiling:
         ready = [e for e in self.pending if not e.laid_out_by or e.laid_out_by in self.layouts]
         if self.pending and not ready:  # a workload whose executables wait for one it lacks
             raise ValueError(f"{self.pending[0].label} waits for {self.pending[0].laid_out_by}")
-        group = ready[:WORKERS]
+        group = ready[:workers]
         self.pending = [e for e in self.pending if all(e is not g for g in group)]
         return group
 
