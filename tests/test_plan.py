@@ -343,6 +343,7 @@ def _fake_verdict(request, used: float, usable: float, **fields) -> dict:
     """What search.max_batch reads of a verdict, for searches over made-up compilers."""
     return {
         "batch": request.batch,
+        "target": request.target,
         "fast": request.fast,
         "fits": used <= usable,
         "cached": False,
