@@ -274,6 +274,7 @@ def test_a_gap_is_closed_by_compiles_inside_it_alone(monkeypatch, stored_fail, a
         mesh="8x1",
         probes=[[16, False, True], [stored_fail, False, False]],
         cut_probes=[],
+        mesh_answers={"8x1": 16, "4x2": 0},
     )
     assert atlas.has_gap(stored)
     row = atlas.gap_row(stored, cell, progress=False)
@@ -283,7 +284,8 @@ def test_a_gap_is_closed_by_compiles_inside_it_alone(monkeypatch, stored_fail, a
     assert row["compiles"] == 5 + len(asked) and row["probes"][:2] == stored["probes"]
     assert row["bytes_per_device"] == 0.2 * 64 * 2**30 and row["wall_s"] > 200.0
     assert "64 (batches 72 and 80 do not)" in row["summary"]
-    assert "gap" not in row["summary"]
+    assert "gap" not in row["summary"] and "(mesh 8x1; 4x2 fits none)" in row["summary"]
+    assert row["mesh_answers"] == {"8x1": 64, "4x2": 0}  # the other mesh's answer stands
 
 
 def test_a_gap_closes_in_thirds_where_two_compile_at_once():

@@ -138,13 +138,13 @@ def gap_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
         )
     except Exception as err:
         return _error_row(head, err, start)
-    probes = closed["probes"]
+    probes, fits = closed["probes"], closed["max_batch"]
     fresh = [p for p in probes if not p["cached"]]
-    at = next((p for p in probes if p["batch"] == closed["max_batch"]), None)
+    at = next((p for p in probes if p["batch"] == fits), None)
     new = {
         **row,
         **head,
-        "max_batch": closed["max_batch"],
+        "max_batch": fits,
         "first_not_fitting": closed["first_not_fitting"],
         "converged": True,
         "dips": sorted({*row.get("dips", []), *closed["dips"]}),
@@ -156,11 +156,13 @@ def gap_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
         "wall_s": row["wall_s"] + time.perf_counter() - start,
         "load_average": os.getloadavg(),
     }
+    mesh = {"fsdp": shape[0], "tp": shape[1]}
+    if row.get("mesh_answers"):  # the other meshes' answers stand; this one's moved
+        new["mesh_answers"] = {**row["mesh_answers"], "{fsdp}x{tp}".format(**mesh): fits}
     failed = {row["first_not_fitting"], *(p["batch"] for p in probes if not p["fits"])}
-    if (above := new["max_batch"] + 2 * unit) not in failed:
+    if (above := fits + 2 * unit) not in failed:
         return check_row(new, cell, progress=progress)
     new["checked_above"] = above
-    mesh = {"fsdp": shape[0], "tp": shape[1]}
     new["summary"] = plan.describe(
         {**new, "workload": cell.settings["workload"], "mesh_shape": mesh}
     )
