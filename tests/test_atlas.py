@@ -8,6 +8,7 @@ import functools
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -448,29 +449,38 @@ def test_a_cell_runs_in_its_own_process_and_its_death_is_a_failed_row():
     assert row["revision"] == cell.revision and row["wall_s"] > 0
 
 
-def _killed_unless_one_compile_at_a_time(cell, always=False):
-    """A cell's work as the kernel treats a compile pair too large for the host: SIGKILL while
-    more than one compile may run at once, or `always` (this runs in run_cell_alone's child)."""
-    import signal
-
+def _killed_unless_one_compile_at_a_time(cell, how=signal.SIGKILL, always=False):
+    """A cell's work as the kernel treats a compile pair too large for the host (SIGKILL), or
+    as libtpu's SparseCore code generator crashed with two at once (SIGSEGV): killed by `how`
+    while more than one compile may run at once, or `always` (this runs in run_cell_alone's
+    child)."""
     if always or verdict.WORKERS > 1:
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), how)
     return {"status": "ok", "workers": verdict.WORKERS}
 
 
-def test_a_cell_killed_for_host_memory_runs_again_one_compile_at_a_time(monkeypatch):
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGSEGV])
+def test_a_cell_killed_in_a_compile_runs_again_one_compile_at_a_time(monkeypatch, how):
     """gemma3-1b LoRA on a tpu7x-8 compiled batches 160 and 168 side by side (17 GB) and the
-    kernel killed it: the cell runs again once, one compile at a time, and its row says so.
-    Compiling one at a time already, the kill is the failed row."""
+    kernel killed it; qwen3-8b rollouts there crashed libtpu with two compiles at once: the
+    cell runs again once, one compile at a time, and its row says so. Compiling one at a
+    time already, the death is the failed row; a person's SIGTERM is not retried."""
     cell = atlas.Cell("gemma3-tiny", "v5e-1", "rollout")
     monkeypatch.setattr(verdict, "WORKERS", 2)  # two at once, as on this project's 2 cores
-    row = atlas.run_cell_alone(cell, work=_killed_unless_one_compile_at_a_time)
+    row = atlas.run_cell_alone(
+        cell, work=functools.partial(_killed_unless_one_compile_at_a_time, how=how)
+    )
     assert (row["status"], row["workers"]) == ("ok", 1)
     assert row["one_compile_at_a_time"]["killed_try_s"] > 0
+    assert row["one_compile_at_a_time"]["signal"] == how
+    stopped = functools.partial(_killed_unless_one_compile_at_a_time, how=signal.SIGTERM)
+    row = atlas.run_cell_alone(cell, work=stopped)
+    assert (row["status"], row["signal"]) == ("error", signal.SIGTERM)
+    assert "one_compile_at_a_time" not in row
     monkeypatch.setattr(verdict, "WORKERS", 1)
-    always = functools.partial(_killed_unless_one_compile_at_a_time, always=True)
+    always = functools.partial(_killed_unless_one_compile_at_a_time, how=how, always=True)
     row = atlas.run_cell_alone(cell, work=always)
-    assert row["status"] == "error" and "signal 9" in row["error"]
+    assert (row["status"], row["signal"]) == ("error", how)
     assert "one_compile_at_a_time" not in row
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 import multiprocessing
 import os
+import signal
 import time
 from collections.abc import Callable
 
@@ -217,6 +218,9 @@ def search_row(head: dict, search: dict, wall_s: float) -> dict:
 
 CHILD_EXIT_S = 60  # how long a cell's process may take to exit once it sent its row
 KILLED_FOR_MEMORY = "the cell's process died: killed (signal 9: out of host memory?)"
+# how a cell's process dies when the kernel kills it for memory or a compiler crashes in it;
+# not SIGTERM or SIGINT, with which a person or a time limit stops the run
+CRASH_SIGNALS = (signal.SIGKILL, signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS)
 
 
 def _send_row(work: Callable, cell: Cell, pipe, workers: int) -> None:
@@ -233,16 +237,19 @@ def run_cell_alone(cell: Cell, work: Callable = run_cell) -> dict:
     memory, or any error run_cell could not catch) is a failed row, said in one line
     (--retry-failed runs it again), while the run goes on.
 
-    A process the kernel killed for host memory runs again once with one compile at a time:
-    two exact compiles side by side hold about twice the memory (gemma3-1b LoRA on a tpu7x-8,
-    batches 160 and 168 at once: 17 GB, killed on this 23 GiB machine), and the verdicts do
-    not depend on how many compile at once. The row says so (`one_compile_at_a_time`: the
-    seconds the killed try took)."""
+    A process the kernel killed for host memory, or one a compiler crash killed
+    (CRASH_SIGNALS), runs again once with one compile at a time: two exact compiles side by
+    side hold about twice the memory (gemma3-1b LoRA on a tpu7x-8, batches 160 and 168 at
+    once: 17 GB, killed on this 23 GiB machine), and two at once overflowed a stack in
+    libtpu's SparseCore code generator (qwen3-8b rollouts on a tpu7x-8: SIGSEGV; see
+    shared.plan.verdict.ONE_COMPILE_AT_A_TIME), while the verdicts do not depend on how many
+    compile at once. The row says so (`one_compile_at_a_time`: the seconds the killed try
+    took, and the signal)."""
     row = _row_in_child(work, cell, verdict.WORKERS)
-    if row.get("error") == KILLED_FOR_MEMORY and verdict.WORKERS > 1:
-        first_try_s = row["wall_s"]
+    if row.get("signal") in CRASH_SIGNALS and verdict.WORKERS > 1:
+        killed = {"killed_try_s": row["wall_s"], "signal": row["signal"]}
         row = _row_in_child(work, cell, 1)
-        row["one_compile_at_a_time"] = {"killed_try_s": first_try_s}
+        row["one_compile_at_a_time"] = killed
     return row
 
 
@@ -267,6 +274,7 @@ def _row_in_child(work: Callable, cell: Cell, workers: int) -> dict:
             **_row_head(cell),
             "status": "error",
             "error": died,
+            "signal": -code if code < 0 else None,
             "wall_s": time.perf_counter() - start,
         }
     finally:
