@@ -295,10 +295,10 @@ def test_a_gap_closes_in_thirds_where_two_compile_at_once():
     assert gap.inside(16, 128, 8, 2) == [72]
     assert gap.inside(64, 128, 8, 3) == [80, 104]
     assert gap.inside(64, 80, 8, 3) == [72]  # narrow: one batch inside
-    # a failure below a fit is a dip, not a bound
-    points = [{"batch": 80, "fits": False}, {"batch": 104, "fits": True}]
-    assert gap.narrowed(64, 128, points) == (104, 128)
-    assert gap.narrowed(64, 128, points[:1]) == (64, 80)
+    # a failure below a fit is a dip, not a bound (the bracket close_gap narrows by)
+    ends = {64: {"fits": True}, 128: {"fits": False}}
+    assert search.bracket({**ends, 80: {"fits": False}, 104: {"fits": True}}) == (104, 128)
+    assert search.bracket({**ends, 80: {"fits": False}}) == (64, 80)
 
 
 def test_only_selects_cells_and_names_the_valid_values():

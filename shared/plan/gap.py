@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from shared.plan.search import compiles_alone
+from shared.plan.search import compiles_alone, pinned_to
+from shared.plan.search_lines import bracket
 from shared.plan.verdict import Request, plan_points
 
 
@@ -27,15 +28,6 @@ def inside(fits: int, fails: int, unit: int, parts: int) -> list[int]:
     equal parts, ascending and distinct (fewer where the bracket is narrow)."""
     batches = {(fits + (fails - fits) * k // parts) // unit * unit for k in range(1, parts)}
     return sorted(b for b in batches if fits < b < fails)
-
-
-def narrowed(fits: int, fails: int, points: list[dict]) -> tuple[int, int]:
-    """The bracket after exact `points` inside it: the largest batch that fits, and the least
-    failing one above it. A failure below a fit is a dip (the compiler's bytes are not monotone
-    in the batch), not a bound."""
-    fits = max([fits] + [p["batch"] for p in points if p["fits"]])
-    fails = min([fails] + [p["batch"] for p in points if not p["fits"] and p["batch"] > fits])
-    return fits, fails
 
 
 def close_gap(
@@ -55,9 +47,10 @@ def close_gap(
     (search.check_above, or nothing where that batch is a known failure)."""
     from tqdm.auto import tqdm
 
-    fsdp, tp = shape
-    if request.mesh is None and fsdp * tp > 1:
-        request = dataclasses.replace(request, mesh=f"{fsdp}x{tp}")
+    request = pinned_to(request, shape)
+    # the stored ends as the search's bracket reads them (search_lines.bracket: a failure below
+    # the largest fit is a dip, not a bound), then every exact verdict inside, by batch
+    exact: dict[int, dict] = {fits: {"fits": True}, fails: {"fits": False}}
     probes: list[dict] = []
     parts = 2
     with tqdm(
@@ -74,7 +67,8 @@ def close_gap(
             )
             probes.extend(points)
             bar.update(len(points))
-            fits, fails = narrowed(fits, fails, points)
+            exact.update((p["batch"], p) for p in points)
+            fits, fails = bracket(exact)
             parts = 3 if compiles_alone(points[0]) else 2
     dips = sorted(p["batch"] for p in probes if not p["fits"] and p["batch"] < fits)
     return {"max_batch": fits, "first_not_fitting": fails, "dips": dips, "probes": probes}

@@ -194,6 +194,17 @@ def check_above(
     return {**check, "mesh_shape": {"fsdp": shape[0], "tp": shape[1]}}
 
 
+def pinned_to(request: Request, shape: tuple[int, int]) -> Request:
+    """`request` with every verdict on the (fsdp, tp) mesh `shape` it answers for, unless it
+    names a mesh itself: left unset, each verdict takes the rule's mesh at its own batch, which
+    moves a tunix model to a wider tp once its floor outgrows the all-fsdp mesh (a search on
+    8x1 fit llama3.1-8b rollouts "192" on 4x2)."""
+    fsdp, tp = shape
+    if request.mesh is None and fsdp * tp > 1:
+        return dataclasses.replace(request, mesh=f"{fsdp}x{tp}")
+    return request
+
+
 def _mesh_answer(search: dict) -> int | str:
     """One mesh's answer for `mesh_answers`: its largest batch, or "<N" where its only exact
     compile was a failure above one unit (asked whether it fits N, another mesh's answer)."""
@@ -222,12 +233,7 @@ def _max_batch_on(
     above it."""
     from tqdm.auto import tqdm
 
-    fsdp, tp = shape
-    if request.mesh is None and fsdp * tp > 1:
-        # every probe on the mesh it answers for: left unset, each verdict takes the rule's mesh
-        # at its own batch, which moves a tunix model to a wider tp once its floor outgrows
-        # the all-fsdp mesh (a search on 8x1 fit llama3.1-8b rollouts "192" on 4x2)
-        request = dataclasses.replace(request, mesh=f"{fsdp}x{tp}")
+    request = pinned_to(request, shape)
     unit = unit_for(request, multiple_of)
     ceiling = max(unit, (CEILING if ceiling is None else ceiling) // unit * unit)
     bar = tqdm(
