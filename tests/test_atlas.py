@@ -54,7 +54,18 @@ def _row(model, target, recipe="rollout", **fields):
         "wall_s": 200.0,
         "summary": f"{model} on {target}",
     }
-    return {**base, **fields}
+    row = {**base, **fields}
+    devices = row.setdefault("devices", 1 if target.endswith("-1") else 8)
+    row.setdefault("mesh", f"{devices}x1")
+    row.setdefault(
+        "units", dict.fromkeys(row.get("mesh_answers") or [row["mesh"]], row["multiple_of"])
+    )
+    return row
+
+
+def _before_units(row: dict) -> dict:
+    """A row as the store kept it before each mesh a search compared took its own step."""
+    return {k: v for k, v in row.items() if k != "units"}
 
 
 def _before_the_check(row: dict) -> dict:
@@ -168,6 +179,62 @@ def test_check_above_reruns_only_answers_stored_before_the_check():
     }
 
 
+def test_a_row_that_stepped_a_mesh_coarsely_is_computed_again_first():
+    """Before 2026-11-28 the atlas stepped every mesh it compared by the rule mesh's unit:
+    llama3.1-8b LoRA on a v5e-8 asked 1x8 for batch 8 alone and stored "not even batch 8 fits
+    on any mesh", though 1x8 runs batch 1. Such rows are computed again by default, before
+    the cells not computed yet, and shown with a '?'; so is an old "none fits" that named no
+    meshes. A row on the all-fsdp mesh, one chip's row, GRPO's whole groups (8 on 8x1) and a
+    row that stored its steps stand."""
+    from shared.plan.atlas.render import cell_text
+
+    grid = atlas.cells(
+        ["gemma3-1b", "llama3.1-8b", "qwen3-8b", "gemma3-12b"], ["v5e-1", "v5e-8"], ["lora-train"]
+    )
+    grid += atlas.cells(["gemma3-1b", "llama3.1-8b"], ["v5e-8"], ["grpo"])
+    old = [
+        _row(
+            "llama3.1-8b",
+            "v5e-8",
+            "lora-train",
+            max_batch=0,
+            first_not_fitting=8,
+            mesh_answers={"8x1": 0, "4x2": 0, "2x4": 0, "1x8": 0},
+        ),
+        _row("qwen3-8b", "v5e-8", "lora-train", max_batch=0, first_not_fitting=8),
+        _row("gemma3-1b", "v5e-8", "lora-train", max_batch=40),
+        _row("llama3.1-8b", "v5e-1", "lora-train", max_batch=0, multiple_of=1),
+        _row("llama3.1-8b", "v5e-8", "grpo", mesh="1x8", mesh_answers={"8x1": 0, "1x8": 8}),
+        _row("gemma3-1b", "v5e-8", "grpo", max_batch=56),
+    ]
+    new = _row(
+        "gemma3-12b",
+        "v5e-8",
+        "lora-train",
+        max_batch=0,
+        mesh_answers={"8x1": 0, "1x8": 0},
+        units={"8x1": 8, "1x8": 1},
+    )
+    rows = [_before_units(r) for r in old] + [new]
+    coarse = {
+        ("llama3.1-8b", "v5e-8", "lora-train"),
+        ("qwen3-8b", "v5e-8", "lora-train"),
+        ("llama3.1-8b", "v5e-8", "grpo"),
+    }
+    assert {r["model"] for r in rows if atlas.stepped_coarsely(r)} == {"llama3.1-8b", "qwen3-8b"}
+    left = atlas.todo(grid, rows, VERSIONS)
+    assert {(c.model, c.target, c.recipe) for c in left[:3]} == coarse
+    assert _keys(left) == coarse | {
+        ("gemma3-1b", "v5e-1", "lora-train"),
+        ("qwen3-8b", "v5e-1", "lora-train"),
+        ("gemma3-12b", "v5e-1", "lora-train"),
+    }
+    assert cell_text(rows[0]) == "✗ 0 (✗ 8)?"
+    assert cell_text(rows[4]) == "✓ 8 (✗ 16)? on 1x8"
+    assert cell_text(rows[2]) == "✓ 40 (✗ 16)"
+    assert cell_text(new) == "✗ 0 (✗ 1)"  # the least batch a mesh was asked
+
+
 def test_a_cells_newest_row_decides_whether_it_is_computed_again():
     """The atlas shows a cell's newest row, so that row says whether a retry or a check is
     due: llama3.1-8b rollouts on a v6e-1 kept an older gap row (44) beside the newer answer
@@ -196,24 +263,33 @@ def test_check_above_puts_the_checks_before_the_cells_not_computed_yet():
 
 def _check_compiler(monkeypatch, fitting: set[int]) -> list[tuple[int, bool]]:
     """search's compiles answered by a made-up compiler that fits the batches up to 64 and
-    `fitting` (0.2 GiB a row; 16 GiB where it does not fit), recording (batch, fast)."""
+    `fitting` (_made_up_compiler), recording (batch, fast)."""
+    return _made_up_compiler(monkeypatch, lambda r: r.batch <= 64 or r.batch in fitting)
+
+
+def _made_up_compiler(monkeypatch, fits) -> list[tuple[int, bool]]:
+    """search's and gap's compiles answered by a made-up compiler: a request fits where
+    `fits(request)` says so, at 0.2 GiB a row, and takes 16 GiB of 15.75 where it does not;
+    on the request's mesh (8x1 unless it names one). Returns the (batch, fast) asked."""
     asked = []
 
     def verdict_of(request):
         asked.append((request.batch, request.fast))
-        fits = request.batch <= 64 or request.batch in fitting
+        fsdp, tp = map(int, (request.mesh or "8x1").split("x"))
+        fitting = fits(request)
         return {
             "batch": request.batch,
+            "target": request.target,
             "fast": request.fast,
-            "fits": fits,
+            "fits": fitting,
             "cached": False,
-            "bytes_per_device": (0.2 * request.batch if fits else 16) * 2**30,
+            "bytes_per_device": (0.2 * request.batch if fitting else 16) * 2**30,
             "hbm_bytes": int(15.75 * 2**30),
             "compile_s": 10.0,
             "devices": 8,
             "dtype": "bfloat16",
             "worst": "decode",
-            "mesh_shape": {"fsdp": 8, "tp": 1},
+            "mesh_shape": {"fsdp": fsdp, "tp": tp},
         }
 
     for module in (search, gap):
@@ -221,6 +297,20 @@ def _check_compiler(monkeypatch, fitting: set[int]) -> list[tuple[int, bool]]:
             module, "plan_points", lambda requests, use_cache: [verdict_of(r) for r in requests]
         )
     return asked
+
+
+def test_an_atlas_cell_steps_each_mesh_by_its_own_least_batch(monkeypatch):
+    """A model whose step fits a v5e-8 only on 2x4, at up to 3 rows (as a tp-hungry LoRA may):
+    the cell asks each mesh its own least batch, 8 on 8x1, 4 on 4x2, 2 on 2x4, and answers 2
+    on 2x4. Stepped by the rule mesh's 8 everywhere, as the atlas did before 2026-11-28, it
+    stored "not even batch 8 fits on any mesh"."""
+    monkeypatch.setattr(search, "wider_shapes", lambda request, devices, than: [(4, 2), (2, 4)])
+    asked = _made_up_compiler(monkeypatch, lambda r: r.mesh == "2x4" and r.batch <= 3)
+    row = atlas.run_cell(atlas.Cell("gemma3-tiny", "v5e-8", "lora-train"), progress=False)
+    assert row["status"] == "ok", row.get("error")
+    assert (row["max_batch"], row["first_not_fitting"], row["mesh"]) == (2, 4, "2x4")
+    assert row["units"] == {"8x1": 8, "4x2": 4, "2x4": 2} and row["multiple_of"] == 2
+    assert (4, False) in asked and not atlas.stepped_coarsely(row)
 
 
 @pytest.mark.parametrize(
@@ -636,8 +726,9 @@ def test_retry_gaps_closes_a_stored_gap_and_keeps_the_row_when_that_fails(
 
 
 def test_a_search_that_is_an_atlas_cell_is_answered_from_the_store(tmp_path):
-    """Only the exact cell answers: its recipe's settings, the same versions and unit; any
-    other flag (a longer sequence, a mesh, a fast compile) leaves the search to the compiler."""
+    """Only the exact cell answers: its recipe's settings, the same versions and steps (by
+    default each mesh's least batch); any other flag (a longer sequence, a mesh, a fast
+    compile) leaves the search to the compiler."""
     from shared.plan.atlas import answer
 
     request = plan.Request("lora-train", "gemma3-1b", "v5e-1", seq=2048, lora_rank=16)
@@ -646,11 +737,31 @@ def test_a_search_that_is_an_atlas_cell_is_answered_from_the_store(tmp_path):
         assert answer.recipe_of(dataclasses.replace(request, **other)) is None
     assert answer.recipe_of(dataclasses.replace(request, workload="forward")) is None
     store = tmp_path / "atlas.jsonl"
-    atlas.append_row(store, _row("gemma3-1b", "v5e-1", "lora-train", versions=plan.versions()))
-    row = answer.committed_search(request, 8, store)
+    atlas.append_row(
+        store, _row("gemma3-1b", "v5e-1", "lora-train", multiple_of=1, versions=plan.versions())
+    )
+    row = answer.committed_search(request, None, store)
     assert row["max_batch"] == 8 and row["recipe"] == "lora-train"
-    assert answer.committed_search(request, 1, store) is None  # another unit
+    assert answer.committed_search(request, 1, store) == row  # the default's step, asked for
+    assert answer.committed_search(request, 8, store) is None  # another unit
     atlas.append_row(
         store, _row("gemma3-1b", "v6e-1", "lora-train", versions=VERSIONS | {"jax": "0"})
     )
-    assert answer.committed_search(dataclasses.replace(request, target="v6e-1"), 8, store) is None
+    other = dataclasses.replace(request, target="v6e-1")
+    assert answer.committed_search(other, None, store) is None
+    # a v5e-8 row that stepped each mesh by 8 answers --multiple-of 8, not the default search,
+    # which asks 1x8 for batch 1
+    coarse = _before_units(
+        _row(
+            "gemma3-1b",
+            "v5e-8",
+            "lora-train",
+            max_batch=0,
+            mesh_answers={"8x1": 0, "1x8": 0},
+            versions=plan.versions(),
+        )
+    )
+    atlas.append_row(store, coarse)
+    on_v5e_8 = dataclasses.replace(request, target="v5e-8")
+    assert answer.committed_search(on_v5e_8, None, store) is None
+    assert answer.committed_search(on_v5e_8, 8, store)["max_batch"] == 0

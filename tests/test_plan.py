@@ -622,7 +622,11 @@ def test_a_search_that_fits_nothing_on_any_mesh_answers_on_the_rules_mesh(monkey
     # that failing compile is its whole answer: nothing located on it
     wider = [(p["batch"], p["fast"]) for p in result["probes"] if p["mesh_shape"]["tp"] == 2]
     assert wider == [(4, False)]  # one unit of 4x2: its 4 fsdp devices
-    assert "on any mesh its weights divide (8x1, 4x2)" in search_view.describe(result)
+    assert result["units"] == {"8x1": 8, "4x2": 4}
+    assert search_view.describe(result).startswith(
+        "not even one unit fits for tp-starved none on v5e-8 on any mesh its weights divide "
+        "(8x1, 4x2): batch 8 on 8x1, 4 on 4x2 ("
+    )
 
 
 def test_a_wider_tp_that_doubles_the_room_for_the_batch_is_searched_too(monkeypatch):
@@ -730,7 +734,7 @@ def test_a_search_out_of_exact_compiles_without_a_failure_does_not_claim_its_cei
     assert "stopped after 8 exact compiles, every one of which fit" in text
     from shared.plan.atlas.render import cell_text
 
-    row = {"status": "ok", "max_batch": 128, "at_least": True, "converged": False}
+    row = {"status": "ok", "max_batch": 128, "at_least": True, "converged": False, "units": {}}
     assert cell_text(row) == "✓ ≥128 gap"
 
 

@@ -49,7 +49,6 @@ from shared.lora import LOSSES  # noqa: E402
 from shared.plan import budget, cheapest, cheapest_view, frontier, slice_job  # noqa: E402
 from shared.plan.atlas import answer  # noqa: E402
 from shared.plan.point_view import describe_committed, print_point, print_search  # noqa: E402
-from shared.plan.search import unit_for  # noqa: E402
 from shared.rollout.sampler import SEMANTICS  # noqa: E402
 
 
@@ -325,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
             print_bill(result["choice"], args)
         return 0
     if args.max_batch and not args.no_cache:
-        row = answer.committed_search(request, unit_for(request, args.multiple_of))
+        row = answer.committed_search(request, args.multiple_of)
         if row is not None:
             print(describe_committed(row, args.json))
             return 0

@@ -44,7 +44,7 @@ def command(model: str, target: str, recipe: str, retry: str = "--retry-failed")
     """The command that computes (or recomputes: `retry`) one cell into the store and the
     page."""
     only = f"model={model},target={target},recipe={recipe}"
-    return f"nice python benchmarks/bench_atlas.py {retry} --only {only}"
+    return " ".join(("nice python benchmarks/bench_atlas.py", *retry.split(), "--only", only))
 
 
 def mesh_answer_text(answer: int | str) -> str:
@@ -64,7 +64,10 @@ def describe(row: dict) -> str:
         why = f": {row['error']}" if row["error"] else ""
         return f"{where}: {row['status']}{why}\n  compute it: {command(*_cell(row))}"
     largest, first_fail = int(row["max_batch"]), row["first_not_fitting"]
-    if largest == 0:
+    units = [pair.split(":") for pair in (row.get("units") or "").split()]  # '8x1:8 1x8:1'
+    if largest == 0 and len({unit for _, unit in units}) > 1:
+        answer = "not even one unit fits: batch " + ", ".join(f"{n} on {m}" for m, n in units)
+    elif largest == 0:
         answer = f"not even batch {row['multiple_of']} fits"
     elif row["at_least"] == "True" and row["converged"] == "True":
         answer = f"at least {largest} fits (the search's ceiling)"
@@ -88,6 +91,12 @@ def describe(row: dict) -> str:
     if row.get("mesh"):
         settings += f", mesh {row['mesh']} (fsdp x tp)"
     lines = [f"{where}: {answer}", f"  settings: {settings}"]
+    if row.get("stepped_coarsely") == "True":
+        lines.append(
+            f"  searched before 2026-11-28 in steps of {row['multiple_of']} on every mesh: a "
+            "batch between them, or a smaller one on a wider tp mesh, may fit\n  compute it "
+            f"again: {command(*_cell(row), retry='')}"
+        )
     answers = (pair.split(":") for pair in (row.get("mesh_answers") or "").split())  # '2x4:2'
     others = [f"{mesh} fits {mesh_answer_text(n)}" for mesh, n in answers if mesh != row["mesh"]]
     if others:

@@ -18,7 +18,8 @@ Bytes per device grow close to linearly with the batch (KV cache, activations). 
    compiled too; where it fits (a dip: one more row a device cost more than two), the search
    goes on above it, and the answer stands only with both units above it failing.
 The answer is the exact compile's verdict at that boundary, never the line's. The unit is
-`multiple_of` (default: the mesh's data-parallel size; people pick multiples of 8 or 64). No
+`multiple_of` (default: each mesh's least batch, its data-parallel size, in whole GRPO groups;
+people pick multiples of 8 or 64). No
 limit caps the answer: the search keeps going up until a batch fails, or reaches a stated hard
 ceiling and says "at least".
 """
@@ -32,7 +33,13 @@ from shared import models
 from shared.errors import BadInput
 from shared.hardware import parse_target
 from shared.plan import verdict
-from shared.plan.mesh import doubles_the_room, roomier_meshes, search_shape, wider_shapes
+from shared.plan.mesh import (
+    doubles_the_room,
+    least_batch,
+    roomier_meshes,
+    search_shape,
+    wider_shapes,
+)
 from shared.plan.search_lines import (
     bracket,
     carried_to_depth,
@@ -64,10 +71,14 @@ GALLOP = 1.25
 
 
 def unit_for(request: Request, multiple_of: int | None) -> int:
-    """The search's step: `multiple_of`, which must itself split over the data-parallel axis
-    of the mesh the search keeps (shared.plan.mesh.search_shape)."""
+    """The search's step on the mesh it keeps (shared.plan.mesh.search_shape): `multiple_of`,
+    which must itself split over that mesh's data-parallel axis, or by default the mesh's least
+    batch (mesh.least_batch: one row per fsdp device, whole GRPO groups). Each mesh a search
+    compares takes its own: a 1x8 mesh of a v5e-8 runs batch 1, where the all-fsdp 8x1 needs 8
+    (the atlas stepped every mesh by the rule mesh's 8 before 2026-11-28, and so said "not even
+    batch 8 fits on any mesh" for llama3.1-8b LoRA on a v5e-8 without asking 1x8 for 1 to 7)."""
     fsdp, _ = search_shape(request, target_devices(parse_target(request.target)))
-    unit = multiple_of or fsdp
+    unit = multiple_of or least_batch(request, fsdp)
     if unit < 1 or unit % fsdp:
         raise BadInput(
             f"--multiple-of {multiple_of} must be a positive multiple of the mesh's "
@@ -135,8 +146,8 @@ def max_batch(
        and KV cache alone take 18.8 GiB of the 15.75).
     The answer is the mesh that fits the most, fewer tp on a tie (`mesh_shape`);
     `mesh_answers` gives every mesh searched and its largest batch ("<N" where it was only
-    found not to fit N), and the probes and compiles are all of theirs. Where no mesh fits a
-    unit, the answer is the rule's mesh's."""
+    found not to fit N), `units` each one's step (unit_for), and the probes and compiles are
+    all of theirs. Where no mesh fits a unit, the answer is the rule's mesh's."""
     devices = target_devices(parse_target(request.target))
     shape = search_shape(request, devices)
     chain = [shape] if request.mesh is not None else roomier_meshes(request, shape, devices)
@@ -164,7 +175,11 @@ def max_batch(
             best = narrower
     if not answers[best]["max_batch"]:
         best = shape
-    result = {**answers[best], "mesh_shape": {"fsdp": best[0], "tp": best[1]}}
+    result = {
+        **answers[best],
+        "mesh_shape": {"fsdp": best[0], "tp": best[1]},
+        "units": {f"{f}x{t}": s["multiple_of"] for (f, t), s in answers.items()},
+    }
     if len(answers) > 1:
         by_tp = sorted(answers.items(), key=lambda item: item[0][1])
         for key in ("probes", "cut_probes"):
@@ -191,7 +206,8 @@ def check_above(
     check = _max_batch_on(
         request, shape, multiple_of, None, use_cache, progress, exact_from=answer + 2 * multiple_of
     )
-    return {**check, "mesh_shape": {"fsdp": shape[0], "tp": shape[1]}}
+    mesh = {"fsdp": shape[0], "tp": shape[1]}
+    return {**check, "mesh_shape": mesh, "units": {"{fsdp}x{tp}".format(**mesh): multiple_of}}
 
 
 def pinned_to(request: Request, shape: tuple[int, int]) -> Request:

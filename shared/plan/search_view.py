@@ -46,6 +46,10 @@ def describe(search: dict) -> str:
         where += f" (mesh {mesh}; {', '.join(others)})"
     if largest == 0:
         why = "the compiler's verdict" if search["compiles"] else "arithmetic, before any compile"
+        units = search.get("units") or {}
+        if len(set(units.values())) > 1:  # each mesh stepped by its own least batch
+            tried = ", ".join(f"{unit} on {mesh}" for mesh, unit in units.items())
+            return f"not even one unit fits for {where}: batch {tried} ({why})"
         return f"not even batch {search['multiple_of']} fits for {where} ({why})"
     if search["at_least"] and largest >= search["ceiling"]:
         return (

@@ -35,6 +35,7 @@ from shared.plan.atlas.store import (
     read_store,
     revision,
     selected,
+    stepped_coarsely,
     todo,
 )
 
@@ -60,5 +61,6 @@ __all__ = [
     "run_cell",
     "run_cell_alone",
     "selected",
+    "stepped_coarsely",
     "todo",
 ]

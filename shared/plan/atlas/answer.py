@@ -1,6 +1,6 @@
 """The committed atlas answering a search: a `--max-batch` request that is one of the atlas's
 cells (its recipe's settings, every other field the workload reads at its default, the default
-mesh, the search's unit, the same library versions) is answered from the store in a second
+mesh, the search's steps, the same library versions) is answered from the store in a second
 instead of minutes of compiles. The stored cell is itself an exact compile at the boundary, made
 by the same search; anything that differs from it (a flag, a version, the mesh) compiles."""
 
@@ -10,7 +10,14 @@ import dataclasses
 from pathlib import Path
 
 from shared.hardware import parse_target
-from shared.plan.atlas.store import RECIPES, STORE, newest, read_store
+from shared.plan.atlas.store import (
+    RECIPES,
+    STORE,
+    newest,
+    read_store,
+    stepped_coarsely,
+    stepped_units,
+)
 from shared.plan.verdict import Request
 from shared.plan.workloads import READS
 from shared.versions import versions
@@ -31,9 +38,10 @@ def recipe_of(request: Request) -> str | None:
     return None
 
 
-def committed_search(request: Request, unit: int, store: Path = STORE) -> dict | None:
+def committed_search(request: Request, multiple_of: int | None, store: Path = STORE) -> dict | None:
     """The stored cell for this search, or None: no such recipe, no current row, a failed row,
-    other versions or another unit."""
+    other versions, or other steps: `multiple_of` on every mesh the row searched, or by default
+    each mesh's least batch (a row stepped more coarsely is no answer to that)."""
     recipe = recipe_of(request)
     if recipe is None:
         return None
@@ -41,4 +49,6 @@ def committed_search(request: Request, unit: int, store: Path = STORE) -> dict |
     row = newest(read_store(store)).get(key)
     if row is None or row["status"] != "ok" or row["versions"] != versions():
         return None
-    return row if row["multiple_of"] == unit else None
+    if multiple_of is None:
+        return None if stepped_coarsely(row) else row
+    return row if set(stepped_units(row).values()) == {multiple_of} else None

@@ -13,7 +13,15 @@ from shared import plan
 from shared.errors import BadInput
 from shared.hardware import parse_target, prices
 from shared.paths import ROOT
-from shared.plan.atlas.store import RECIPES, model_params, needs_check, newest, revision
+from shared.plan.atlas.store import (
+    RECIPES,
+    model_params,
+    needs_check,
+    newest,
+    revision,
+    stepped_coarsely,
+    stepped_units,
+)
 from shared.versions import VERSIONED
 
 MARKDOWN = ROOT / "docs" / "atlas.md"
@@ -60,15 +68,17 @@ def cell_text(row: dict | None) -> str:
         return "not yet"
     if row["status"] != "ok":
         return "failed"
-    if row["max_batch"] == 0:
-        return f"✗ 0 (✗ {row['first_not_fitting']})"
+    coarse = "?" if stepped_coarsely(row) else ""
+    if row["max_batch"] == 0:  # the least batch any mesh was asked (a 1x8 mesh's is 1)
+        least = min(row.get("units", {}).values(), default=row["first_not_fitting"])
+        return f"✗ 0 (✗ {least}){coarse}"
     gap = "" if row["converged"] else " gap"
     if row["at_least"]:
         return f"✓ ≥{row['max_batch']}{gap}{_on_mesh(row)}"
     fails = f"✗ {row['first_not_fitting']}"
     if row.get("checked_above"):
         fails += f", ✗ {row['checked_above']}"
-    unchecked = "?" if needs_check(row) else ""
+    unchecked = "?" if needs_check(row) or coarse else ""
     return f"✓ {row['max_batch']} ({fails}{gap}){unchecked}{_on_mesh(row)}"
 
 
@@ -124,6 +134,8 @@ CSV_COLUMNS = [
     "mesh_answers",
     "checked_above",
     "dips",
+    "units",
+    "stepped_coarsely",
 ]
 
 
@@ -143,17 +155,19 @@ def csv_row(recipe: str, model: str, target: str, row: dict | None, price: dict)
         revision(recipe, target),
         row.get("error", ""),
         row.get("mesh", ""),
-        _mesh_answers(row.get("mesh_answers") or {}),
+        _by_mesh(row.get("mesh_answers") or {}),
         row.get("checked_above") or "",
         " ".join(map(str, row.get("dips") or [])),
+        _by_mesh(stepped_units(row)) if row["status"] == "ok" else "",
+        stepped_coarsely(row),
     ]
 
 
-def _mesh_answers(answers: dict) -> str:
-    """'8x1:<192 4x2:192': each mesh a search compiled and the largest batch it fit ('<N':
-    it was asked only whether it fits N, and does not), tp rising (the store keeps JSON keys
-    sorted)."""
-    by_tp = sorted(answers.items(), key=lambda item: int(item[0].split("x")[1]))
+def _by_mesh(values: dict) -> str:
+    """'8x1:<192 4x2:192': a value for each mesh a search compiled on, tp rising (the store
+    keeps JSON keys sorted): in `mesh_answers` the largest batch it fit ('<N': it was asked
+    only whether it fits N, and does not), in `units` the step it took there."""
+    by_tp = sorted(values.items(), key=lambda item: int(item[0].split("x")[1]))
     return " ".join(f"{mesh}:{n}" for mesh, n in by_tp)
 
 
@@ -175,7 +189,12 @@ def _header(best: list[dict], command: str) -> str:
         "- `✓ N (✗ M)?`: computed before that check (2026-11-27): N fits and M does not, but "
         "a larger batch may fit; `--check-above` compiles the check for these cells.\n"
         "- `✓ ≥N`: the search reached its ceiling and everything it tried fit: at least N.\n"
-        "- `✗ 0 (✗ M)`: not even the smallest batch M fits.\n"
+        "- `✗ 0 (✗ M)`: not even the smallest batch M fits (on a multi-chip slice, on any mesh "
+        "its weights divide, each asked its own least batch: 8 on 8x1, 1 on 1x8).\n"
+        "- `?` on a multi-chip cell computed before 2026-11-28: its search stepped every mesh "
+        "by the rule mesh's unit (8 on a v5e-8, where 1x8 runs batch 1), so a batch between "
+        "the steps, or a smaller one on a wider tp, may fit; the next run computes these "
+        "again.\n"
         "- `gap`: the search stopped with a gap between N and M, so a batch between may fit "
         "too (`--retry-gaps` closes it by compiles inside it); `✓ ≥N gap`: it stopped with "
         "every exact compile fitting, so more may fit.\n"

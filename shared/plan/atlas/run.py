@@ -15,10 +15,10 @@ from shared import plan
 from shared.hardware import parse_target
 from shared.hardware.sharding import mesh_shape
 from shared.plan import verdict
-from shared.plan.atlas.store import Cell
+from shared.plan.atlas.store import Cell, stepped_units
 from shared.plan.gap import close_gap
-from shared.plan.mesh import least_batch, search_shape
-from shared.plan.search import check_above, unit_for
+from shared.plan.mesh import search_shape
+from shared.plan.search import check_above
 from shared.plan.target import target_devices
 
 
@@ -60,8 +60,7 @@ def run_cell(cell: Cell, *, progress: bool = True) -> dict:
     start = time.perf_counter()
     try:
         request = plan.Request(model=cell.model, target=cell.target, **settings)
-        unit = least_batch(request, unit_for(request, None))  # GRPO: whole groups
-        search = plan.max_batch(request, multiple_of=unit, progress=progress)
+        search = plan.max_batch(request, progress=progress)  # each mesh its own least batch
     except Exception as err:  # recorded with its reason; --retry-failed tries again
         return _error_row(row, err, start)
     return search_row(row, search, time.perf_counter() - start)
@@ -89,6 +88,7 @@ def check_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
         }
         if row.get("mesh_answers"):
             found["mesh_answers"] = {**row["mesh_answers"], name: check["max_batch"]}
+        found["units"] = {**stepped_units(row), **check["units"]}
         new = search_row(head, found, wall_s)
     else:  # it fails too: the stored answer stands, checked
         new = {
@@ -203,6 +203,7 @@ def search_row(head: dict, search: dict, wall_s: float) -> dict:
         "devices": probes[0]["devices"],
         "mesh": "{fsdp}x{tp}".format(**mesh),
         "mesh_answers": search.get("mesh_answers"),  # every mesh searched: its largest batch
+        "units": search["units"],  # every mesh searched: its step (stored since 2026-11-28)
         "dtype": probes[0]["dtype"],
         "hbm_bytes": probes[0]["hbm_bytes"],
         "bytes_per_device": at and at["bytes_per_device"],

@@ -16,7 +16,7 @@ from shared.errors import BadInput, choose
 from shared.hardware import parse_target
 from shared.hardware.sharding import mesh_shape
 from shared.paths import ROOT
-from shared.plan.mesh import doubles_the_room, search_shape, wider_shapes
+from shared.plan.mesh import doubles_the_room, least_batch, search_shape, wider_shapes
 from shared.plan.target import target_devices
 
 STORE = ROOT / "benchmarks" / "results" / "atlas.jsonl"
@@ -230,6 +230,35 @@ def searched_too_few_meshes(row: dict) -> bool:
     return bool(wider) and doubles_the_room(request, wider[0], shape, devices)
 
 
+def stepped_units(row: dict) -> dict[str, int]:
+    """Each mesh a stored search compiled on, with the step it took there: the row's `units`
+    (stored since 2026-11-28), else the row's one unit for every mesh it names."""
+    if "units" in row:
+        return row["units"]
+    meshes = row.get("mesh_answers") or {row.get("mesh") or f"{row['devices']}x1": 0}
+    return dict.fromkeys(meshes, row["multiple_of"])
+
+
+def stepped_coarsely(row: dict) -> bool:
+    """Whether a stored search stepped a mesh by more than that mesh's least batch
+    (shared.plan.mesh.least_batch): before 2026-11-28 the atlas stepped every mesh by the rule
+    mesh's unit, so llama3.1-8b LoRA on a v5e-8 asked 1x8 for batch 8 alone, never 1 to 7,
+    and stored "not even batch 8 fits on any mesh". A row that fit nothing may have searched
+    meshes it does not name (stored before `mesh_answers`): it counts as stepped coarsely
+    when a one-row-a-device mesh's least batch is under its unit. Arithmetic: today's search
+    answers these cells again by default (todo)."""
+    if row.get("status") != "ok" or "units" in row:
+        return False
+    request = plan.Request(model=row["model"], target=row["target"], **row["settings"])
+    steps = stepped_units(row)
+    if row["max_batch"] == 0 and row["devices"] > 1 and not row.get("mesh_answers"):
+        steps = {**steps, f"1x{row['devices']}": row["multiple_of"]}
+    return any(
+        least_batch(request, mesh_shape(mesh, row["devices"])[0]) < unit
+        for mesh, unit in steps.items()
+    )
+
+
 def stored_row(rows: list[dict], cell: Cell, versions: dict) -> dict | None:
     """The newest row for `cell` at these versions, or None."""
     key = cell.key(versions)
@@ -270,8 +299,9 @@ def todo(
     retry_mesh: bool = False,
     check_above: bool = False,
 ) -> list[Cell]:
-    """The cells without a row for these settings, revision and versions; on request also
-    those whose row failed, whose search stopped with a gap, where (`retry_nothing_fits`) the
+    """The cells without a row for these settings, revision and versions, or whose row stepped
+    a mesh more coarsely than today's search (stepped_coarsely); on request also those whose
+    row failed, whose search stopped with a gap, where (`retry_nothing_fits`) the
     compiler fit not even one unit on a multi-device slice, which the search now answers on a
     wider tp mesh when one fits, or (`retry_mesh`) whose search today goes on to a roomier mesh
     (searched_too_few_meshes), or (`check_above`) whose answer lacks the check two units above
@@ -283,7 +313,8 @@ def todo(
             return retry_failed
         compiled_nothing = row["max_batch"] == 0 and row["compiles"] and row["devices"] > 1
         return (
-            (retry_gaps and not row["converged"])
+            stepped_coarsely(row)
+            or (retry_gaps and not row["converged"])
             or bool(retry_nothing_fits and compiled_nothing)
             or (retry_mesh and searched_too_few_meshes(row))
             or (check_above and needs_check(row))
@@ -291,9 +322,14 @@ def todo(
 
     shown = {c: stored_row(rows, c, versions) for c in candidates}  # a cell's newest row decides
     left = [c for c, row in shown.items() if row is None or again(row)]
-    if check_above:  # the checks first: one compile each, where an answer shown may be wrong
-        left.sort(key=lambda c: not (shown[c] and needs_check(shown[c])))
-    return left
+
+    def first(cell: Cell) -> tuple[bool, bool]:
+        """Answers shown that a search may change first: the checks (one compile each), then
+        the rows stepped coarsely."""
+        row = shown[cell]
+        return not (row and check_above and needs_check(row)), not (row and stepped_coarsely(row))
+
+    return sorted(left, key=first)
 
 
 # ---------------------------------------------------------------------------- rendering
