@@ -667,6 +667,8 @@ def test_the_figure_colours_each_cell_by_its_verdict(tmp_path):
     assert figure.state(_row("gemma3-1b", "v5e-1", status="error", error="x"))[0] == "failed"
     assert figure.state(_row("gemma3-1b", "v5e-1", max_batch=0)) == ("none", "0")
     assert figure.state(_row("gemma3-1b", "v5e-1", max_batch=8, at_least=True)) == ("fits", "≥8")
+    coarse = _before_units(_row("llama3.1-8b", "v5e-8", "lora-train", max_batch=0))
+    assert figure.state(coarse) == ("coarse", "0?")
     rows = [_row("gemma3-1b", "v5e-1", max_batch=208, first_not_fitting=216)]
     path = tmp_path / "figures" / "atlas.png"
     figure.write(path, rows, ["gemma3-1b", "gemma3-27b"], ["v5e-1", "v6e-1"], ["rollout", "grpo"])

@@ -1,5 +1,6 @@
 """The atlas at a glance: one panel a recipe, models down, slices across, each cell coloured by
-what the compiler said (fits, nothing fits, failed, not computed yet) and labelled with the
+what the compiler said (fits, nothing fits, failed, not computed yet, or a search in coarse
+steps to run again) and labelled with the
 largest batch. docs/atlas.md shows it above its tables (docs/figures/atlas.png)."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from matplotlib.colors import ListedColormap  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 from shared.plan.atlas.render import grid_of  # noqa: E402
-from shared.plan.atlas.store import newest  # noqa: E402
+from shared.plan.atlas.store import newest, stepped_coarsely  # noqa: E402
 
 # The cell's state -> (colour index, legend label)
 STATES = {
@@ -21,8 +22,9 @@ STATES = {
     "none": (1, "not even the smallest batch fits"),
     "failed": (2, "failed (see the tables)"),
     "not yet": (3, "not computed yet"),
+    "coarse": (4, "?: searched in coarse steps (before 2026-11-28), computed again next"),
 }
-COLOURS = ListedColormap(["#7fc97f", "#f0027f", "#fdc086", "#dddddd"])
+COLOURS = ListedColormap(["#7fc97f", "#f0027f", "#fdc086", "#dddddd", "#ffff99"])
 
 
 def state(row: dict | None) -> tuple[str, str]:
@@ -31,6 +33,8 @@ def state(row: dict | None) -> tuple[str, str]:
         return "not yet", ""
     if row["status"] != "ok":
         return "failed", "!"
+    if stepped_coarsely(row):  # its answer may change: a smaller or in-between batch may fit
+        return "coarse", f"{row['max_batch']}?"
     if row["max_batch"] == 0:
         return "none", "0"
     return "fits", f"{'≥' if row['at_least'] else ''}{row['max_batch']}"
@@ -43,7 +47,12 @@ def draw(rows: list[dict], model_names: list[str], targets: list[str], recipes: 
     for ax, recipe in zip(axes[0], recipes, strict=True):
         names, columns = grid_of(best, recipe, model_names, targets)
         cells = [[state(best.get((recipe, m, t))) for t in columns] for m in names]
-        ax.imshow([[STATES[s][0] for s, _ in line] for line in cells], cmap=COLOURS, vmin=0, vmax=3)
+        ax.imshow(
+            [[STATES[s][0] for s, _ in line] for line in cells],
+            cmap=COLOURS,
+            vmin=0,
+            vmax=len(STATES) - 1,
+        )
         for i, line in enumerate(cells):
             for j, (_, label) in enumerate(line):
                 # five digits (gemma3-1b rollouts on a tpu7x-8: 11864) overran their cell at 8
@@ -55,10 +64,10 @@ def draw(rows: list[dict], model_names: list[str], targets: list[str], recipes: 
     fig.legend(
         handles=[Patch(color=COLOURS(index), label=label) for index, label in STATES.values()],
         loc="lower center",
-        ncol=len(STATES),
+        ncol=3,
         frameon=False,
     )
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
     return fig
 
 
