@@ -18,10 +18,9 @@ Bytes per device grow close to linearly with the batch (KV cache, activations). 
    compiled too; where it fits (a dip: one more row a device cost more than two), the search
    goes on above it, and the answer stands only with both units above it failing.
 The answer is the exact compile's verdict at that boundary, never the line's. The unit is
-`multiple_of` (default: each mesh's least batch, its data-parallel size, in whole GRPO groups;
-people pick multiples of 8 or 64). No
-limit caps the answer: the search keeps going up until a batch fails, or reaches a stated hard
-ceiling and says "at least".
+`multiple_of` (default: each mesh's least batch, its data-parallel size in whole GRPO groups;
+people pick multiples of 8 or 64). No limit caps the answer: the search keeps going up until a
+batch fails, or reaches a stated hard ceiling and says "at least".
 """
 
 from __future__ import annotations
