@@ -124,40 +124,11 @@ def test_cells_already_stored_are_skipped_at_the_same_settings_revision_and_vers
     regapped = _keys(atlas.todo(grid, gap, VERSIONS, retry_gaps=True))
     assert ("gemma3-1b", "v5e-1", "rollout") in regapped
     assert ("gemma3-1b", "v5e-8", "rollout") not in regapped  # converged: stays done
-    # the compiler's "not even one unit" on a slice may change on a wider mesh; arithmetic's
-    # and one chip's may not
-    nothing = [
-        _row("gemma3-1b", "v5e-8", max_batch=0, devices=8),
-        _row("gemma3-27b", "v5e-8", max_batch=0, compiles=0, devices=8),
-        _row("gemma3-1b", "v5e-1", max_batch=0, devices=1),
-    ]
-    again = _keys(atlas.todo(grid, nothing, VERSIONS, retry_nothing_fits=True))
-    assert ("gemma3-1b", "v5e-8", "rollout") in again
-    assert ("gemma3-27b", "v5e-8", "rollout") not in again
-    assert ("gemma3-1b", "v5e-1", "rollout") not in again
+    # a row that fit nothing, stored with each mesh's step, is done: today's search asked
+    # every mesh its least batch
+    steps = {"mesh_answers": {"8x1": 0, "1x8": 0}, "units": {"8x1": 8, "1x8": 1}}
+    nothing = [_row("gemma3-1b", "v5e-8", max_batch=0, **steps)]
     assert ("gemma3-1b", "v5e-8", "rollout") not in _keys(atlas.todo(grid, nothing, VERSIONS))
-
-
-def test_retry_mesh_reruns_the_rows_a_roomier_mesh_would_change():
-    """llama3.1-8b's rollouts on a v5e-8, stored as 8 on 8x1 before the search compared meshes:
-    4x2 more than doubles the room beside its weights, so today's search compiles there too.
-    gemma3-1b's weights leave most of each chip free: its row stands, as does any row stored
-    with mesh_answers (searched by today's search) and any one-chip row."""
-    grid = atlas.cells(["gemma3-1b", "llama3.1-8b"], ["v5e-1", "v5e-8"], ["rollout"])
-    rows = [
-        _row("llama3.1-8b", "v5e-8", max_batch=8, devices=8),
-        _row("gemma3-1b", "v5e-8", max_batch=3000, devices=8),
-        _row("llama3.1-8b", "v5e-1", max_batch=8, devices=1),
-    ]
-    again = _keys(atlas.todo(grid, rows, VERSIONS, retry_mesh=True))
-    assert ("llama3.1-8b", "v5e-8", "rollout") in again
-    assert ("gemma3-1b", "v5e-8", "rollout") not in again
-    assert ("llama3.1-8b", "v5e-1", "rollout") not in again
-    assert ("llama3.1-8b", "v5e-8", "rollout") not in _keys(atlas.todo(grid, rows, VERSIONS))
-    rows[0]["mesh_answers"] = {"8x1": 8, "4x2": 400}
-    assert ("llama3.1-8b", "v5e-8", "rollout") not in _keys(
-        atlas.todo(grid, rows, VERSIONS, retry_mesh=True)
-    )
 
 
 def test_check_above_reruns_only_answers_stored_before_the_check():

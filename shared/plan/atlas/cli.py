@@ -79,18 +79,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--retry-failed", action="store_true", help="run failed cells again")
     p.add_argument(
-        "--retry-nothing-fits",
-        action="store_true",
-        help="run multi-device cells again where the compiler fit not even one unit (the search "
-        "now goes on to a wider tp mesh)",
-    )
-    p.add_argument(
-        "--retry-mesh",
-        action="store_true",
-        help="run multi-device cells again whose search fit a batch on one mesh where a wider tp "
-        "at least doubles the room for the batch (the search now compiles that mesh too)",
-    )
-    p.add_argument(
         "--retry-gaps",
         action="store_true",
         help="close the gap of cells whose search stopped between a fitting and a failing batch "
@@ -132,8 +120,6 @@ def main(argv: list[str] | None = None) -> int:
         retry = {
             "retry_failed": args.retry_failed,
             "retry_gaps": args.retry_gaps,
-            "retry_nothing_fits": args.retry_nothing_fits,
-            "retry_mesh": args.retry_mesh,
             "check_above": args.check_above,
         }
         left = todo(

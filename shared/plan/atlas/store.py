@@ -16,8 +16,7 @@ from shared.errors import BadInput, choose
 from shared.hardware import parse_target
 from shared.hardware.sharding import mesh_shape
 from shared.paths import ROOT
-from shared.plan.mesh import doubles_the_room, least_batch, search_shape, wider_shapes
-from shared.plan.target import target_devices
+from shared.plan.mesh import least_batch
 
 STORE = ROOT / "benchmarks" / "results" / "atlas.jsonl"
 MODELS = (
@@ -213,23 +212,6 @@ def selected(all_cells: list[Cell], only: dict[str, set[str]]) -> list[Cell]:
     return [c for c in all_cells if all(getattr(c, k) in v for k, v in only.items())]
 
 
-def searched_too_few_meshes(row: dict) -> bool:
-    """Whether today's search goes on past a stored multi-device row's mesh to a wider tp that
-    at least doubles a device's room for the batch (shared.plan.search.max_batch), where the
-    row, stored before the search did (it has no `mesh_answers`), fit a batch on its mesh alone
-    (llama3.1-8b rollouts on a v5e-8: 8 on 8x1, its weights whole on every chip). Arithmetic,
-    seconds a row: asked only with --retry-mesh."""
-    if "mesh_answers" in row or row["devices"] <= 1 or not row["max_batch"]:
-        return False
-    request = plan.Request(model=row["model"], target=row["target"], **row["settings"])
-    devices = target_devices(parse_target(row["target"]))
-    shape = (
-        mesh_shape(row["mesh"], len(devices)) if row.get("mesh") else search_shape(request, devices)
-    )
-    wider = wider_shapes(request, devices, than=shape)
-    return bool(wider) and doubles_the_room(request, wider[0], shape, devices)
-
-
 def stepped_units(row: dict) -> dict[str, int]:
     """Each mesh a stored search compiled on, with the step it took there: the row's `units`
     (stored since 2026-11-28), else the row's one unit for every mesh it names."""
@@ -295,28 +277,20 @@ def todo(
     versions: dict,
     retry_failed: bool = False,
     retry_gaps: bool = False,
-    retry_nothing_fits: bool = False,
-    retry_mesh: bool = False,
     check_above: bool = False,
 ) -> list[Cell]:
     """The cells without a row for these settings, revision and versions, or whose row stepped
     a mesh more coarsely than today's search (stepped_coarsely); on request also those whose
-    row failed, whose search stopped with a gap, where (`retry_nothing_fits`) the
-    compiler fit not even one unit on a multi-device slice, which the search now answers on a
-    wider tp mesh when one fits, or (`retry_mesh`) whose search today goes on to a roomier mesh
-    (searched_too_few_meshes), or (`check_above`) whose answer lacks the check two units above
-    it (needs_check), those first: a better search may change them, and the newest row is the
-    one shown."""
+    row failed, whose search stopped with a gap, or (`check_above`) whose answer lacks the
+    check two units above it (needs_check), those first: a better search may change them, and
+    the newest row is the one shown."""
 
     def again(row: dict) -> bool:
         if row.get("status") != "ok":
             return retry_failed
-        compiled_nothing = row["max_batch"] == 0 and row["compiles"] and row["devices"] > 1
         return (
             stepped_coarsely(row)
             or (retry_gaps and not row["converged"])
-            or bool(retry_nothing_fits and compiled_nothing)
-            or (retry_mesh and searched_too_few_meshes(row))
             or (check_above and needs_check(row))
         )
 
