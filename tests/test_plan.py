@@ -947,6 +947,30 @@ def test_a_verdict_is_keyed_on_the_fields_its_workload_reads():
         assert set(reads) <= fields and name in plan.WORKLOADS
 
 
+def test_no_module_above_the_verdict_runs_in_one_and_a_change_to_it_keeps_the_cache(tmp_path):
+    """The cache key leaves out the modules above the verdict (search, atlas, views, command
+    line): a verdict computed in a fresh interpreter imports none of them, and each one named
+    exists (a renamed module would otherwise fall back into the key unnoticed)."""
+    shared = verdict.Path(verdict.__file__).resolve().parents[1]
+    for name in verdict.ABOVE_THE_VERDICT:
+        assert (shared / name).exists(), name
+    program = (
+        "import sys; from shared.plan.verdict import Request, plan_point; "
+        "plan_point(Request('rollout', 'gemma3-tiny', 'v5e-1', batch=2, prompt_len=8, steps=8, "
+        "cache_size=16, fast=True)); "
+        "print(' '.join(m for m in sys.modules if m.startswith('shared')))"
+    )
+    env = {**os.environ, "TPU_BUDGET_LAB_PLAN_CACHE": str(tmp_path), "JAX_PLATFORMS": "cpu"}
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, env=env, check=True
+    )
+    loaded = {m.removeprefix("shared.").replace(".", "/") for m in done.stdout.split()}
+    above = {n.removesuffix(".py").rstrip("/") for n in verdict.ABOVE_THE_VERDICT}
+    assert "plan/verdict" in loaded and "plan/workloads/rollout" in loaded
+    ran = {m for m in loaded for a in above if m == a or m.startswith(f"{a}/")}
+    assert not ran, ran
+
+
 def test_a_batch_whose_arguments_alone_exceed_the_hbm_is_refused_without_compiling():
     point = plan.plan_point(plan.Request("scale", "none", "v5e-1", batch=100_000))
     assert not point["fits"] and not point["compiled"] and point["refused"] == []

@@ -15,6 +15,7 @@ keyed by the request, the versions of jax/libtpu/tunix/qwix/flax and the source 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -127,12 +128,9 @@ class Request:
 
     def key(self) -> str:
         """The cache key: the fields this workload reads (two requests differing only in a
-        field it ignores compile the same program), the versions and the source of shared/."""
-        sources = hashlib.sha256(
-            b"".join(
-                p.read_bytes() for p in sorted(Path(__file__).resolve().parents[1].rglob("*.py"))
-            )
-        ).hexdigest()
+        field it ignores compile the same program), the versions and the source of shared/ a
+        verdict runs (verdict_sources_digest)."""
+        sources = verdict_sources_digest()
         read = READS.get(self.workload)  # a workload that names none (a test's) keys on all
         fields = (
             dataclasses.asdict(self)
@@ -144,6 +142,41 @@ class Request:
             sort_keys=True,
         )
         return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+# The modules above the verdict: they choose which requests to compile (the searches, the
+# atlas, the cheapest slice) and say what verdicts mean (the views, the command line), and no
+# verdict runs them (tests/test_plan.py computes verdicts and finds none of them imported). A
+# change to them keeps the cached verdicts: the key hashed all of shared/ before 2026-11-28, so
+# each change to the search compiled again every verdict an atlas run had cached.
+ABOVE_THE_VERDICT = (
+    "plan/__main__.py",
+    "plan/atlas/",
+    "plan/budget.py",
+    "plan/candidate.py",
+    "plan/cheapest.py",
+    "plan/cheapest_view.py",
+    "plan/field.py",
+    "plan/frontier.py",
+    "plan/gap.py",
+    "plan/jobs.py",
+    "plan/lookup.py",
+    "plan/point_view.py",
+    "plan/search.py",
+    "plan/search_lines.py",
+    "plan/search_view.py",
+    "plan/slice_job.py",
+)
+
+
+@functools.cache
+def verdict_sources_digest() -> str:
+    """A digest of shared/'s source but the modules above the verdict (ABOVE_THE_VERDICT), read
+    once a process."""
+    shared = Path(__file__).resolve().parents[1]
+    paths = sorted(shared.rglob("*.py"))
+    kept = [p for p in paths if not p.relative_to(shared).as_posix().startswith(ABOVE_THE_VERDICT)]
+    return hashlib.sha256(b"".join(p.read_bytes() for p in kept)).hexdigest()
 
 
 def same_request(recorded: dict, request: Request) -> bool:
