@@ -151,7 +151,7 @@ def test_check_above_reruns_only_answers_stored_before_the_check():
 
 
 def test_a_row_that_stepped_a_mesh_coarsely_is_computed_again_first():
-    """Before 2026-11-28 the atlas stepped every mesh it compared by the rule mesh's unit:
+    """Until 2026-11-27 the atlas stepped every mesh it compared by the rule mesh's unit:
     llama3.1-8b LoRA on a v5e-8 asked 1x8 for batch 8 alone and stored "not even batch 8 fits
     on any mesh", though 1x8 runs batch 1. Such rows are computed again by default, before
     the cells not computed yet, and shown with a '?'; so is an old "none fits" that named no
@@ -273,7 +273,7 @@ def _made_up_compiler(monkeypatch, fits) -> list[tuple[int, bool]]:
 def test_an_atlas_cell_steps_each_mesh_by_its_own_least_batch(monkeypatch):
     """A model whose step fits a v5e-8 only on 2x4, at up to 3 rows (as a tp-hungry LoRA may):
     the cell asks each mesh its own least batch, 8 on 8x1, 4 on 4x2, 2 on 2x4, and answers 2
-    on 2x4. Stepped by the rule mesh's 8 everywhere, as the atlas did before 2026-11-28, it
+    on 2x4. Stepped by the rule mesh's 8 everywhere, as the atlas did until 2026-11-27, it
     stored "not even batch 8 fits on any mesh"."""
     monkeypatch.setattr(search, "wider_shapes", lambda request, devices, than: [(4, 2), (2, 4)])
     asked = _made_up_compiler(monkeypatch, lambda r: r.mesh == "2x4" and r.batch <= 3)

@@ -93,7 +93,7 @@ def describe(row: dict) -> str:
     lines = [f"{where}: {answer}", f"  settings: {settings}"]
     if row.get("stepped_coarsely") == "True":
         lines.append(
-            f"  searched before 2026-11-28 in steps of {row['multiple_of']} on every mesh: a "
+            f"  searched until 2026-11-27 in steps of {row['multiple_of']} on every mesh: a "
             "batch between them, or a smaller one on a wider tp mesh, may fit\n  compute it "
             f"again: {command(*_cell(row), retry='')}"
         )

@@ -74,7 +74,7 @@ def unit_for(request: Request, multiple_of: int | None) -> int:
     which must itself split over that mesh's data-parallel axis, or by default the mesh's least
     batch (mesh.least_batch: one row per fsdp device, whole GRPO groups). Each mesh a search
     compares takes its own: a 1x8 mesh of a v5e-8 runs batch 1, where the all-fsdp 8x1 needs 8
-    (the atlas stepped every mesh by the rule mesh's 8 before 2026-11-28, and so said "not even
+    (the atlas stepped every mesh by the rule mesh's 8 until 2026-11-27, and so said "not even
     batch 8 fits on any mesh" for llama3.1-8b LoRA on a v5e-8 without asking 1x8 for 1 to 7)."""
     fsdp, _ = search_shape(request, target_devices(parse_target(request.target)))
     unit = multiple_of or least_batch(request, fsdp)

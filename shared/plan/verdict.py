@@ -147,7 +147,7 @@ class Request:
 # The modules above the verdict: they choose which requests to compile (the searches, the
 # atlas, the cheapest slice) and say what verdicts mean (the views, the command line), and no
 # verdict runs them (tests/test_plan.py computes verdicts and finds none of them imported). A
-# change to them keeps the cached verdicts: the key hashed all of shared/ before 2026-11-28, so
+# change to them keeps the cached verdicts: the key hashed all of shared/ until 2026-11-27, so
 # each change to the search compiled again every verdict an atlas run had cached.
 ABOVE_THE_VERDICT = (
     "plan/__main__.py",

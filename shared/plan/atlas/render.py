@@ -191,7 +191,7 @@ def _header(best: list[dict], command: str) -> str:
         "- `✓ ≥N`: the search reached its ceiling and everything it tried fit: at least N.\n"
         "- `✗ 0 (✗ M)`: not even the smallest batch M fits (on a multi-chip slice, on any mesh "
         "its weights divide, each asked its own least batch: 8 on 8x1, 1 on 1x8).\n"
-        "- `?` on a multi-chip cell computed before 2026-11-28: its search stepped every mesh "
+        "- `?` on a multi-chip cell computed until 2026-11-27: its search stepped every mesh "
         "by the rule mesh's unit (8 on a v5e-8, where 1x8 runs batch 1), so a batch between "
         "the steps, or a smaller one on a wider tp, may fit; the next run computes these "
         "again.\n"

@@ -203,7 +203,7 @@ def search_row(head: dict, search: dict, wall_s: float) -> dict:
         "devices": probes[0]["devices"],
         "mesh": "{fsdp}x{tp}".format(**mesh),
         "mesh_answers": search.get("mesh_answers"),  # every mesh searched: its largest batch
-        "units": search["units"],  # every mesh searched: its step (stored since 2026-11-28)
+        "units": search["units"],  # every mesh searched: its step (stored since 2026-11-27)
         "dtype": probes[0]["dtype"],
         "hbm_bytes": probes[0]["hbm_bytes"],
         "bytes_per_device": at and at["bytes_per_device"],

@@ -214,7 +214,7 @@ def selected(all_cells: list[Cell], only: dict[str, set[str]]) -> list[Cell]:
 
 def stepped_units(row: dict) -> dict[str, int]:
     """Each mesh a stored search compiled on, with the step it took there: the row's `units`
-    (stored since 2026-11-28), else the row's one unit for every mesh it names."""
+    (stored since 2026-11-27), else the row's one unit for every mesh it names."""
     if "units" in row:
         return row["units"]
     meshes = row.get("mesh_answers") or {row.get("mesh") or f"{row['devices']}x1": 0}
@@ -223,7 +223,7 @@ def stepped_units(row: dict) -> dict[str, int]:
 
 def stepped_coarsely(row: dict) -> bool:
     """Whether a stored search stepped a mesh by more than that mesh's least batch
-    (shared.plan.mesh.least_batch): before 2026-11-28 the atlas stepped every mesh by the rule
+    (shared.plan.mesh.least_batch): until 2026-11-27 the atlas stepped every mesh by the rule
     mesh's unit, so llama3.1-8b LoRA on a v5e-8 asked 1x8 for batch 8 alone, never 1 to 7,
     and stored "not even batch 8 fits on any mesh". A row that fit nothing may have searched
     meshes it does not name (stored before `mesh_answers`): it counts as stepped coarsely
