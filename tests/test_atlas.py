@@ -206,6 +206,32 @@ def test_a_row_that_stepped_a_mesh_coarsely_is_computed_again_first():
     assert cell_text(new) == "✗ 0 (✗ 1)"  # the least batch a mesh was asked
 
 
+def test_a_row_that_stopped_short_of_a_wider_mesh_is_computed_again():
+    """llama3.1-8b LoRA on a v5e-8, searched with each mesh's own step: nothing on 8x1 and 4x2,
+    4 on 2x4, where the room's arithmetic stopped the comparison before 1x8. Today's search
+    asks 1x8 for 5, so the row is an older search's; with 1x8 asked, or without a mesh that fit
+    nothing, it stands."""
+    answers = {"8x1": 0, "4x2": 0, "2x4": 4}
+    short = _row(
+        "llama3.1-8b",
+        "v5e-8",
+        "lora-train",
+        max_batch=4,
+        first_not_fitting=6,
+        mesh="2x4",
+        mesh_answers=answers,
+        units={"8x1": 8, "4x2": 4, "2x4": 2},
+    )
+    assert atlas.older_search(short) and not atlas.stepped_coarsely(short)
+    asked = {**short, "mesh_answers": {**answers, "1x8": "<5"}}
+    assert not atlas.older_search(asked)
+    roomier = {**short, "mesh_answers": {"4x2": 2, "2x4": 4}}
+    assert not atlas.older_search(roomier)
+    grid = atlas.cells(["llama3.1-8b"], ["v5e-8"], ["lora-train"])
+    assert _keys(atlas.todo(grid, [short], VERSIONS)) == {("llama3.1-8b", "v5e-8", "lora-train")}
+    assert not atlas.todo(grid, [asked], VERSIONS)
+
+
 def test_a_cells_newest_row_decides_whether_it_is_computed_again():
     """The atlas shows a cell's newest row, so that row says whether a retry or a check is
     due: llama3.1-8b rollouts on a v6e-1 kept an older gap row (44) beside the newer answer
@@ -401,7 +427,7 @@ def test_render_a_fake_store(tmp_path):
             mesh="4x2",
             max_batch=4,
             multiple_of=4,
-            mesh_answers={"8x1": 0, "4x2": 4},
+            mesh_answers={"8x1": 0, "4x2": 4, "2x4": "<8"},
         ),
         _before_the_check(
             _row(
@@ -493,7 +519,7 @@ def test_render_a_fake_store(tmp_path):
     assert (
         grpo["gemma3-27b", "tpu7x-8"]["mesh"] == "4x2" and grpo["gemma3-1b", "v5e-1"]["mesh"] == ""
     )
-    assert grpo["gemma3-27b", "tpu7x-8"]["mesh_answers"] == "8x1:0 4x2:4"
+    assert grpo["gemma3-27b", "tpu7x-8"]["mesh_answers"] == "8x1:0 4x2:4 2x4:<8"
     assert grpo["gemma3-1b", "tpu7x-8"]["mesh_answers"] == ""
     assert (first["checked_above"], first["dips"]) == ("224", "200")
 
@@ -639,7 +665,7 @@ def test_the_figure_colours_each_cell_by_its_verdict(tmp_path):
     assert figure.state(_row("gemma3-1b", "v5e-1", max_batch=0)) == ("none", "0")
     assert figure.state(_row("gemma3-1b", "v5e-1", max_batch=8, at_least=True)) == ("fits", "≥8")
     coarse = _before_units(_row("llama3.1-8b", "v5e-8", "lora-train", max_batch=0))
-    assert figure.state(coarse) == ("coarse", "0?")
+    assert figure.state(coarse) == ("older", "0?")
     rows = [_row("gemma3-1b", "v5e-1", max_batch=208, first_not_fitting=216)]
     path = tmp_path / "figures" / "atlas.png"
     figure.write(path, rows, ["gemma3-1b", "gemma3-27b"], ["v5e-1", "v6e-1"], ["rollout", "grpo"])

@@ -629,6 +629,40 @@ def test_a_search_that_fits_nothing_on_any_mesh_answers_on_the_rules_mesh(monkey
     )
 
 
+@pytest.mark.parametrize("on_1x8, answer", [(6, {"mesh": "1x8", "max_batch": 6}), (4, None)])
+def test_past_a_mesh_that_fits_nothing_each_wider_mesh_is_asked_for_one_unit_more(
+    monkeypatch, on_1x8, answer
+):
+    """As llama3.1-8b LoRA on a v5e-8: nothing fits on 8x1 or 4x2, and 4 rows on 2x4, though
+    the room for the batch (tp-hungry's 16 GiB of weights over tp) said 4x2 was the roomiest
+    worth searching, and 1x8 does not double 2x4's. Once a mesh fit nothing the room stops
+    deciding: 1x8 is asked one exact question, whether it fits 5. Where it fits 6 it is
+    searched on and answers; where it fits 4, that one compile is its whole answer and 2x4's
+    4 stands."""
+    shapes = [(4, 2), (2, 4), (1, 8)]
+    for module in (search, plan_mesh):
+        monkeypatch.setattr(
+            module,
+            "wider_shapes",
+            lambda request, devices, than: [s for s in shapes if s[1] > than[1]],
+        )
+    usable, most = 15.75 * GIB, {"2x4": 4, "1x8": on_1x8}
+    _fake_compiler(
+        monkeypatch,
+        lambda r: _fake_verdict(
+            r, (GIB if r.batch <= most.get(r.mesh, 0) else 16 * GIB), usable, mesh=r.mesh
+        ),
+    )
+    result = search.max_batch(plan.Request("tp-hungry", "none", "v5e-8"), progress=False)
+    answer = answer or {"mesh": "2x4", "max_batch": 4}
+    assert {k: result[k] for k in answer} == answer
+    assert result["units"] == {"8x1": 8, "4x2": 4, "2x4": 2, "1x8": 1}
+    asked = [(p["batch"], p["fast"]) for p in result["probes"] if p["mesh"] == "1x8"]
+    assert asked[0] == (5, False)
+    if on_1x8 == 4:
+        assert asked == [(5, False)] and result["mesh_answers"]["1x8"] == "<5"
+
+
 def test_a_wider_tp_that_doubles_the_room_for_the_batch_is_searched_too(monkeypatch):
     """As llama3.1-8b rollouts on a v5e-8: the rule's 8x1 holds the weights whole on every chip
     and fits a little beside them; 4x2 halves them and fits more, so it is searched first and

@@ -91,11 +91,11 @@ def describe(row: dict) -> str:
     if row.get("mesh"):
         settings += f", mesh {row['mesh']} (fsdp x tp)"
     lines = [f"{where}: {answer}", f"  settings: {settings}"]
-    if row.get("stepped_coarsely") == "True":
+    if row.get("older_search") == "True":
         lines.append(
-            f"  searched until 2026-11-27 in steps of {row['multiple_of']} on every mesh: a "
-            "batch between them, or a smaller one on a wider tp mesh, may fit\n  compute it "
-            f"again: {command(*_cell(row), retry='')}"
+            "  answered by an older search (until 2026-11-27 the atlas stepped every mesh by "
+            "one unit and let arithmetic stop its mesh comparison): a larger batch, or one on "
+            f"a wider tp mesh, may fit\n  compute it again: {command(*_cell(row), retry='')}"
         )
     answers = (pair.split(":") for pair in (row.get("mesh_answers") or "").split())  # '2x4:2'
     others = [f"{mesh} fits {mesh_answer_text(n)}" for mesh, n in answers if mesh != row["mesh"]]

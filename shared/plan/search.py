@@ -137,7 +137,12 @@ def max_batch(
     1. it searches first the last of the rule's mesh and the wider meshes that each at least
        double the room for the batch of the one before (mesh.ROOM_GAIN, `roomier_meshes`), then goes
        on past every mesh that fits not even one unit (a "does not fit" only the mesh caused is
-       no answer), and to a wider mesh that doubles the room again, until one fits no more;
+       no answer), and to a wider mesh that doubles the room again, until one fits no more.
+       Once a mesh has fit nothing, the room (weights and resident bytes, by arithmetic) has
+       failed to predict it, so each wider mesh after the first that fits is asked one exact
+       question, whether it fits one unit more: a train step's weights are split the same on
+       every mesh, but the activations tp splits are not in the room (llama3.1-8b LoRA on a
+       v5e-8 fit nothing on 8x1 and 4x2, and 4 on 2x4, where 1x8 was not asked);
     2. each narrower mesh it skipped is asked one exact question: does it fit that answer too
        (fewer tp wins a tie)? Only where it does is it searched on. llama3.1-8b rollouts on a
        v5e-8 fit 8 on 8x1 and 192 on 4x2: searching 8x1 first cost that cell a located line
@@ -160,9 +165,11 @@ def max_batch(
     answers = {best: search(best)}
     for wider in wider_shapes(request, devices, than=best) if request.mesh is None else []:
         fitted = answers[best]["max_batch"]
-        if fitted and not doubles_the_room(request, wider, best, devices):
+        roomier = doubles_the_room(request, wider, best, devices)
+        if fitted and not roomier and all(a["max_batch"] for a in answers.values()):
             break
-        answers[wider] = search(wider, exact_from=None if fitted else 0)
+        exact_from = 0 if not fitted else None if roomier else fitted + 1
+        answers[wider] = search(wider, exact_from=exact_from)
         if answers[wider]["max_batch"] > fitted:
             best = wider
         elif fitted:

@@ -14,8 +14,8 @@ from shared.plan.atlas.store import (
     RECIPES,
     STORE,
     newest,
+    older_search,
     read_store,
-    stepped_coarsely,
     stepped_units,
 )
 from shared.plan.verdict import Request
@@ -41,7 +41,7 @@ def recipe_of(request: Request) -> str | None:
 def committed_search(request: Request, multiple_of: int | None, store: Path = STORE) -> dict | None:
     """The stored cell for this search, or None: no such recipe, no current row, a failed row,
     other versions, or other steps: `multiple_of` on every mesh the row searched, or by default
-    each mesh's least batch (a row stepped more coarsely is no answer to that)."""
+    each mesh's least batch (a row of an older search, older_search, is no answer to that)."""
     recipe = recipe_of(request)
     if recipe is None:
         return None
@@ -50,5 +50,5 @@ def committed_search(request: Request, multiple_of: int | None, store: Path = ST
     if row is None or row["status"] != "ok" or row["versions"] != versions():
         return None
     if multiple_of is None:
-        return None if stepped_coarsely(row) else row
+        return None if older_search(row) else row
     return row if set(stepped_units(row).values()) == {multiple_of} else None

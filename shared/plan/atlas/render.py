@@ -18,8 +18,8 @@ from shared.plan.atlas.store import (
     model_params,
     needs_check,
     newest,
+    older_search,
     revision,
-    stepped_coarsely,
     stepped_units,
 )
 from shared.versions import VERSIONED
@@ -68,7 +68,7 @@ def cell_text(row: dict | None) -> str:
         return "not yet"
     if row["status"] != "ok":
         return "failed"
-    coarse = "?" if stepped_coarsely(row) else ""
+    coarse = "?" if older_search(row) else ""
     if row["max_batch"] == 0:  # the least batch any mesh was asked (a 1x8 mesh's is 1)
         least = min(row.get("units", {}).values(), default=row["first_not_fitting"])
         return f"✗ 0 (✗ {least}){coarse}"
@@ -135,7 +135,7 @@ CSV_COLUMNS = [
     "checked_above",
     "dips",
     "units",
-    "stepped_coarsely",
+    "older_search",
 ]
 
 
@@ -159,7 +159,7 @@ def csv_row(recipe: str, model: str, target: str, row: dict | None, price: dict)
         row.get("checked_above") or "",
         " ".join(map(str, row.get("dips") or [])),
         _by_mesh(stepped_units(row)) if row["status"] == "ok" else "",
-        stepped_coarsely(row),
+        older_search(row),
     ]
 
 
@@ -192,8 +192,9 @@ def _header(best: list[dict], command: str) -> str:
         "- `✗ 0 (✗ M)`: not even the smallest batch M fits (on a multi-chip slice, on any mesh "
         "its weights divide, each asked its own least batch: 8 on 8x1, 1 on 1x8).\n"
         "- `?` on a multi-chip cell computed until 2026-11-27: its search stepped every mesh "
-        "by the rule mesh's unit (8 on a v5e-8, where 1x8 runs batch 1), so a batch between "
-        "the steps, or a smaller one on a wider tp, may fit; the next run computes these "
+        "by the rule mesh's unit (8 on a v5e-8, where 1x8 runs batch 1), or stopped its mesh "
+        "comparison where arithmetic said a wider tp did not double the room, so a batch "
+        "between the steps, or one on a wider tp, may fit; the next run computes these "
         "again.\n"
         "- `gap`: the search stopped with a gap between N and M, so a batch between may fit "
         "too (`--retry-gaps` closes it by compiles inside it); `✓ ≥N gap`: it stopped with "

@@ -16,7 +16,8 @@ from shared.errors import BadInput, choose
 from shared.hardware import parse_target
 from shared.hardware.sharding import mesh_shape
 from shared.paths import ROOT
-from shared.plan.mesh import least_batch
+from shared.plan.mesh import least_batch, wider_shapes
+from shared.plan.target import target_devices
 
 STORE = ROOT / "benchmarks" / "results" / "atlas.jsonl"
 MODELS = (
@@ -241,6 +242,27 @@ def stepped_coarsely(row: dict) -> bool:
     )
 
 
+def stopped_short_of_a_wider_mesh(row: dict) -> bool:
+    """Whether a stored search stopped at a mesh it reached past one that fit nothing, before
+    a wider mesh the weights divide: until 2026-11-27 the room's arithmetic decided there too
+    (llama3.1-8b LoRA on a v5e-8: nothing on 8x1 and 4x2, 4 on 2x4, and 1x8 not asked), where
+    today's search asks that mesh whether it fits one unit more (shared.plan.search)."""
+    answers = row.get("mesh_answers") or {}
+    if row.get("status") != "ok" or not row["max_batch"] or 0 not in answers.values():
+        return False
+    request = plan.Request(model=row["model"], target=row["target"], **row["settings"])
+    devices = target_devices(parse_target(row["target"]))
+    wider = wider_shapes(request, devices, than=mesh_shape(row["mesh"], len(devices)))
+    return bool(wider) and "{}x{}".format(*wider[0]) not in answers  # the next one is asked
+
+
+def older_search(row: dict) -> bool:
+    """Whether today's search may answer a stored row differently, the versions and workload
+    the same: it stepped a mesh coarsely or stopped short of a wider mesh. Any run computes
+    these cells again, first; the page marks them with a '?'."""
+    return stepped_coarsely(row) or stopped_short_of_a_wider_mesh(row)
+
+
 def stored_row(rows: list[dict], cell: Cell, versions: dict) -> dict | None:
     """The newest row for `cell` at these versions, or None."""
     key = cell.key(versions)
@@ -279,8 +301,8 @@ def todo(
     retry_gaps: bool = False,
     check_above: bool = False,
 ) -> list[Cell]:
-    """The cells without a row for these settings, revision and versions, or whose row stepped
-    a mesh more coarsely than today's search (stepped_coarsely); on request also those whose
+    """The cells without a row for these settings, revision and versions, or whose row today's
+    search may answer differently (older_search); on request also those whose
     row failed, whose search stopped with a gap, or (`check_above`) whose answer lacks the
     check two units above it (needs_check), those first: a better search may change them, and
     the newest row is the one shown."""
@@ -289,7 +311,7 @@ def todo(
         if row.get("status") != "ok":
             return retry_failed
         return (
-            stepped_coarsely(row)
+            older_search(row)
             or (retry_gaps and not row["converged"])
             or (check_above and needs_check(row))
         )
@@ -299,9 +321,9 @@ def todo(
 
     def first(cell: Cell) -> tuple[bool, bool]:
         """Answers shown that a search may change first: the checks (one compile each), then
-        the rows stepped coarsely."""
+        the rows of an older search."""
         row = shown[cell]
-        return not (row and check_above and needs_check(row)), not (row and stepped_coarsely(row))
+        return not (row and check_above and needs_check(row)), not (row and older_search(row))
 
     return sorted(left, key=first)
 
