@@ -68,17 +68,17 @@ def cell_text(row: dict | None) -> str:
         return "not yet"
     if row["status"] != "ok":
         return "failed"
-    coarse = "?" if older_search(row) else ""
+    older = "?" if older_search(row) else ""
     if row["max_batch"] == 0:  # the least batch any mesh was asked (a 1x8 mesh's is 1)
         least = min(row.get("units", {}).values(), default=row["first_not_fitting"])
-        return f"✗ 0 (✗ {least}){coarse}"
+        return f"✗ 0 (✗ {least}){older}"
     gap = "" if row["converged"] else " gap"
     if row["at_least"]:
-        return f"✓ ≥{row['max_batch']}{gap}{_on_mesh(row)}"
+        return f"✓ ≥{row['max_batch']}{gap}{older}{_on_mesh(row)}"
     fails = f"✗ {row['first_not_fitting']}"
     if row.get("checked_above"):
         fails += f", ✗ {row['checked_above']}"
-    unchecked = "?" if needs_check(row) or coarse else ""
+    unchecked = "?" if needs_check(row) or older else ""
     return f"✓ {row['max_batch']} ({fails}{gap}){unchecked}{_on_mesh(row)}"
 
 
