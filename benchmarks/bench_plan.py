@@ -49,7 +49,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 from shared import models, plan  # noqa: E402
 from shared.errors import choose, run_cli  # noqa: E402
 from shared.plan import timing, verdict  # noqa: E402
-from shared.plan.search import cut_pair  # noqa: E402
+from shared.plan.search_lines import cut_pair  # noqa: E402
 from shared.plan.search_view import probe_rows  # noqa: E402
 from shared.report import results  # noqa: E402
 

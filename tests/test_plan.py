@@ -20,6 +20,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from shared import plan, report
 from shared.errors import BadInput
 from shared.hardware import parse_target
+from shared.paths import ROOT
 from shared.plan import mesh as plan_mesh
 from shared.plan import search, search_lines, search_view, verdict
 from shared.plan.executable import Executable, Workload
@@ -985,8 +986,10 @@ def test_no_module_above_the_verdict_runs_in_one_and_a_change_to_it_keeps_the_ca
     """The cache key leaves out the modules above the verdict (search, atlas, views, command
     line): a verdict computed in a fresh interpreter imports none of them, and each one named
     exists (a renamed module would otherwise fall back into the key unnoticed)."""
-    shared = verdict.Path(verdict.__file__).resolve().parents[1]
-    for name in verdict.ABOVE_THE_VERDICT:
+    from shared.plan import sources
+
+    shared = ROOT / "shared"
+    for name in sources.ABOVE_THE_VERDICT:
         assert (shared / name).exists(), name
     program = (
         "import sys; from shared.plan.verdict import Request, plan_point; "
@@ -999,7 +1002,7 @@ def test_no_module_above_the_verdict_runs_in_one_and_a_change_to_it_keeps_the_ca
         [sys.executable, "-c", program], capture_output=True, text=True, env=env, check=True
     )
     loaded = {m.removeprefix("shared.").replace(".", "/") for m in done.stdout.split()}
-    above = {n.removesuffix(".py").rstrip("/") for n in verdict.ABOVE_THE_VERDICT}
+    above = {n.removesuffix(".py").rstrip("/") for n in sources.ABOVE_THE_VERDICT}
     assert "plan/verdict" in loaded and "plan/workloads/rollout" in loaded
     ran = {m for m in loaded for a in above if m == a or m.startswith(f"{a}/")}
     assert not ran, ran

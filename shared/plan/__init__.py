@@ -13,8 +13,9 @@ Modules: `target` (devices, usable HBM), `workloads/` (what gets compiled, one f
 workload), `executable` (the types a workload is made of), `compiled` (compile one executable,
 read its bytes, FLOPs and `buffers`), `workload_bytes` (a workload's bytes by arithmetic),
 `floor` (whether a request can fit a mesh at all, by arithmetic), `verdict` (a whole workload's
-verdict, cached), `search` (the largest batch; `search_view` says it and lists its evidence),
-`frontier` (what to change), `budget` (hours and dollars), `cheapest` (which slice to rent for
+verdict, cached; `sources` keys the cache on the source it runs), `search` (the largest batch;
+`search_lines` aims its compiles, `search_view` says it and lists its evidence), `frontier`
+(what to change), `budget` (hours and dollars), `cheapest` (which slice to rent for
 a whole job; `cheapest_view` shows it, `jobs` holds notebook 08's jobs), `mesh` (the mesh a
 verdict compiles on), `field` (published points we must agree with), `layer_probe` (what a step
 keeps per layer), `atlas` (model x slice x recipe), `lookup` (one atlas cell, instantly),

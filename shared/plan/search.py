@@ -3,7 +3,7 @@
 Bytes per device grow close to linearly with the batch (KV cache, activations). So:
 1. locate: fast compiles (least optimisation effort) at 1 and 8 units give the line's slope
    (for a deep model, exact compiles of it cut to a few layers, each executable's bytes
-   carried to its full depth on a straight line: see `cut_depths`);
+   carried to its full depth on a straight line: see search_lines.cut_depths);
    where it crosses the usable HBM is the candidate, and when that is far off, a third fast
    compile there gives the slope near the boundary. When 1 unit does not fit, 8 is not tried.
    Small first: most fine-tunes fit a few units, and a probe far over the HBM is the slowest
@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from shared import models
 from shared.errors import BadInput
 from shared.hardware import parse_target
 from shared.plan import verdict
@@ -43,6 +42,7 @@ from shared.plan.search_lines import (
     bracket,
     carried_to_depth,
     crossing,
+    cut_depths,
     failures_line,
     fits_slope,
     illinois,
@@ -52,7 +52,6 @@ from shared.plan.search_lines import (
 )
 from shared.plan.target import target_devices
 from shared.plan.verdict import Request, floor_verdict, plan_points
-from shared.plan.workloads import CUT_TO_LAYERS
 
 CEILING = 1 << 16  # the largest batch a search tries; reaching it is reported as "at least"
 # exact rounds that compile (besides checks above) before a search gives up on a non-linear
@@ -84,30 +83,6 @@ def unit_for(request: Request, multiple_of: int | None) -> int:
             f"data-parallel size {fsdp}"
         )
     return unit
-
-
-def cut_pair(model: str) -> tuple[int, int]:
-    """One and two repeats of `model`'s attention pattern, at least 2 layers: the depths a
-    cut model keeps the full model's mix of layers at."""
-    cut = max(models.attention_period(model), 2)
-    return cut, 2 * cut
-
-
-def cut_depths(request: Request) -> tuple[tuple[int, int] | None, int]:
-    """The two depths a deep model is cut to for locating its boundary (one and two repeats of
-    its attention pattern, at least 2 layers), and its full depth; None for a model shallower
-    than 4x the deeper cut, where a cut saves too little to pay for two compiles.
-
-    Why cut: a 27B LoRA step's fast compile at full depth took 144 s and was 24% under the
-    exact bytes, while exact compiles at 6 and 12 layers took 50 s and 71 s and their straight
-    line came within 4% of the exact full-depth bytes (benchmarks/results/plan_cpu.json,
-    `breakdown`). For gemma3-1b the fast full-depth compile is within 0.3% and cheap, and a
-    26-layer model barely shrinks, so shallow models keep it."""
-    if request.workload not in CUT_TO_LAYERS or request.layers is not None:
-        return None, 0
-    full = models.model_config(request.model).num_layers
-    shallow, deep = cut_pair(request.model)
-    return ((shallow, deep) if 4 * deep <= full else None), full
 
 
 def compiles_alone(point: dict) -> bool:

@@ -1,13 +1,39 @@
-"""Where a batch search's next exact compile aims: lines through the points it has compiled
-(shared.plan.search), their slopes, and the partner compiled beside a candidate. Arithmetic
-on verdicts' batches and bytes, and on the floor's (shared.plan.floor, by arithmetic); nothing
-here compiles."""
+"""Where a batch search's next exact compile aims: the depths a deep model is cut to, lines
+through the points it has compiled (shared.plan.search), their slopes, and the partner
+compiled beside a candidate. Arithmetic on verdicts' batches and bytes, and on the floor's
+(shared.plan.floor, by arithmetic); nothing here compiles."""
 
 from __future__ import annotations
 
 import dataclasses
 
+from shared import models
 from shared.plan.verdict import Request, floor_verdict
+from shared.plan.workloads import CUT_TO_LAYERS
+
+
+def cut_pair(model: str) -> tuple[int, int]:
+    """One and two repeats of `model`'s attention pattern, at least 2 layers: the depths a
+    cut model keeps the full model's mix of layers at."""
+    cut = max(models.attention_period(model), 2)
+    return cut, 2 * cut
+
+
+def cut_depths(request: Request) -> tuple[tuple[int, int] | None, int]:
+    """The two depths a deep model is cut to for locating its boundary (one and two repeats of
+    its attention pattern, at least 2 layers), and its full depth; None for a model shallower
+    than 4x the deeper cut, where a cut saves too little to pay for two compiles.
+
+    Why cut: a 27B LoRA step's fast compile at full depth took 144 s and was 24% under the
+    exact bytes, while exact compiles at 6 and 12 layers took 50 s and 71 s and their straight
+    line came within 4% of the exact full-depth bytes (benchmarks/results/plan_cpu.json,
+    `breakdown`). For gemma3-1b the fast full-depth compile is within 0.3% and cheap, and a
+    26-layer model barely shrinks, so shallow models keep it."""
+    if request.workload not in CUT_TO_LAYERS or request.layers is not None:
+        return None, 0
+    full = models.model_config(request.model).num_layers
+    shallow, deep = cut_pair(request.model)
+    return ((shallow, deep) if 4 * deep <= full else None), full
 
 
 def crossing(at: dict, slope: float, usable: int, unit: int, ceiling: int) -> int:

@@ -15,7 +15,6 @@ keyed by the request, the versions of jax/libtpu/tunix/qwix/flax and the source 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 import os
@@ -35,6 +34,7 @@ from shared.plan.executable import lower
 from shared.plan.floor import holds
 from shared.plan.matmul_bound import run_flops
 from shared.plan.mesh import mesh_for
+from shared.plan.sources import verdict_sources_digest
 from shared.plan.target import target_devices, usable_hbm_per_device
 from shared.plan.workload_bytes import (
     arguments_only,
@@ -142,41 +142,6 @@ class Request:
             sort_keys=True,
         )
         return hashlib.sha256(blob.encode()).hexdigest()[:24]
-
-
-# The modules above the verdict: they choose which requests to compile (the searches, the
-# atlas, the cheapest slice) and say what verdicts mean (the views, the command line), and no
-# verdict runs them (tests/test_plan.py computes verdicts and finds none of them imported). A
-# change to them keeps the cached verdicts: the key hashed all of shared/ until 2026-11-27, so
-# each change to the search compiled again every verdict an atlas run had cached.
-ABOVE_THE_VERDICT = (
-    "plan/__main__.py",
-    "plan/atlas/",
-    "plan/budget.py",
-    "plan/candidate.py",
-    "plan/cheapest.py",
-    "plan/cheapest_view.py",
-    "plan/field.py",
-    "plan/frontier.py",
-    "plan/gap.py",
-    "plan/jobs.py",
-    "plan/lookup.py",
-    "plan/point_view.py",
-    "plan/search.py",
-    "plan/search_lines.py",
-    "plan/search_view.py",
-    "plan/slice_job.py",
-)
-
-
-@functools.cache
-def verdict_sources_digest() -> str:
-    """A digest of shared/'s source but the modules above the verdict (ABOVE_THE_VERDICT), read
-    once a process."""
-    shared = Path(__file__).resolve().parents[1]
-    paths = sorted(shared.rglob("*.py"))
-    kept = [p for p in paths if not p.relative_to(shared).as_posix().startswith(ABOVE_THE_VERDICT)]
-    return hashlib.sha256(b"".join(p.read_bytes() for p in kept)).hexdigest()
 
 
 def same_request(recorded: dict, request: Request) -> bool:
