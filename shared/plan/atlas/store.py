@@ -213,6 +213,11 @@ def selected(all_cells: list[Cell], only: dict[str, set[str]]) -> list[Cell]:
     return [c for c in all_cells if all(getattr(c, k) in v for k, v in only.items())]
 
 
+def _request_of(row: dict) -> plan.Request:
+    """The request a stored row's search answered (the mesh left to the search)."""
+    return plan.Request(model=row["model"], target=row["target"], **row["settings"])
+
+
 def stepped_units(row: dict) -> dict[str, int]:
     """Each mesh a stored search compiled on, with the step it took there: the row's `units`
     (stored since 2026-11-27), else the row's one unit for every mesh it names."""
@@ -232,7 +237,7 @@ def stepped_coarsely(row: dict) -> bool:
     answers these cells again by default (todo)."""
     if row.get("status") != "ok" or "units" in row:
         return False
-    request = plan.Request(model=row["model"], target=row["target"], **row["settings"])
+    request = _request_of(row)
     steps = stepped_units(row)
     if row["max_batch"] == 0 and row["devices"] > 1 and not row.get("mesh_answers"):
         steps = {**steps, f"1x{row['devices']}": row["multiple_of"]}
@@ -250,7 +255,7 @@ def stopped_short_of_a_wider_mesh(row: dict) -> bool:
     answers = row.get("mesh_answers") or {}
     if row.get("status") != "ok" or not row["max_batch"] or 0 not in answers.values():
         return False
-    request = plan.Request(model=row["model"], target=row["target"], **row["settings"])
+    request = _request_of(row)
     devices = target_devices(parse_target(row["target"]))
     wider = wider_shapes(request, devices, than=mesh_shape(row["mesh"], len(devices)))
     return bool(wider) and "{}x{}".format(*wider[0]) not in answers  # the next one is asked
@@ -310,20 +315,18 @@ def todo(
     def again(row: dict) -> bool:
         if row.get("status") != "ok":
             return retry_failed
-        return (
-            older_search(row)
-            or (retry_gaps and not row["converged"])
-            or (check_above and needs_check(row))
-        )
+        return (retry_gaps and not row["converged"]) or (check_above and needs_check(row))
 
     shown = {c: stored_row(rows, c, versions) for c in candidates}  # a cell's newest row decides
-    left = [c for c, row in shown.items() if row is None or again(row)]
+    # an older search's row: asked once a row (stopped_short_of_a_wider_mesh builds the model)
+    older = {c: bool(row and older_search(row)) for c, row in shown.items()}
+    left = [c for c, row in shown.items() if row is None or older[c] or again(row)]
 
     def first(cell: Cell) -> tuple[bool, bool]:
         """Answers shown that a search may change first: the checks (one compile each), then
         the rows of an older search."""
         row = shown[cell]
-        return not (row and check_above and needs_check(row)), not (row and older_search(row))
+        return not (row and check_above and needs_check(row)), not older[cell]
 
     return sorted(left, key=first)
 
