@@ -14,6 +14,12 @@ Parts (`--parts`, comma-separated):
 - `stages`: where an exact compile's seconds go (HLO passes, buffer assignment, code
   generation; read from XLA's dump files), for the 1B rollout on a v5e-1 and the 1B full
   fine-tune step on a v5e-8;
+- `locate`: what each way of locating a boundary costs and how near it comes, in one run and
+  nothing cached: for a full fine-tune step of `--model` on a v5e-8 (batch 8) and a LoRA step of
+  `--locate-deep-model` on a v5e-8 (`--locate-deep-batch` on `--locate-deep-mesh`), the bytes at
+  buffer assignment (shared.plan.assigned), a fast compile, the cut depths' line where the model
+  is deep enough to be cut, and the exact verdict they all aim at: seconds and bytes of each, and
+  each one's ratio to the exact verdict's;
 - `sparsecore`: the 1B LoRA step on a tpu7x-8 (batch 8, sequence 2048, rank 16) compiled fast
   with the SparseCore collective offload (as fast compiles were until 2026-11-26), fast as
   now (without it: shared.plan.compiled.fast_options) and exact: seconds and bytes of each;
@@ -49,7 +55,8 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 from shared import models, plan  # noqa: E402
 from shared.errors import choose, run_cli  # noqa: E402
 from shared.plan import timing, verdict  # noqa: E402
-from shared.plan.search_lines import cut_pair  # noqa: E402
+from shared.plan.assigned import assigned_points  # noqa: E402
+from shared.plan.search_lines import carried_to_depth, cut_depths, cut_pair  # noqa: E402
 from shared.plan.search_view import probe_rows  # noqa: E402
 from shared.report import results  # noqa: E402
 
@@ -218,6 +225,7 @@ PARTS = (
     "compiler",
     "stages",
     "sparsecore",
+    "locate",
 )
 
 
@@ -288,6 +296,54 @@ def stages(a) -> dict:
     return out
 
 
+def _locating(request: plan.Request) -> dict:
+    """One request located every way (the `locate` part), the exact verdict last."""
+    ways = {}
+    (point,), wall = _timed(assigned_points, [request], use_cache=False)
+    ways["assigned"] = {"bytes_per_device": point["bytes_per_device"], "wall_s": wall}
+    point, wall = _timed(plan.plan_point, dataclasses.replace(request, fast=True), use_cache=False)
+    ways["fast"] = {"bytes_per_device": point["bytes_per_device"], "wall_s": wall}
+    depths, full_layers = cut_depths(request)
+    if depths:
+        cut, wall = _timed(
+            verdict.plan_points,
+            [dataclasses.replace(request, layers=d) for d in depths],
+            use_cache=False,
+        )
+        line = carried_to_depth(*cut, depths, full_layers)
+        ways["cut_line"] = {"depths": list(depths), "bytes_per_device": line, "wall_s": wall}
+    point, wall = _timed(plan.plan_point, request, use_cache=False)
+    exact = ways["exact"] = {"bytes_per_device": point["bytes_per_device"], "wall_s": wall}
+    for name, way in ways.items():
+        way["bytes_over_exact"] = way["bytes_per_device"] / exact["bytes_per_device"]
+        way["wall_over_exact"] = way["wall_s"] / exact["wall_s"]
+        print(
+            f"locate {request.workload} {request.model} batch {request.batch}: {name} "
+            f"{way['wall_s']:.0f} s ({way['wall_over_exact']:.2f}x exact), "
+            f"{way['bytes_per_device'] / 2**30:.2f} GiB ({way['bytes_over_exact']:.3f}x)",
+            flush=True,
+        )
+    return {"request": dataclasses.asdict(request), "fits": point["fits"], **ways}
+
+
+def locate(a) -> dict:
+    """Each way of locating, for a shallow model's full fine-tune and a deep model's LoRA step
+    (module doc), both on the v5e-8 whose atlas cells are the slowest to compute."""
+    cases = {
+        "sft": plan.Request("sft", a.model, "v5e-8", batch=8, seq=a.lora_seq),
+        "lora-train": plan.Request(
+            "lora-train",
+            a.locate_deep_model,
+            "v5e-8",
+            batch=a.locate_deep_batch,
+            seq=a.lora_seq,
+            lora_rank=16,
+            mesh=a.locate_deep_mesh,
+        ),
+    }
+    return {name: _locating(request) for name, request in cases.items()}
+
+
 def sparsecore(a) -> dict:
     """A fast compile with and without tpu7x's SparseCore collective offload, and the exact one
     (the offload on, as device mode compiles): the offload's compile seconds and bytes."""
@@ -341,6 +397,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--grpo-model", default="gemma3-1b")
     p.add_argument("--grpo-target", default="v5e-1")
     p.add_argument("--grpo-batch", type=int, default=8, help="a batch that does not fit")
+    p.add_argument("--locate-deep-model", default="llama3.1-8b")
+    p.add_argument("--locate-deep-batch", type=int, default=4)
+    p.add_argument("--locate-deep-mesh", default="2x4")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
     parts = [choose("part", name, PARTS) for name in filter(None, args.parts.split(","))]
@@ -397,6 +456,8 @@ def main(argv: list[str] | None = None) -> int:
             _part(report, "stages", lambda: stages(args), args.out)
         if "sparsecore" in parts:
             _part(report, "sparsecore", lambda: sparsecore(args), args.out)
+        if "locate" in parts:
+            _part(report, "locate", lambda: locate(args), args.out)
     return 0
 
 

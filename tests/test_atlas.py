@@ -264,14 +264,15 @@ def _check_compiler(monkeypatch, fitting: set[int]) -> list[tuple[int, bool]]:
     return _made_up_compiler(monkeypatch, lambda r: r.batch <= 64 or r.batch in fitting)
 
 
-def _made_up_compiler(monkeypatch, fits) -> list[tuple[int, bool]]:
+def _made_up_compiler(monkeypatch, fits) -> list[tuple[int, bool | str]]:
     """search's and gap's compiles answered by a made-up compiler: a request fits where
     `fits(request)` says so, at 0.2 GiB a row, and takes 16 GiB of 15.75 where it does not;
-    on the request's mesh (8x1 unless it names one). Returns the (batch, fast) asked."""
+    on the request's mesh (8x1 unless it names one). Returns the (batch, fast) asked, fast
+    "assigned" for a probe at buffer assignment (shared.plan.assigned)."""
     asked = []
 
-    def verdict_of(request):
-        asked.append((request.batch, request.fast))
+    def verdict_of(request, way=None):
+        asked.append((request.batch, way or request.fast))
         fsdp, tp = map(int, (request.mesh or "8x1").split("x"))
         fitting = fits(request)
         return {
@@ -293,6 +294,11 @@ def _made_up_compiler(monkeypatch, fits) -> list[tuple[int, bool]]:
         monkeypatch.setattr(
             module, "plan_points", lambda requests, use_cache: [verdict_of(r) for r in requests]
         )
+    monkeypatch.setattr(
+        search,
+        "assigned_points",
+        lambda requests, use_cache: [verdict_of(r, "assigned") for r in requests],
+    )
     return asked
 
 

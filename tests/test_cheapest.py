@@ -300,7 +300,12 @@ def test_the_large_enough_batch_is_compiled_before_any_search_below_it(
     def max_batch(request, *, ceiling, use_cache, progress):
         searches.append(ceiling)
         point = plan_point(dataclasses.replace(request, batch=fits_up_to), use_cache)
-        return {"compiles": 1, "probes": [{**point, "fast": False}], "cut_probes": []}
+        return {
+            "compiles": 1,
+            "probes": [{**point, "fast": False}],
+            "cut_probes": [],
+            "assigned_probes": [],
+        }
 
     monkeypatch.setattr(candidate, "plan_point", plan_point)
     monkeypatch.setattr(candidate, "max_batch", max_batch)

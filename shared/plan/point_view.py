@@ -4,6 +4,7 @@ dicts), kept apart from the command line that parses flags and chooses what to r
 import json
 
 from shared.plan import buffers
+from shared.plan.search_result import located_probes
 from shared.plan.search_view import describe
 from shared.sizing import human
 
@@ -100,11 +101,18 @@ def print_search(result: dict) -> None:
                 for p in result["cut_probes"]
             )
         )
+    if result["assigned_probes"]:
+        print(
+            "at buffer assignment (locate, bytes before code generation): "
+            + ", ".join(
+                f"{p['batch']}: {_size(p['bytes_per_device'])}" for p in result["assigned_probes"]
+            )
+        )
     for point in result["probes"]:
         if not point["fast"]:
             print_point(point)
+    cached = sum(p["cached"] for p in (*result["probes"], *located_probes(result)))
     print(
-        f"\n{describe(result)}; {result['compiles']} compiles "
-        f"({sum(p['cached'] for p in (*result['probes'], *result['cut_probes']))} cached), "
+        f"\n{describe(result)}; {result['compiles']} compiles ({cached} cached), "
         f"{result['wall_s']:.0f} s"
     )

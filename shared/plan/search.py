@@ -3,7 +3,9 @@
 Bytes per device grow close to linearly with the batch (KV cache, activations). So:
 1. locate: fast compiles (least optimisation effort) at 1 and 8 units give the line's slope
    (for a deep model, exact compiles of it cut to a few layers, each executable's bytes
-   carried to its full depth on a straight line: see search_lines.cut_depths);
+   carried to its full depth on a straight line: see search_lines.cut_depths; for a step of
+   one executable, a LoRA or full fine-tune, the whole model's exact compile stopped at
+   buffer assignment: shared.plan.assigned);
    where it crosses the usable HBM is the candidate, and when that is far off, a third fast
    compile there gives the slope near the boundary. When 1 unit does not fit, 8 is not tried.
    Small first: most fine-tunes fit a few units, and a probe far over the HBM is the slowest
@@ -31,6 +33,7 @@ import time
 from shared.errors import BadInput
 from shared.hardware import parse_target
 from shared.plan import verdict
+from shared.plan.assigned import LOCATES, assigned_points
 from shared.plan.mesh import (
     doubles_the_room,
     least_batch,
@@ -50,6 +53,7 @@ from shared.plan.search_lines import (
     reach_of,
     slope,
 )
+from shared.plan.search_result import mesh_answer, search_result
 from shared.plan.target import target_devices
 from shared.plan.verdict import Request, floor_verdict, plan_points
 
@@ -163,11 +167,11 @@ def max_batch(
     }
     if len(answers) > 1:
         by_tp = sorted(answers.items(), key=lambda item: item[0][1])
-        for key in ("probes", "cut_probes"):
+        for key in ("probes", "cut_probes", "assigned_probes"):
             result[key] = [p for _, s in by_tp for p in s[key]]
         for key in ("compiles", "wall_s"):
             result[key] = sum(s[key] for _, s in by_tp)
-        result["mesh_answers"] = {f"{f}x{t}": _mesh_answer(s) for (f, t), s in by_tp}
+        result["mesh_answers"] = {f"{f}x{t}": mesh_answer(s) for (f, t), s in by_tp}
     return result
 
 
@@ -202,15 +206,6 @@ def pinned_to(request: Request, shape: tuple[int, int]) -> Request:
     return request
 
 
-def _mesh_answer(search: dict) -> int | str:
-    """One mesh's answer for `mesh_answers`: its largest batch, or "<N" where its only exact
-    compile was a failure above one unit (asked whether it fits N, another mesh's answer)."""
-    failed = search["first_not_fitting"]
-    if search["max_batch"] or failed is None or failed <= search["multiple_of"]:
-        return search["max_batch"]
-    return f"<{failed}"
-
-
 def _max_batch_on(
     request: Request,
     shape: tuple[int, int],
@@ -241,12 +236,15 @@ def _max_batch_on(
     start = time.perf_counter()
     probes: list[dict] = []  # the whole model's verdicts, fast and exact
     cut_probes: list[dict] = []  # exact verdicts of the model cut to `depths` layers
+    assigned_probes: list[dict] = []  # the whole model's bytes at buffer assignment
+    located_by = {"cut_probes": cut_probes, "assigned_probes": assigned_probes}
     depths, full_layers = cut_depths(request)
     # whether the whole model's arguments alone leave room for one unit, by arithmetic
     unit_floor_fits = floor_verdict(dataclasses.replace(request, batch=unit))["fits"]
-    if depths and not unit_floor_fits:
-        # the whole model's arguments alone exceed the HBM at one unit (gemma3-27b on a v5e-1):
-        # no cut compile can change that, and the probes below answer by arithmetic
+    one_step = request.workload in LOCATES  # located whole, at buffer assignment
+    if one_step or not unit_floor_fits:
+        # nor is a model whose arguments alone exceed the HBM at one unit (gemma3-27b on a
+        # v5e-1) cut: no cut compile can change that, and the probes answer by arithmetic
         depths = None
 
     def probe(batches: list[int], fast: bool) -> list[dict]:
@@ -260,6 +258,19 @@ def _max_batch_on(
         probes.extend(points)
         bar.update(len(points))
         return points
+
+    def at_buffer_assignment(batch: int) -> dict:
+        """The whole model's bytes at buffer assignment (shared.plan.assigned): where the
+        search looks, never an answer. gemma3-1b's full fine-tune step on a v5e-8 (batch 8):
+        0.30x the exact verdict's seconds, 2.8% under its bytes, where a fast compile took
+        0.38x and came 8.8% under; llama3.1-8b's LoRA step on a 2x4 v5e-8 (batch 4): 0.25x,
+        2.4% under, where the cut depths' line took 0.50x (0.2% under) and a fast compile
+        0.32x (14% under). One quiet run: benchmarks/results/plan_locate.json."""
+        bar.set_postfix(batch=batch, at="buffer assignment")
+        (point,) = assigned_points([dataclasses.replace(request, batch=batch)], use_cache=use_cache)
+        assigned_probes.append(point)
+        bar.update(1)
+        return point
 
     def line_to_full_depth(batch: int) -> dict:
         """Exact verdicts at the two cut depths, each executable's bytes carried through them
@@ -290,8 +301,12 @@ def _max_batch_on(
     exact: dict[int, dict] = {first: probe([first], False)[0]} if first else {}
     if first and not exact[first]["fits"]:
         bar.close()
-        return _search_result(request, unit, ceiling, exact, probes, cut_probes, start)
-    locate = line_to_full_depth if depths else (lambda batch: probe([batch], True)[0])
+        return search_result(request, unit, ceiling, exact, probes, located_by, start)
+
+    def fast_compiled(batch: int) -> dict:
+        return probe([batch], True)[0]
+
+    locate = at_buffer_assignment if one_step else line_to_full_depth if depths else fast_compiled
     low = locate(unit)
     usable = low["hbm_bytes"]
     located = [low]
@@ -325,7 +340,11 @@ def _max_batch_on(
     if exact:  # the batch compiled first fits: the answer is above it
         candidate = min(max(candidate, first + unit), ceiling)
     # a located unit that does not fit makes the unit a confirmation: nothing above to pair
-    paired = low["fits"] and compiles_alone((cut_probes or probes)[0])
+    paired = low["fits"] and (
+        2 <= verdict.workers_for(request.target)
+        if one_step
+        else compiles_alone((cut_probes or probes)[0])
+    )
     rounds = 0
     kept, kept_worst = 0, None  # rounds in a row that kept the bracket's failing end (illinois)
     while True:
@@ -403,39 +422,4 @@ def _max_batch_on(
     if not any(p["fits"] for p in exact.values()) and unit not in exact:
         exact[unit] = probe([unit], False)[0]  # "not even one unit fits" must be an exact verdict
     bar.close()
-    return _search_result(request, unit, ceiling, exact, probes, cut_probes, start)
-
-
-def _search_result(
-    request: Request,
-    unit: int,
-    ceiling: int,
-    exact: dict[int, dict],
-    probes: list[dict],
-    cut_probes: list[dict],
-    start: float,
-) -> dict:
-    """One mesh's search as max_batch returns it: the answer read off its exact verdicts
-    (`exact`, by batch), with every probe it compiled or read from the cache."""
-    largest, first_fail = bracket(exact)
-    checked = first_fail is not None and first_fail + unit in exact
-    return {
-        **dataclasses.asdict(request),
-        "multiple_of": unit,
-        "max_batch": largest,
-        "first_not_fitting": first_fail,
-        # the check above the answer (max_batch's loop), where it was compiled: it failed
-        "checked_above": first_fail + unit if checked and largest else None,
-        # failing exact batches below the answer: the compiler's bytes are not monotone
-        "dips": sorted(b for b, p in exact.items() if not p["fits"] and b < largest),
-        # no batch failed: the answer is a lower bound (the ceiling, or MAX_EXACT, stopped it)
-        "at_least": first_fail is None,
-        "ceiling": ceiling,
-        "converged": first_fail is not None and first_fail - largest <= unit or largest >= ceiling,
-        "compiles": sum(
-            not p["cached"] and p.get("compiled", True) for p in (*probes, *cut_probes)
-        ),
-        "probes": probes,
-        "cut_probes": cut_probes,
-        "wall_s": time.perf_counter() - start,
-    }
+    return search_result(request, unit, ceiling, exact, probes, located_by, start)

@@ -157,14 +157,16 @@ def request_of(point: dict) -> Request:
     return Request(**{field.name: point[field.name] for field in dataclasses.fields(Request)})
 
 
-def cache_path(request: Request) -> Path:
-    return CACHE_DIR / f"{request.key()}.json"
+def cache_path(request: Request, kind: str = "") -> Path:
+    """Where the request's verdict is cached, or, with a `kind`, another answer about the same
+    program (shared.plan.assigned's probes)."""
+    return CACHE_DIR / f"{request.key()}{'.' + kind if kind else ''}.json"
 
 
-def read_cache(request: Request) -> dict | None:
-    """The cached verdict, or None; an unreadable entry (a truncated write, a hand edit) is a
-    miss that recompiles, with one line saying so."""
-    path = cache_path(request)
+def read_cache(request: Request, kind: str = "") -> dict | None:
+    """The cached verdict (or `kind`'s answer), or None; an unreadable entry (a truncated
+    write, a hand edit) is a miss that recompiles, with one line saying so."""
+    path = cache_path(request, kind)
     if not path.exists():
         return None
     try:
@@ -177,13 +179,13 @@ def read_cache(request: Request) -> dict | None:
         return None
 
 
-def write_cache(request: Request, result: dict) -> None:
+def write_cache(request: Request, result: dict, kind: str = "") -> None:
     """Write to a temporary file in the cache folder, then rename: a reader never sees half."""
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=CACHE_DIR, suffix=".tmp")
     with os.fdopen(fd, "w") as handle:
         json.dump(result, handle, indent=1)
-    os.replace(tmp, cache_path(request))
+    os.replace(tmp, cache_path(request, kind))
 
 
 def is_cached(request: Request) -> bool:

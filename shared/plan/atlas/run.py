@@ -19,6 +19,7 @@ from shared.plan.atlas.store import Cell, stepped_units
 from shared.plan.gap import close_gap
 from shared.plan.mesh import search_shape
 from shared.plan.search import check_above
+from shared.plan.search_result import located_probes
 from shared.plan.target import target_devices
 
 
@@ -98,6 +99,7 @@ def check_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
             "dips": row.get("dips", []),
             "probes": [[p["batch"], p["fast"], p["fits"]] for p in check["probes"]],
             "cut_probes": [],
+            "assigned_probes": [],
             "compiles": row["compiles"] + check["compiles"],
             "compile_s": sum(p["compile_s"] for p in check["probes"] if not p["cached"]),
             "wall_s": wall_s,
@@ -110,6 +112,7 @@ def check_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
         **new,
         "probes": row["probes"] + new["probes"],
         "cut_probes": row.get("cut_probes", []) + new["cut_probes"],  # stored since 2026-11-23
+        "assigned_probes": row.get("assigned_probes", []) + new["assigned_probes"],
         "compile_s": row["compile_s"] + new["compile_s"],
         "wall_s": row["wall_s"] + new["wall_s"],
     }
@@ -182,7 +185,7 @@ def search_row(head: dict, search: dict, wall_s: float) -> dict:
         ),
         None,
     )
-    fresh = [p for p in (*probes, *search["cut_probes"]) if not p["cached"]]
+    fresh = [p for p in (*probes, *located_probes(search)) if not p["cached"]]
     return {
         **head,
         "status": "ok",
@@ -210,6 +213,8 @@ def search_row(head: dict, search: dict, wall_s: float) -> dict:
         "worst": at and at["worst"],
         "probes": [[p["batch"], p["fast"], p["fits"]] for p in probes],
         "cut_probes": [[p["batch"], p["layers"], p["fits"]] for p in search["cut_probes"]],
+        # stored since 2026-11-28: the whole model at buffer assignment (shared.plan.assigned)
+        "assigned_probes": [[p["batch"], p["fits"]] for p in search["assigned_probes"]],
         "compiles": search["compiles"],  # compiles only: a cached or arithmetic answer is not one
         "compile_s": sum(p["compile_s"] for p in fresh),
         "wall_s": wall_s,

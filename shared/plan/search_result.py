@@ -1,0 +1,63 @@
+"""What a batch search returns (shared.plan.search): one mesh's answer read off its exact
+verdicts, with every probe that located it, and each mesh's answer for a comparison."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from shared.plan.search_lines import bracket
+from shared.plan.verdict import Request
+
+
+def mesh_answer(search: dict) -> int | str:
+    """One mesh's answer for `mesh_answers`: its largest batch, or "<N" where its only exact
+    compile was a failure above one unit (asked whether it fits N, another mesh's answer)."""
+    failed = search["first_not_fitting"]
+    if search["max_batch"] or failed is None or failed <= search["multiple_of"]:
+        return search["max_batch"]
+    return f"<{failed}"
+
+
+def located_probes(search: dict) -> list[dict]:
+    """A search's locating probes besides its fast verdicts: the cut models' verdicts and the
+    whole model's bytes at buffer assignment."""
+    return [*search["cut_probes"], *search["assigned_probes"]]
+
+
+def search_result(
+    request: Request,
+    unit: int,
+    ceiling: int,
+    exact: dict[int, dict],
+    probes: list[dict],
+    located_by: dict[str, list[dict]],
+    start: float,
+) -> dict:
+    """One mesh's search as max_batch returns it: the answer read off its exact verdicts
+    (`exact`, by batch), with every probe it compiled or read from the cache (`probes`, the
+    whole model's verdicts, and `located_by`'s: the cut models' verdicts, `cut_probes`, and the
+    bytes at buffer assignment, `assigned_probes`)."""
+    largest, first_fail = bracket(exact)
+    checked = first_fail is not None and first_fail + unit in exact
+    return {
+        **dataclasses.asdict(request),
+        "multiple_of": unit,
+        "max_batch": largest,
+        "first_not_fitting": first_fail,
+        # the check above the answer (max_batch's loop), where it was compiled: it failed
+        "checked_above": first_fail + unit if checked and largest else None,
+        # failing exact batches below the answer: the compiler's bytes are not monotone
+        "dips": sorted(b for b, p in exact.items() if not p["fits"] and b < largest),
+        # no batch failed: the answer is a lower bound (the ceiling, or MAX_EXACT, stopped it)
+        "at_least": first_fail is None,
+        "ceiling": ceiling,
+        "converged": first_fail is not None and first_fail - largest <= unit or largest >= ceiling,
+        "compiles": sum(
+            not p["cached"] and p.get("compiled", True)
+            for p in (*probes, *located_probes(located_by))
+        ),
+        "probes": probes,
+        **located_by,
+        "wall_s": time.perf_counter() - start,
+    }
