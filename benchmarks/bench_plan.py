@@ -134,6 +134,10 @@ def deep_search(a) -> dict:
             }
             for p in search["cut_probes"]
         ],
+        "assigned_probes": [  # recorded since 2026-11-28
+            {key: p[key] for key in ("batch", "fits", "bytes_per_device", "compile_s")}
+            for p in search["assigned_probes"]
+        ],
         "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     }
 

@@ -517,7 +517,8 @@ def test_a_one_executable_step_compiles_the_batch_above_each_candidate_beside_it
     the search compiles the candidate and one unit above it at once (plan_points). Fake
     verdicts shaped like gemma3-27b LoRA on a v5p-8 (unit 4; 54 GB at 4 rows, 132 at 8, of
     102.8): one exact round, both compiled together, answers 4 (8 does not fit), and the check
-    two units above (12) fails too."""
+    two units above (12) fails too. Located at buffer assignment, as a real LoRA step is, the
+    check comes in the same round, behind the pair."""
     monkeypatch.setitem(plan.WORKLOADS, "weighty", lambda r, mesh: _tp_hungry(r, mesh, gib=6))
     usable, rounds = 102.8e9, []
 
@@ -534,6 +535,19 @@ def test_a_one_executable_step_compiles_the_batch_above_each_candidate_beside_it
     assert (result["max_batch"], result["first_not_fitting"]) == (4, 8)
     assert rounds == [[4], [4, 8], [12]]  # located at one unit, the boundary pair, the check
     assert plan.describe(result).endswith(": 4 (batches 8 and 12 do not)")
+
+    rounds.clear()
+    monkeypatch.setattr(search, "LOCATES", ("weighty",))
+    monkeypatch.setattr(
+        search,
+        "assigned_points",
+        lambda requests, use_cache: [
+            {**verdict_of(r), "workload_executables": 1, "probe": "assigned"} for r in requests
+        ],
+    )
+    result = plan.max_batch(plan.Request("weighty", "none", "v5p-8"), progress=False)
+    assert (result["max_batch"], result["checked_above"]) == (4, 12)
+    assert rounds == [[4, 8, 12]] and [p["batch"] for p in result["assigned_probes"]] == [4]
 
 
 def test_an_answer_stands_only_where_two_units_above_it_fail_too(monkeypatch):

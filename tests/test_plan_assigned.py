@@ -37,9 +37,20 @@ def test_a_batch_whose_arguments_alone_exceed_the_hbm_starts_no_child():
     assert point["bytes_per_device"] > point["hbm_bytes"]
 
 
-def test_a_workload_of_several_executables_is_no_probe():
+def test_grpo_is_probed_at_its_policy_update_with_the_resident_bytes_it_does_not_take():
+    """GRPO's point: the update's report plus the buffers resident beside it (the reference
+    model's weights), as a verdict would count them were the update the worst."""
+    request = plan.Request("grpo", "gemma3-tiny", "v5e-1", batch=4, prompt_len=8, steps=8)
+    (point,) = assigned_points([request])
+    assert point["probed"] == "policy_update" and point["workload_executables"] > 1
+    exact = verdict.plan_point(request)
+    assert set(exact["resident"]) > {"weights", "optimizer state"}  # the reference's, too
+    assert point["bytes_per_device"] >= exact["resident_bytes"]
+
+
+def test_a_workload_whose_peak_takes_another_ones_outputs_is_no_probe():
     rollout = plan.Request("rollout", "gemma3-tiny", "v5e-1", batch=4, prompt_len=8, steps=8)
-    with pytest.raises(RuntimeError, match="is not one executable"):
+    with pytest.raises(RuntimeError, match="no executable is marked likely_worst"):
         assigned_points([rollout])
 
 

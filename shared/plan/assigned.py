@@ -1,6 +1,7 @@
-"""The bytes XLA's buffer assignment gives a one-executable workload (a LoRA or full fine-tune
-step), read from its memory-usage report before code generation starts: a probe a search may
-locate a boundary with, never a verdict.
+"""The bytes XLA's buffer assignment gives a workload's peak executable (a LoRA or full
+fine-tune step, GRPO's policy update), read from its memory-usage report before code generation
+starts, plus the resident buffers it does not take: a probe a search may locate a boundary
+with, never a verdict.
 
 Why: once buffer assignment has fixed the bytes, an exact compile still generates code, most
 of its time: 45% of gemma3-1b's full fine-tune step on a v5e-8, and 27% more after that, and
@@ -10,6 +11,13 @@ and 0.15% under the compiled bytes there, and it is written for a program over t
 point past the boundary still gives a slope. XLA has no option to stop after buffer
 assignment, so the compile runs in a child process that dumps its one module (`xla_dump_to`,
 a per-compile option), and the parent kills the child once the report is written.
+
+A workload of several executables is probed at the one it marks `likely_worst`, where that
+one takes no other's outputs: GRPO's policy update, the peak of every GRPO verdict in the
+atlas. Its point is what a verdict would say were it the worst (shared.plan.workload_bytes.
+combine): its report plus the resident buffers it does not take (the reference model, the
+rollout's); where another executable holds more, the exact verdicts the search aims with this
+find it.
 """
 
 from __future__ import annotations
@@ -27,11 +35,12 @@ from shared.hardware import parse_target
 from shared.plan.target import target_devices, usable_hbm_per_device
 from shared.plan.verdict import Request, check_request, floor_verdict, read_cache, write_cache
 
-# The workloads a search locates with this probe (shared.plan.search): the fine-tune steps,
-# one executable each, whose exact compiles are the atlas's slowest. `train` and `forward` are
-# one executable too, but their programs compile in seconds, about what a child costs to start
-# (3.5 s to import shared.plan on this project's 2-core machines).
-LOCATES = ("lora-train", "sft")
+# The workloads a search locates with this probe (shared.plan.search): the fine-tune steps and
+# GRPO, whose exact compiles are the atlas's slowest. `train` and `forward` are one executable
+# too, but their programs compile in seconds, about what a child costs to start (3.5 s to
+# import shared.plan on this project's 2-core machines); a rollout's peak is decode as often as
+# prefill, and decode takes prefill's compiled outputs.
+LOCATES = ("lora-train", "sft", "grpo")
 KIND = "assigned"  # the plan cache's name for these probes, beside the verdicts
 # the HBM's share of the report (on-chip vmem and smem follow it, each with its own total)
 _TOTAL = re.compile(r"Memory Space: default \(color=0\)\s+Total bytes: (\d+)")
@@ -43,7 +52,9 @@ def assigned_points(requests: list[Request], *, use_cache: bool = True) -> list[
     side (a search asks for two at once where the cores allow, as plan_points does). A point has
     the verdict's fields a search aims with: `batch`, `bytes_per_device`, `hbm_bytes`, `fits`,
     `compiled` (False where arithmetic answered: the arguments alone exceed the HBM), `cached`,
-    and `compile_s`, the seconds until the report."""
+    `compile_s`, the seconds until the report, `probed` (the executable compiled) and
+    `workload_executables` (how many the verdict compiles: shared.plan.search pairs exact
+    compiles of a one-executable step)."""
     for request in requests:
         check_request(request)
     points: list[dict | None] = [
@@ -76,64 +87,79 @@ def _probe_all(requests: list[Request]) -> list[dict]:
 
 
 class _Child:
-    """One probe: a child process compiling the request's one executable with its module
-    dumped to a folder of its own, watched for the memory-usage report."""
+    """One probe: a child process compiling the request's probed executable with its module
+    dumped to a folder of its own, watched for the memory-usage report. The child says first
+    which executable it compiles and what it leaves out (a line on stdout), then the compiled
+    bytes if it lives to finish; its stderr (libtpu's logs) goes to a file, which no pipe
+    fills up."""
 
     def __init__(self, request: Request, floor: dict | None = None):
         self.request, self.floor, self.started = request, floor, time.perf_counter()
         self.report_bytes: int | None = None
-        self.summary: dict | None = None
+        self.lines: list[dict] = []  # the child's: its shape, then its summary if it finished
         self.seconds = 0.0
         if floor is not None:  # answered by arithmetic: nothing to compile
             self.process = self.folder = None
             return
         self.folder = tempfile.TemporaryDirectory(prefix="assigned-")
+        self.log = Path(self.folder.name) / "child.log"
         request_json = json.dumps(dataclasses.asdict(request))
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "shared.plan.assigned", request_json, self.folder.name],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        with self.log.open("w") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "shared.plan.assigned", request_json, self.folder.name],
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+            )
 
     def done(self) -> bool:
         """Whether the report is read (the child is then killed) or the child has ended."""
-        if self.process is None or self.report_bytes is not None or self.summary is not None:
+        if self.process is None or self.lines:
             return True
         for report in Path(self.folder.name).glob("*memory-usage-report.txt"):
             if total := _TOTAL.search(report.read_text()):
                 self.report_bytes, self.seconds = int(total[1]), self._elapsed()
                 self.process.kill()
+                self._read_lines()
                 return True
         if self.process.poll() is None:
             return False
-        out, err = self.process.communicate()
+        self.seconds = self._elapsed()
         if self.process.returncode:
+            logged = self.log.read_text().strip().splitlines() or [str(self.process.returncode)]
             raise RuntimeError(
                 f"buffer-assignment probe of {self.request.workload} {self.request.model} "
-                f"batch {self.request.batch} on {self.request.target} failed: "
-                f"{err.strip().splitlines()[-1] if err.strip() else self.process.returncode}"
+                f"batch {self.request.batch} on {self.request.target} failed: {logged[-1]}"
             )
         # the compile ended before a report was seen: it was quick, or refused before buffer
         # assignment; its own summary says the bytes
-        self.summary, self.seconds = json.loads(out.strip().splitlines()[-1]), self._elapsed()
+        self._read_lines()
         return True
+
+    def _read_lines(self) -> None:
+        out, _ = self.process.communicate()
+        self.lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
     def _elapsed(self) -> float:
         return time.perf_counter() - self.started
 
     def point(self) -> dict:
-        request = self.request
+        request, shape = self.request, {"probed": None, "executables": None, "not_held": 0}
         if self.floor is not None:
             hbm, total, refused = self.floor["hbm_bytes"], self.floor["floor_bytes"], False
         else:
+            shape, *finished = self.lines
             target = parse_target(request.target)
             hbm = usable_hbm_per_device(target, target_devices(target))
-            refused = bool(self.summary and self.summary["refused"])
-            total = self.report_bytes if self.summary is None else self.summary["total_bytes"]
+            summary = finished[0] if finished else {"refused": None}
+            refused = bool(summary["refused"])
+            report = summary["total_bytes"] if finished else self.report_bytes
+            total = report + shape["not_held"]
         return {
             **dataclasses.asdict(request),
             "probe": KIND,
+            "probed": shape["probed"],
+            "workload_executables": shape["executables"],
             "bytes_per_device": total,
             "hbm_bytes": hbm,
             "fits": total <= hbm and not refused,
@@ -150,25 +176,46 @@ class _Child:
             self.folder.cleanup()
 
 
-def _compile_dumped(request: Request, folder: str) -> dict:
-    """The child's part: lower the request's one executable on its mesh and compile it exactly,
-    its module dumped to `folder`; the compiled bytes, where the parent has not killed it yet."""
+def _compile_dumped(request: Request, folder: str) -> None:
+    """The child's part: build the workload on its mesh, print which executable it probes
+    (probed_executable), how many the workload has and the resident bytes that one does not
+    take, then compile it exactly with its module dumped to `folder`, and print its compiled
+    bytes where the parent has not killed it yet."""
     import jax
 
     from shared.plan.compiled import compile_lowered
     from shared.plan.executable import lower
     from shared.plan.mesh import mesh_for
+    from shared.plan.workload_bytes import resident_bytes, takes_of
     from shared.plan.workloads import build_workload
 
     mesh, _ = mesh_for(request, target_devices(parse_target(request.target)))
     workload = build_workload(request, mesh)
-    if len(workload.executables) != 1:
-        raise ValueError(f"{request.workload} is not one executable: no buffer-assignment probe")
+    exe = probed_executable(workload)
+    resident = resident_bytes(workload)
+    held = sum(resident[name] for name in takes_of(workload)[exe.label])
+    shape = {
+        "probed": exe.label,
+        "executables": len(workload.executables),
+        "not_held": sum(resident.values()) - held,
+    }
+    print(json.dumps(shape), flush=True)
     with jax.set_mesh(mesh):
-        lowered = lower(workload.executables[0], {})
+        lowered = lower(exe, {})
     summary = compile_lowered(lowered, {"xla_dump_to": folder})
-    return {"total_bytes": summary["total_bytes"], "refused": summary["refused"]}
+    print(json.dumps({"total_bytes": summary["total_bytes"], "refused": summary["refused"]}))
+
+
+def probed_executable(workload):
+    """The executable a probe compiles: the workload's only one, or the one it marks
+    `likely_worst` where that takes no other's outputs."""
+    if len(workload.executables) == 1:
+        return workload.executables[0]
+    worst = [exe for exe in workload.executables if exe.likely_worst and not exe.laid_out_by]
+    if not worst:
+        raise ValueError("no executable is marked likely_worst: no buffer-assignment probe")
+    return worst[0]
 
 
 if __name__ == "__main__":
-    print(json.dumps(_compile_dumped(Request(**json.loads(sys.argv[1])), sys.argv[2])))
+    _compile_dumped(Request(**json.loads(sys.argv[1])), sys.argv[2])

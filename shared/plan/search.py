@@ -3,9 +3,9 @@
 Bytes per device grow close to linearly with the batch (KV cache, activations). So:
 1. locate: fast compiles (least optimisation effort) at 1 and 8 units give the line's slope
    (for a deep model, exact compiles of it cut to a few layers, each executable's bytes
-   carried to its full depth on a straight line: see search_lines.cut_depths; for a step of
-   one executable, a LoRA or full fine-tune, the whole model's exact compile stopped at
-   buffer assignment: shared.plan.assigned);
+   carried to its full depth on a straight line: see search_lines.cut_depths; for a LoRA or
+   full fine-tune step and GRPO, the whole model's exact compile of the peak executable
+   stopped at buffer assignment: shared.plan.assigned);
    where it crosses the usable HBM is the candidate, and when that is far off, a third fast
    compile there gives the slope near the boundary. When 1 unit does not fit, 8 is not tried.
    Small first: most fine-tunes fit a few units, and a probe far over the HBM is the slowest
@@ -91,14 +91,17 @@ def unit_for(request: Request, multiple_of: int | None) -> int:
 
 def compiles_alone(point: dict) -> bool:
     """Whether a request's verdict is one executable (a LoRA or full fine-tune step, read off
-    a verdict `point` of it) and the cores can compile two at once: an exact compile then
-    leaves a core idle, and the search compiles a partner one unit away beside each exact
-    candidate (search_lines.partner). The answer takes a fitting batch and a failing one a
-    unit apart; where the candidate is the answer, both come in about one compile's wall time
-    (gemma3-27b LoRA on a v5p-8: 159 s for batch 4, which fits, then 53 s for 8, which does
-    not; a gemma3-4b LoRA verdict took 1.14x its wall alone with its partner beside it:
+    a verdict `point` of it, or a probe's `workload_executables`: shared.plan.assigned) and
+    the cores can compile two at once: an exact compile then leaves a core idle, and the
+    search compiles a partner one unit away beside each exact candidate
+    (search_lines.partner). The answer takes a fitting batch and a failing one a unit apart;
+    where the candidate is the answer, both come in about one compile's wall time (gemma3-27b
+    LoRA on a v5p-8: 159 s for batch 4, which fits, then 53 s for 8, which does not; a
+    gemma3-4b LoRA verdict took 1.14x its wall alone with its partner beside it:
     benchmarks/results/plan_pairing.json)."""
-    executables = len(point.get("executables", {})) + len(point.get("skipped", []))
+    executables = point.get("workload_executables") or len(point.get("executables", {})) + len(
+        point.get("skipped", [])
+    )
     return 0 < executables and 2 * executables <= verdict.workers_for(point["target"])
 
 
@@ -241,8 +244,8 @@ def _max_batch_on(
     depths, full_layers = cut_depths(request)
     # whether the whole model's arguments alone leave room for one unit, by arithmetic
     unit_floor_fits = floor_verdict(dataclasses.replace(request, batch=unit))["fits"]
-    one_step = request.workload in LOCATES  # located whole, at buffer assignment
-    if one_step or not unit_floor_fits:
+    at_peak = request.workload in LOCATES  # located whole, at buffer assignment
+    if at_peak or not unit_floor_fits:
         # nor is a model whose arguments alone exceed the HBM at one unit (gemma3-27b on a
         # v5e-1) cut: no cut compile can change that, and the probes answer by arithmetic
         depths = None
@@ -260,12 +263,13 @@ def _max_batch_on(
         return points
 
     def at_buffer_assignment(batch: int) -> dict:
-        """The whole model's bytes at buffer assignment (shared.plan.assigned): where the
-        search looks, never an answer. gemma3-1b's full fine-tune step on a v5e-8 (batch 8):
-        0.30x the exact verdict's seconds, 2.8% under its bytes, where a fast compile took
-        0.38x and came 8.8% under; llama3.1-8b's LoRA step on a 2x4 v5e-8 (batch 4): 0.25x,
-        2.4% under, where the cut depths' line took 0.50x (0.2% under) and a fast compile
-        0.32x (14% under). One quiet run: benchmarks/results/plan_locate.json."""
+        """The whole model's bytes at buffer assignment, its peak executable compiled
+        (shared.plan.assigned): where the search looks, never an answer. gemma3-1b's full
+        fine-tune step on a v5e-8 (batch 8): 0.30x the exact verdict's seconds, 2.8% under
+        its bytes, where a fast compile took 0.38x and came 8.8% under; llama3.1-8b's LoRA
+        step on a 2x4 v5e-8 (batch 4): 0.25x, 2.4% under, where the cut depths' line took
+        0.50x (0.2% under) and a fast compile 0.32x (14% under). One quiet run:
+        benchmarks/results/plan_locate.json."""
         bar.set_postfix(batch=batch, at="buffer assignment")
         (point,) = assigned_points([dataclasses.replace(request, batch=batch)], use_cache=use_cache)
         assigned_probes.append(point)
@@ -306,7 +310,7 @@ def _max_batch_on(
     def fast_compiled(batch: int) -> dict:
         return probe([batch], True)[0]
 
-    locate = at_buffer_assignment if one_step else line_to_full_depth if depths else fast_compiled
+    locate = at_buffer_assignment if at_peak else line_to_full_depth if depths else fast_compiled
     low = locate(unit)
     usable = low["hbm_bytes"]
     located = [low]
@@ -340,17 +344,23 @@ def _max_batch_on(
     if exact:  # the batch compiled first fits: the answer is above it
         candidate = min(max(candidate, first + unit), ceiling)
     # a located unit that does not fit makes the unit a confirmation: nothing above to pair
-    paired = low["fits"] and (
-        2 <= verdict.workers_for(request.target)
-        if one_step
-        else compiles_alone((cut_probes or probes)[0])
-    )
+    paired = low["fits"] and compiles_alone((assigned_probes or cut_probes or probes)[0])
     rounds = 0
     kept, kept_worst = 0, None  # rounds in a row that kept the bracket's failing end (illinois)
     while True:
         if candidate not in exact:
             beside = partner(candidate, exact, unit, ceiling) if paired else None
             batches = [candidate, beside] if beside else [candidate]
+            check = candidate + 2 * unit
+            if at_peak and beside == candidate + unit and check <= ceiling and check not in exact:
+                # the check above the pair, queued on the core the partner frees: a refusal
+                # compiles in a third of a fit's time (gemma3-27b LoRA on a v5p-8: 4 fit in
+                # 221 s, 8 and 12 were refused in 77 and 75: plan_deep_search_cut.json), so
+                # where the candidate is the answer, its check comes within its wall time.
+                # Only where bytes at buffer assignment aimed it (2-3% under the exact ones),
+                # so the candidate is often the answer; aimed by a fast line, it rarely is,
+                # and a check beside every round is a compile more a round
+                batches.append(check)
             exact.update(zip(batches, probe(batches, False), strict=True))
         point = exact[candidate]
         fits = sorted(b for b, p in exact.items() if p["fits"])
