@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import subprocess
 import sys
@@ -104,12 +105,16 @@ class _Child:
         self.folder = tempfile.TemporaryDirectory(prefix="assigned-")
         self.log = Path(self.folder.name) / "child.log"
         request_json = json.dumps(dataclasses.asdict(request))
+        # a compile allocates nothing on a device, and on a GPU the parent's jax already holds
+        # most of its memory (it preallocates 75%): the child must not try to take its own
+        env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
         with self.log.open("w") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "shared.plan.assigned", request_json, self.folder.name],
                 stdout=subprocess.PIPE,
                 stderr=log,
                 text=True,
+                env=env,
             )
 
     def done(self) -> bool:
