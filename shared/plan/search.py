@@ -99,9 +99,9 @@ def compiles_alone(point: dict) -> bool:
     LoRA on a v5p-8: 159 s for batch 4, which fits, then 53 s for 8, which does not; a
     gemma3-4b LoRA verdict took 1.14x its wall alone with its partner beside it:
     benchmarks/results/plan_pairing.json)."""
-    executables = point.get("workload_executables") or len(point.get("executables", {})) + len(
-        point.get("skipped", [])
-    )
+    executables = point.get("workload_executables")  # a probe's
+    if executables is None:  # a verdict's: those it compiled and those it skipped
+        executables = len(point.get("executables", {})) + len(point.get("skipped", []))
     return 0 < executables and 2 * executables <= verdict.workers_for(point["target"])
 
 
@@ -244,10 +244,10 @@ def _max_batch_on(
     depths, full_layers = cut_depths(request)
     # whether the whole model's arguments alone leave room for one unit, by arithmetic
     unit_floor_fits = floor_verdict(dataclasses.replace(request, batch=unit))["fits"]
-    at_peak = request.workload in LOCATES  # located whole, at buffer assignment
+    at_peak = request.workload in LOCATES  # located whole, at buffer assignment, never cut
     if at_peak or not unit_floor_fits:
-        # nor is a model whose arguments alone exceed the HBM at one unit (gemma3-27b on a
-        # v5e-1) cut: no cut compile can change that, and the probes answer by arithmetic
+        # a model whose arguments alone exceed the HBM at one unit (gemma3-27b on a v5e-1) is
+        # not cut either: no cut compile can change that, and the probes answer by arithmetic
         depths = None
 
     def probe(batches: list[int], fast: bool) -> list[dict]:
