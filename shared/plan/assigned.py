@@ -49,8 +49,8 @@ _POLL_S = 0.2
 
 
 def assigned_points(requests: list[Request], *, use_cache: bool = True) -> list[dict]:
-    """Each request's bytes per device at buffer assignment, the children compiling side by
-    side (a search asks for two at once where the cores allow, as plan_points does). A point has
+    """Each request's bytes per device at buffer assignment, one child each, all compiling
+    side by side (a search asks for one at a time: each located point aims the next). A point has
     the verdict's fields a search aims with: `batch`, `bytes_per_device`, `hbm_bytes`, `fits`,
     `compiled` (False where arithmetic answered: the arguments alone exceed the HBM), `cached`,
     `compile_s`, the seconds until the report, `probed` (the executable compiled) and
