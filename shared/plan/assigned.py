@@ -25,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -33,7 +32,8 @@ import time
 from pathlib import Path
 
 from shared.hardware import parse_target
-from shared.plan.target import target_devices, usable_hbm_per_device
+from shared.plan.compiled import report_hbm_bytes
+from shared.plan.target import target_devices
 from shared.plan.verdict import Request, check_request, floor_verdict, read_cache, write_cache
 
 # The workloads a search locates with this probe (shared.plan.search): the fine-tune steps and
@@ -43,8 +43,6 @@ from shared.plan.verdict import Request, check_request, floor_verdict, read_cach
 # prefill, and decode takes prefill's compiled outputs.
 LOCATES = ("lora-train", "sft", "grpo")
 KIND = "assigned"  # the plan cache's name for these probes, beside the verdicts
-# the HBM's share of the report (on-chip vmem and smem follow it, each with its own total)
-_TOTAL = re.compile(r"Memory Space: default \(color=0\)\s+Total bytes: (\d+)")
 _POLL_S = 0.2
 
 
@@ -77,8 +75,7 @@ def _probe_all(requests: list[Request]) -> list[dict]:
     children: list[_Child] = []
     try:
         for request in requests:
-            floor = floor_verdict(request)
-            children.append(_Child(request, None if floor["fits"] else floor))
+            children.append(_Child(request, floor_verdict(request)))
         while not all(child.done() for child in children):
             time.sleep(_POLL_S)
         return [child.point() for child in children]
@@ -94,12 +91,14 @@ class _Child:
     bytes if it lives to finish; its stderr (libtpu's logs) goes to a file, which no pipe
     fills up."""
 
-    def __init__(self, request: Request, floor: dict | None = None):
+    def __init__(self, request: Request, floor: dict):
+        """`floor`: floor_verdict's, whose HBM the point is read against; where it does not
+        fit, arithmetic answered and no child starts."""
         self.request, self.floor, self.started = request, floor, time.perf_counter()
         self.report_bytes: int | None = None
         self.lines: list[dict] = []  # the child's: its shape, then its summary if it finished
         self.seconds = 0.0
-        if floor is not None:  # answered by arithmetic: nothing to compile
+        if not floor["fits"]:
             self.process = self.folder = None
             return
         self.folder = tempfile.TemporaryDirectory(prefix="assigned-")
@@ -122,8 +121,8 @@ class _Child:
         if self.process is None or self.lines:
             return True
         for report in Path(self.folder.name).glob("*memory-usage-report.txt"):
-            if total := _TOTAL.search(report.read_text()):
-                self.report_bytes, self.seconds = int(total[1]), self._elapsed()
+            if (total := report_hbm_bytes(report.read_text())) is not None:
+                self.report_bytes, self.seconds = total, self._elapsed()
                 self.process.kill()
                 self._read_lines()
                 return True
@@ -150,12 +149,11 @@ class _Child:
 
     def point(self) -> dict:
         request, shape = self.request, {"probed": None, "executables": None, "not_held": 0}
-        if self.floor is not None:
-            hbm, total, refused = self.floor["hbm_bytes"], self.floor["floor_bytes"], False
+        hbm, compiled = self.floor["hbm_bytes"], self.process is not None
+        if not compiled:
+            total, refused = self.floor["floor_bytes"], False
         else:
             shape, *finished = self.lines
-            target = parse_target(request.target)
-            hbm = usable_hbm_per_device(target, target_devices(target))
             summary = finished[0] if finished else {"refused": None}
             refused = bool(summary["refused"])
             report = summary["total_bytes"] if finished else self.report_bytes
@@ -169,7 +167,7 @@ class _Child:
             "hbm_bytes": hbm,
             "fits": total <= hbm and not refused,
             "refused": refused,
-            "compiled": self.floor is None,
+            "compiled": compiled,
             "compile_s": self.seconds,
         }
 

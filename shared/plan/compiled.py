@@ -56,6 +56,19 @@ def fast_options(platform: str) -> dict:
     return {**effort, **(NO_SPARSECORE_COLLECTIVES if platform == "tpu" else {})}
 
 
+# XLA's memory-usage report (written with xla_dump_to once buffer assignment has fixed the
+# bytes): a "Total bytes" line per memory space, the HBM's (space 0) first, on-chip vmem and smem
+# after it
+_REPORT_HBM_TOTAL = re.compile(r"Memory Space: default \(color=0\)\s+Total bytes: (\d+)")
+
+
+def report_hbm_bytes(report: str) -> int | None:
+    """The HBM's total bytes in the text of XLA's memory-usage report; None where the report
+    names no HBM space (not written whole yet)."""
+    total = _REPORT_HBM_TOTAL.search(report)
+    return int(total[1]) if total else None
+
+
 def compiled_memory(compiled) -> dict[str, int]:
     """Per-device bytes of a compiled executable: arguments + outputs + temps − aliased.
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import jax
 
 from shared.hardware import parse_target
-from shared.plan.compiled import compile_with_layout, fast_options
+from shared.plan.compiled import compile_with_layout, fast_options, report_hbm_bytes
 from shared.plan.executable import lower
 from shared.plan.mesh import mesh_for
 from shared.plan.search_lines import carry
@@ -150,7 +150,6 @@ def compiler_stages(request: Request) -> dict:
                 stages["before_s"] = files[first].stat().st_mtime - began
                 stages["after_s"] = began + compiled["compile_s"] - files[last].stat().st_mtime
             report = files.get("after_optimizations-memory-usage-report.txt")
-            total = report and re.search(r"Total bytes: (\d+)", report.read_text())
-            stages["memory_report_total_bytes"] = int(total[1]) if total else None
+            stages["memory_report_total_bytes"] = report and report_hbm_bytes(report.read_text())
             row["executables"].setdefault(label, {})["stages"] = {"module": name, **stages}
     return row
