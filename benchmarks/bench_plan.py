@@ -20,6 +20,12 @@ Parts (`--parts`, comma-separated):
   buffer assignment (shared.plan.assigned), a fast compile, the cut depths' line where the model
   is deep enough to be cut, and the exact verdict they all aim at: seconds and bytes of each, and
   each one's ratio to the exact verdict's;
+- `locate-rollout`: the same for rollouts (256-token prompts, 1024 steps), on one device and on
+  meshes of several: `--model` at its v5e-1 boundary (`--breakdown-batch`) and at 1024 rows on
+  a v5e-8, qwen3-8b at 32 rows on a v6e-1, and `--locate-deep-model` at 128 rows on a 4x2
+  v5e-8;
+- `mesh-search`: `--max-batch` for the two mesh cases of `locate-rollout` (`--model` on an 8x1
+  v5e-8, `--locate-deep-model` on a 4x2), nothing cached: their compiles and wall time;
 - `sparsecore`: the 1B LoRA step on a tpu7x-8 (batch 8, sequence 2048, rank 16) compiled fast
   with the SparseCore collective offload (as fast compiles were until 2026-11-26), fast as
   now (without it: shared.plan.compiled.fast_options) and exact: seconds and bytes of each;
@@ -56,7 +62,7 @@ from shared import models, plan  # noqa: E402
 from shared.errors import choose, run_cli  # noqa: E402
 from shared.plan import timing, verdict  # noqa: E402
 from shared.plan.assigned import assigned_points  # noqa: E402
-from shared.plan.search_lines import carried_to_depth, cut_depths, cut_pair  # noqa: E402
+from shared.plan.cut_depth import carried_to_depth, cut_depths, cut_pair  # noqa: E402
 from shared.plan.search_view import probe_rows  # noqa: E402
 from shared.report import results  # noqa: E402
 
@@ -127,13 +133,6 @@ def deep_search(a) -> dict:
         "compiles": search["compiles"],
         "search_wall_s": wall,
         "probes": probe_rows(search),
-        "cut_probes": [
-            {
-                key: p.get(key)
-                for key in ("batch", "layers", "fits", "bytes_per_device", "compile_s")
-            }
-            for p in search["cut_probes"]
-        ],
         "assigned_probes": [  # recorded since 2026-11-28
             {key: p[key] for key in ("batch", "fits", "bytes_per_device", "compile_s")}
             for p in search["assigned_probes"]
@@ -230,6 +229,8 @@ PARTS = (
     "stages",
     "sparsecore",
     "locate",
+    "locate-rollout",
+    "mesh-search",
 )
 
 
@@ -348,6 +349,60 @@ def locate(a) -> dict:
     return {name: _locating(request) for name, request in cases.items()}
 
 
+def _rollout(a, model: str, target: str, batch: int = 1, mesh: str | None = None) -> plan.Request:
+    """A rollout of `model` at the benchmark's prompt and completion lengths."""
+    return plan.Request(
+        "rollout", model, target, batch=batch, prompt_len=a.prompt_len, steps=a.steps, mesh=mesh
+    )
+
+
+def locate_rollout(a) -> dict:
+    """Each way of locating a rollout (module doc): one device, shallow and deep; a mesh of
+    eight, shallow (all fsdp) and deep (4x2)."""
+    cases = {
+        "one_device": _boundary(a),
+        "one_device_deep": _rollout(a, "qwen3-8b", "v6e-1", 32),
+        "mesh": _rollout(a, a.model, "v5e-8", 1024),
+        "mesh_deep": _rollout(a, a.locate_deep_model, "v5e-8", 128, mesh="4x2"),
+    }
+    return {name: _locating(request) for name, request in cases.items()}
+
+
+def mesh_search(a) -> dict:
+    """`--max-batch` for rollouts on a pinned mesh of eight, nothing cached (module doc): the
+    search whose locating compiles locate-rollout compares, whole. Every probe that located
+    it is recorded under the search's own key for it (`*_probes`)."""
+    cases = {
+        "mesh": _rollout(a, a.model, "v5e-8", mesh="8x1"),
+        "mesh_deep": _rollout(a, a.locate_deep_model, "v5e-8", mesh="4x2"),
+    }
+    out = {}
+    for name, request in cases.items():
+        search, wall = _timed(plan.max_batch, request, use_cache=False, progress=False)
+        out[name] = {
+            "request": dataclasses.asdict(request),
+            "max_batch": search["max_batch"],
+            "first_not_fitting": search["first_not_fitting"],
+            "summary": plan.describe(search),
+            "compiles": search["compiles"],
+            "search_wall_s": wall,
+            "probes": probe_rows(search),
+            **{
+                key: [
+                    {
+                        k: p.get(k)
+                        for k in ("batch", "layers", "fits", "bytes_per_device", "compile_s")
+                    }
+                    for p in probes
+                ]
+                for key, probes in search.items()
+                if key.endswith("_probes")
+            },
+        }
+        print(f"mesh search {name}: {out[name]['summary']}, {wall:.0f} s", flush=True)
+    return out
+
+
 def sparsecore(a) -> dict:
     """A fast compile with and without tpu7x's SparseCore collective offload, and the exact one
     (the offload on, as device mode compiles): the offload's compile seconds and bytes."""
@@ -462,6 +517,10 @@ def main(argv: list[str] | None = None) -> int:
             _part(report, "sparsecore", lambda: sparsecore(args), args.out)
         if "locate" in parts:
             _part(report, "locate", lambda: locate(args), args.out)
+        if "locate-rollout" in parts:
+            _part(report, "locate_rollout", lambda: locate_rollout(args), args.out)
+        if "mesh-search" in parts:
+            _part(report, "mesh_search", lambda: mesh_search(args), args.out)
     return 0
 
 

@@ -303,7 +303,6 @@ def test_the_large_enough_batch_is_compiled_before_any_search_below_it(
         return {
             "compiles": 1,
             "probes": [{**point, "fast": False}],
-            "cut_probes": [],
             "assigned_probes": [],
         }
 

@@ -5,7 +5,7 @@ import pytest
 
 from shared import plan
 from shared.plan import verdict
-from shared.plan.assigned import assigned_points
+from shared.plan.assigned import assigned_points, locates_at_assignment
 
 
 @pytest.fixture(autouse=True)
@@ -42,16 +42,36 @@ def test_grpo_is_probed_at_its_policy_update_with_the_resident_bytes_it_does_not
     model's weights), as a verdict would count them were the update the worst."""
     request = plan.Request("grpo", "gemma3-tiny", "v5e-1", batch=4, prompt_len=8, steps=8)
     (point,) = assigned_points([request])
-    assert point["probed"] == "policy_update" and point["workload_executables"] > 1
+    assert list(point["probed"]) == ["policy_update"] and point["workload_executables"] > 1
     exact = verdict.plan_point(request)
     assert set(exact["resident"]) > {"weights", "optimizer state"}  # the reference's, too
     assert point["bytes_per_device"] >= exact["resident_bytes"]
 
 
-def test_a_workload_whose_peak_takes_another_ones_outputs_is_no_probe():
-    rollout = plan.Request("rollout", "gemma3-tiny", "v5e-1", batch=4, prompt_len=8, steps=8)
-    with pytest.raises(RuntimeError, match="no executable is marked likely_worst"):
-        assigned_points([rollout])
+def test_a_rollout_is_probed_at_prefill_and_decode_and_its_point_is_the_worst():
+    """A rollout's executables each take only their own arguments (the weights both read are
+    resident), so both are probed side by side, as a verdict compiles them, and the point is
+    the larger: each report holds the weights already."""
+    request = plan.Request("rollout", "gemma3-tiny", "v5e-8", batch=64, prompt_len=8, steps=8)
+    (point,) = assigned_points([request])
+    assert set(point["probed"]) == {"prefill", "decode"} and point["workload_executables"] == 2
+    assert point["bytes_per_device"] == max(point["probed"].values())
+    assert verdict.floor_verdict(request)["floor_bytes"] <= point["bytes_per_device"]
+
+
+@pytest.mark.parametrize(
+    "workload, shape, probed",
+    [
+        ("rollout", (1, 1), False),  # one device: a fast compile is as near, and cheaper
+        ("rollout", (4, 2), True),
+        ("lora-rollout", (8, 1), True),
+        ("lora-train", (1, 1), True),
+        ("grpo", (1, 1), True),
+        ("train", (8, 1), False),  # compiles in seconds: a child costs as much
+    ],
+)
+def test_which_searches_locate_at_buffer_assignment(workload, shape, probed):
+    assert locates_at_assignment(plan.Request(workload, "gemma3-tiny", "v5e-8"), shape) is probed
 
 
 def test_a_fine_tune_step_is_located_at_buffer_assignment_and_answered_exactly():
@@ -60,6 +80,6 @@ def test_a_fine_tune_step_is_located_at_buffer_assignment_and_answered_exactly()
     request = plan.Request("lora-train", "gemma3-tiny", "v5e-1", seq=64, lora_rank=4)
     found = plan.max_batch(request, ceiling=8, progress=False)
     assert [p["batch"] for p in found["assigned_probes"]] == [1, 8]
-    assert not found["cut_probes"] and all(not p["fast"] for p in found["probes"])
+    assert all(not p["fast"] for p in found["probes"])
     assert found["max_batch"] == 8 and found["at_least"]
     assert found["compiles"] == len(found["assigned_probes"]) + len(found["probes"])

@@ -1,7 +1,6 @@
-"""The bytes XLA's buffer assignment gives a workload's peak executable (a LoRA or full
-fine-tune step, GRPO's policy update), read from its memory-usage report before code generation
-starts, plus the resident buffers it does not take: a probe a search may locate a boundary
-with, never a verdict.
+"""The bytes XLA's buffer assignment gives a workload's peak, read from the memory-usage
+reports of its executables before code generation starts, plus the resident buffers each does
+not take: a probe a search may locate a boundary with, never a verdict.
 
 Why: once buffer assignment has fixed the bytes, an exact compile still generates code, most
 of its time: 45% of gemma3-1b's full fine-tune step on a v5e-8, and 27% more after that, and
@@ -9,15 +8,17 @@ of its time: 45% of gemma3-1b's full fine-tune step on a v5e-8, and 27% more aft
 and 0.15% under the compiled bytes there, and it is written for a program over the HBM too
 (the same step at batch 64: 26.08 GiB, where the exact compile only says it needs more), so a
 point past the boundary still gives a slope. XLA has no option to stop after buffer
-assignment, so the compile runs in a child process that dumps its one module (`xla_dump_to`,
-a per-compile option), and the parent kills the child once the report is written.
+assignment, so the compiles run in a child process that dumps each module (`xla_dump_to`, a
+per-compile option), and the parent kills the child once every report is written.
 
-A workload of several executables is probed at the one it marks `likely_worst`, where that
-one takes no other's outputs: GRPO's policy update, the peak of every GRPO verdict in the
-atlas. Its point is what a verdict would say were it the worst (shared.plan.workload_bytes.
-combine): its report plus the resident buffers it does not take (the reference model, the
-rollout's); where another executable holds more, the exact verdicts the search aims with this
-find it.
+Which executables (probed_executables): all of a workload whose executables each take only
+their own arguments (a fine-tune step's one; a rollout's prefill and decode, compiled side by
+side as a verdict compiles them), and its point is their worst; where one takes another's
+compiled outputs (GRPO's decode), only the one it marks `likely_worst` (GRPO's policy update,
+the peak of every GRPO verdict in the atlas). A point is what a verdict would say were the
+probed ones all there is (shared.plan.workload_bytes.combine): each report plus the resident
+buffers that executable does not take (the reference model, the rollout's); where another
+executable holds more, the exact verdicts the search aims with this find it.
 """
 
 from __future__ import annotations
@@ -36,14 +37,27 @@ from shared.plan.compiled import report_hbm_bytes
 from shared.plan.target import target_devices
 from shared.plan.verdict import Request, check_request, floor_verdict, read_cache, write_cache
 
-# The workloads a search locates with this probe (shared.plan.search): the fine-tune steps and
-# GRPO, whose exact compiles are the atlas's slowest. `train` and `forward` are one executable
-# too, but their programs compile in seconds, about what a child costs to start (3.5 s to
-# import shared.plan on this project's 2-core machines); a rollout's peak is decode as often as
-# prefill, and decode takes prefill's compiled outputs.
-LOCATES = ("lora-train", "sft", "grpo")
+# The workloads a search locates with this probe (shared.plan.search): rollouts, the fine-tune
+# steps and GRPO, every workload the atlas grows. `train` and `forward` are one executable too,
+# but their programs compile in seconds, about what a child costs to start (3.5 s to import
+# shared.plan on this project's 2-core machines).
+LOCATES = ("rollout", "lora-rollout", "lora-train", "sft", "grpo")
+# Rollouts on one device are located by fast compiles: as near there, and cheaper than a child
+# (gemma3-1b at 374 rows on a v5e-1: 0.26% over the exact bytes in 10 s, the probe 0.15% under
+# in 15 s; qwen3-8b at 32 on a v6e-1: 1.5% over in 15 s, the probe 0.2% under in 19 s). On a
+# mesh of several devices a fast compile's bytes came 9-13% over (gemma3-1b at 1024 on an 8x1
+# v5e-8, llama3.1-8b at 128 on a 4x2), the probe's 0.3% under. One quiet run each:
+# benchmarks/results/plan_locate_rollout.json.
+ROLLOUTS = ("rollout", "lora-rollout")
 KIND = "assigned"  # the plan cache's name for these probes, beside the verdicts
 _POLL_S = 0.2
+
+
+def locates_at_assignment(request: Request, mesh_shape: tuple[int, int]) -> bool:
+    """Whether a search locates `request` on a mesh of `mesh_shape` (fsdp, tp) with this probe
+    (else by fast compiles): every workload in LOCATES, but a rollout on one device."""
+    one_device = mesh_shape[0] * mesh_shape[1] == 1
+    return request.workload in LOCATES and not (one_device and request.workload in ROLLOUTS)
 
 
 def assigned_points(requests: list[Request], *, use_cache: bool = True) -> list[dict]:
@@ -51,7 +65,8 @@ def assigned_points(requests: list[Request], *, use_cache: bool = True) -> list[
     side by side (a search asks for one at a time: each located point aims the next). A point has
     the verdict's fields a search aims with: `batch`, `bytes_per_device`, `hbm_bytes`, `fits`,
     `compiled` (False where arithmetic answered: the arguments alone exceed the HBM), `cached`,
-    `compile_s`, the seconds until the report, `probed` (the executable compiled) and
+    `compile_s`, the seconds until the last report, `probed` (each executable compiled and its
+    point's bytes) and
     `workload_executables` (how many the verdict compiles: shared.plan.search pairs exact
     compiles of a one-executable step)."""
     for request in requests:
@@ -85,24 +100,25 @@ def _probe_all(requests: list[Request]) -> list[dict]:
 
 
 class _Child:
-    """One probe: a child process compiling the request's probed executable with its module
-    dumped to a folder of its own, watched for the memory-usage report. The child says first
-    which executable it compiles and what it leaves out (a line on stdout), then the compiled
-    bytes if it lives to finish; its stderr (libtpu's logs) goes to a file, which no pipe
-    fills up."""
+    """One probe: a child process compiling the request's probed executables, each with its
+    module dumped to a folder of its own, watched for their memory-usage reports. The child
+    writes first which executables it compiles and the resident bytes each does not take
+    (`shape.json`), then each one's compiled bytes if it lives to finish it (`{label}.json`);
+    its stderr (libtpu's logs) goes to a file, which no pipe fills up."""
 
     def __init__(self, request: Request, floor: dict):
         """`floor`: floor_verdict's, whose HBM the point is read against; where it does not
         fit, arithmetic answered and no child starts."""
         self.request, self.floor, self.started = request, floor, time.perf_counter()
-        self.report_bytes: int | None = None
-        self.lines: list[dict] = []  # the child's: its shape, then its summary if it finished
+        self.shape: dict | None = None
+        self.numbers: dict[str, dict] = {}  # label -> its bytes: a report's, or a compile's
         self.seconds = 0.0
         if not floor["fits"]:
             self.process = self.folder = None
             return
         self.folder = tempfile.TemporaryDirectory(prefix="assigned-")
-        self.log = Path(self.folder.name) / "child.log"
+        self.root = Path(self.folder.name)
+        self.log = self.root / "child.log"
         request_json = json.dumps(dataclasses.asdict(request))
         # a compile allocates nothing on a device, and on a GPU the parent's jax already holds
         # most of its memory (it preallocates 75%): the child must not try to take its own
@@ -110,64 +126,66 @@ class _Child:
         with self.log.open("w") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "shared.plan.assigned", request_json, self.folder.name],
-                stdout=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
                 stderr=log,
-                text=True,
                 env=env,
             )
 
     def done(self) -> bool:
-        """Whether the report is read (the child is then killed) or the child has ended."""
-        if self.process is None or self.lines:
+        """Whether every probed executable's bytes are read (the child is then killed), or
+        the child has ended."""
+        if self.process is None or self.seconds:
             return True
-        for report in Path(self.folder.name).glob("*memory-usage-report.txt"):
-            if (total := report_hbm_bytes(report.read_text())) is not None:
-                self.report_bytes, self.seconds = total, self._elapsed()
-                self.process.kill()
-                self._read_lines()
-                return True
-        if self.process.poll() is None:
+        ended = self.process.poll() is not None
+        self._read_numbers()
+        if self.shape is not None and len(self.numbers) == len(self.shape["not_held"]):
+            self.seconds = time.perf_counter() - self.started
+            self.process.kill()
+            return True
+        if not ended:
             return False
-        self.seconds = self._elapsed()
-        if self.process.returncode:
-            logged = self.log.read_text().strip().splitlines() or [str(self.process.returncode)]
-            raise RuntimeError(
-                f"buffer-assignment probe of {self.request.workload} {self.request.model} "
-                f"batch {self.request.batch} on {self.request.target} failed: {logged[-1]}"
-            )
-        # the compile ended before a report was seen: it was quick, or refused before buffer
-        # assignment; its own summary says the bytes
-        self._read_lines()
-        return True
+        logged = self.log.read_text().strip().splitlines() or [str(self.process.returncode)]
+        raise RuntimeError(
+            f"buffer-assignment probe of {self.request.workload} {self.request.model} "
+            f"batch {self.request.batch} on {self.request.target} failed: {logged[-1]}"
+        )
 
-    def _read_lines(self) -> None:
-        out, _ = self.process.communicate()
-        self.lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-
-    def _elapsed(self) -> float:
-        return time.perf_counter() - self.started
+    def _read_numbers(self) -> None:
+        """The numbers the child has written so far: a compile that ended (quick, or refused
+        before buffer assignment) says its own bytes, the others their report's."""
+        if self.shape is None and (shape := self.root / "shape.json").exists():
+            self.shape = json.loads(shape.read_text())
+        for label in self.shape["not_held"] if self.shape else ():
+            if label in self.numbers:
+                continue
+            if (summary := self.root / f"{label}.json").exists():
+                self.numbers[label] = json.loads(summary.read_text())
+                continue
+            for report in (self.root / label).glob("*memory-usage-report.txt"):
+                if (total := report_hbm_bytes(report.read_text())) is not None:
+                    self.numbers[label] = {"total_bytes": total, "refused": None}
 
     def point(self) -> dict:
-        request, shape = self.request, {"probed": None, "executables": None, "not_held": 0}
-        hbm, compiled = self.floor["hbm_bytes"], self.process is not None
-        if not compiled:
-            total, refused = self.floor["floor_bytes"], False
+        request, hbm = self.request, self.floor["hbm_bytes"]
+        if self.process is None:
+            probed, total, refused = {}, self.floor["floor_bytes"], False
         else:
-            shape, *finished = self.lines
-            summary = finished[0] if finished else {"refused": None}
-            refused = bool(summary["refused"])
-            report = summary["total_bytes"] if finished else self.report_bytes
-            total = report + shape["not_held"]
+            not_held = self.shape["not_held"]
+            probed = {
+                label: n["total_bytes"] + not_held[label] for label, n in self.numbers.items()
+            }
+            total = max(probed.values())
+            refused = any(n["refused"] for n in self.numbers.values())
         return {
             **dataclasses.asdict(request),
             "probe": KIND,
-            "probed": shape["probed"],
-            "workload_executables": shape["executables"],
+            "probed": probed,
+            "workload_executables": self.shape["executables"] if self.shape else None,
             "bytes_per_device": total,
             "hbm_bytes": hbm,
             "fits": total <= hbm and not refused,
             "refused": refused,
-            "compiled": compiled,
+            "compiled": self.process is not None,
             "compile_s": self.seconds,
         }
 
@@ -179,45 +197,66 @@ class _Child:
             self.folder.cleanup()
 
 
+def _write_json(path: Path, value: dict) -> None:
+    """Written whole or not at all: the parent polls for the file."""
+    partial = path.with_suffix(".partial")
+    partial.write_text(json.dumps(value))
+    os.replace(partial, path)
+
+
 def _compile_dumped(request: Request, folder: str) -> None:
-    """The child's part: build the workload on its mesh, print which executable it probes
-    (probed_executable), how many the workload has and the resident bytes that one does not
-    take, then compile it exactly with its module dumped to `folder`, and print its compiled
-    bytes where the parent has not killed it yet."""
+    """The child's part: build the workload on its mesh, write which executables it probes
+    (probed_executables), how many the workload has and the resident bytes each probed one
+    does not take, then compile them exactly, as many at once as a verdict would
+    (verdict.workers_for), each module dumped to a folder of its own, and write each one's
+    compiled bytes where the parent has not killed it yet."""
+    from concurrent.futures import ThreadPoolExecutor
+
     import jax
 
     from shared.plan.compiled import compile_lowered
     from shared.plan.executable import lower
     from shared.plan.mesh import mesh_for
+    from shared.plan.verdict import workers_for
     from shared.plan.workload_bytes import resident_bytes, takes_of
     from shared.plan.workloads import build_workload
 
+    root = Path(folder)
     mesh, _ = mesh_for(request, target_devices(parse_target(request.target)))
     workload = build_workload(request, mesh)
-    exe = probed_executable(workload)
-    resident = resident_bytes(workload)
-    held = sum(resident[name] for name in takes_of(workload)[exe.label])
-    shape = {
-        "probed": exe.label,
-        "executables": len(workload.executables),
-        "not_held": sum(resident.values()) - held,
+    probed = probed_executables(workload)
+    resident, takes = resident_bytes(workload), takes_of(workload)
+    not_held = {
+        exe.label: sum(resident.values()) - sum(resident[name] for name in takes[exe.label])
+        for exe in probed
     }
-    print(json.dumps(shape), flush=True)
+    _write_json(
+        root / "shape.json", {"executables": len(workload.executables), "not_held": not_held}
+    )
     with jax.set_mesh(mesh):
-        lowered = lower(exe, {})
-    summary = compile_lowered(lowered, {"xla_dump_to": folder})
-    print(json.dumps({"total_bytes": summary["total_bytes"], "refused": summary["refused"]}))
+        lowered = {exe.label: lower(exe, {}) for exe in probed}
+
+    def compile_dumped(label: str) -> None:
+        summary = compile_lowered(lowered[label], {"xla_dump_to": str(root / label)})
+        numbers = {"total_bytes": summary["total_bytes"], "refused": summary["refused"]}
+        _write_json(root / f"{label}.json", numbers)
+
+    with ThreadPoolExecutor(workers_for(request.target)) as pool:
+        list(pool.map(compile_dumped, lowered))
 
 
-def probed_executable(workload):
-    """The executable a probe compiles: the workload's only one, or the one it marks
-    `likely_worst` where that takes no other's outputs."""
-    if len(workload.executables) == 1:
-        return workload.executables[0]
+def probed_executables(workload) -> list:
+    """The executables a probe compiles: all of them where none takes another's outputs (a
+    step's only one; a rollout's prefill and decode, which the verdict compiles apart too), and
+    the point is their worst, as a verdict's is. Where one does (GRPO's decode takes the KV
+    cache as its rollout's compiled prefill lays it out), the one marked `likely_worst` that
+    takes no other's outputs: GRPO's policy update."""
+    if not any(exe.laid_out_by for exe in workload.executables):
+        return sorted(workload.executables, key=lambda exe: not exe.likely_worst)
     worst = [exe for exe in workload.executables if exe.likely_worst and not exe.laid_out_by]
     if not worst:
         raise ValueError("no executable is marked likely_worst: no buffer-assignment probe")
-    return worst[0]
+    return worst
 
 
 if __name__ == "__main__":

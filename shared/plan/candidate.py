@@ -16,7 +16,6 @@ import math
 from shared.hardware import parse_target
 from shared.plan import budget
 from shared.plan.search import max_batch
-from shared.plan.search_result import located_probes
 from shared.plan.slice_job import Job, runs
 from shared.plan.verdict import Request, plan_point
 
@@ -133,7 +132,7 @@ def compile_candidate(
                     compiles += searched["compiles"]
                     seconds += sum(
                         p.get("compile_s", 0.0)
-                        for p in (*searched["probes"], *located_probes(searched))
+                        for p in (*searched["probes"], *searched["assigned_probes"])
                         if not p["cached"]
                     )
                     points += [p for p in searched["probes"] if not p["fast"] and p["fits"]]

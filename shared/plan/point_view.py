@@ -4,7 +4,6 @@ dicts), kept apart from the command line that parses flags and chooses what to r
 import json
 
 from shared.plan import buffers
-from shared.plan.search_result import located_probes
 from shared.plan.search_view import describe
 from shared.sizing import human
 
@@ -93,14 +92,6 @@ def print_search(result: dict) -> None:
             "fast compiles (locate, bytes approximate): "
             + ", ".join(f"{p['batch']}: {_size(p['bytes_per_device'])}" for p in fast)
         )
-    if result["cut_probes"]:
-        print(
-            "cut to a few layers (locate; batch/layers: bytes): "
-            + ", ".join(
-                f"{p['batch']}/{p['layers']}L: {_size(p['bytes_per_device'])}"
-                for p in result["cut_probes"]
-            )
-        )
     if result["assigned_probes"]:
         print(
             "at buffer assignment (locate, bytes before code generation): "
@@ -111,7 +102,7 @@ def print_search(result: dict) -> None:
     for point in result["probes"]:
         if not point["fast"]:
             print_point(point)
-    cached = sum(p["cached"] for p in (*result["probes"], *located_probes(result)))
+    cached = sum(p["cached"] for p in (*result["probes"], *result["assigned_probes"]))
     print(
         f"\n{describe(result)}; {result['compiles']} compiles ({cached} cached), "
         f"{result['wall_s']:.0f} s"

@@ -1,15 +1,15 @@
 """The largest batch that fits, in a handful of compiles, and always the compiler's verdict.
 
 Bytes per device grow close to linearly with the batch (KV cache, activations). So:
-1. locate: fast compiles (least optimisation effort) at 1 and 8 units give the line's slope
-   (for a deep model, exact compiles of it cut to a few layers, each executable's bytes
-   carried to its full depth on a straight line: see search_lines.cut_depths; for a LoRA or
-   full fine-tune step and GRPO, the whole model's exact compile of the peak executable
-   stopped at buffer assignment: shared.plan.assigned);
-   where it crosses the usable HBM is the candidate, and when that is far off, a third fast
-   compile there gives the slope near the boundary. When 1 unit does not fit, 8 is not tried.
-   Small first: most fine-tunes fit a few units, and a probe far over the HBM is the slowest
-   compile of a search (the compiler works hardest to fit what cannot);
+1. locate: the whole model's bytes at 1 and 8 units give the line's slope; where it crosses
+   the usable HBM is the candidate, and when that is far off, a third point there gives the
+   slope near the boundary. A point is the exact compile of every executable stopped at buffer
+   assignment (shared.plan.assigned: 0.2-3% under the exact bytes in 0.25-0.6x an exact
+   verdict's time), or a fast compile (least optimisation effort) for a rollout on one device,
+   as near there and cheaper (shared.plan.assigned.locates_at_assignment). When 1 unit does
+   not fit, 8 is not tried. Small first: most fine-tunes fit a few units, and a probe far
+   over the HBM is the slowest compile of a search (the compiler works hardest to fit what
+   cannot);
 2. confirm: exact compiles until a fitting batch and a failing one sit one unit apart. With
    one exact point, the fast slope through it gives the next candidate; with two or more
    that all fit, the line through the largest two; with points on both sides, the line
@@ -33,7 +33,7 @@ import time
 from shared.errors import BadInput
 from shared.hardware import parse_target
 from shared.plan import verdict
-from shared.plan.assigned import LOCATES, assigned_points
+from shared.plan.assigned import assigned_points, locates_at_assignment
 from shared.plan.mesh import (
     doubles_the_room,
     least_batch,
@@ -43,9 +43,7 @@ from shared.plan.mesh import (
 )
 from shared.plan.search_lines import (
     bracket,
-    carried_to_depth,
     crossing,
-    cut_depths,
     failures_line,
     fits_slope,
     illinois,
@@ -170,7 +168,7 @@ def max_batch(
     }
     if len(answers) > 1:
         by_tp = sorted(answers.items(), key=lambda item: item[0][1])
-        for key in ("probes", "cut_probes", "assigned_probes"):
+        for key in ("probes", "assigned_probes"):
             result[key] = [p for _, s in by_tp for p in s[key]]
         for key in ("compiles", "wall_s"):
             result[key] = sum(s[key] for _, s in by_tp)
@@ -238,17 +236,9 @@ def _max_batch_on(
     )
     start = time.perf_counter()
     probes: list[dict] = []  # the whole model's verdicts, fast and exact
-    cut_probes: list[dict] = []  # exact verdicts of the model cut to `depths` layers
     assigned_probes: list[dict] = []  # the whole model's bytes at buffer assignment
-    located_by = {"cut_probes": cut_probes, "assigned_probes": assigned_probes}
-    depths, full_layers = cut_depths(request)
     # whether the whole model's arguments alone leave room for one unit, by arithmetic
     unit_floor_fits = floor_verdict(dataclasses.replace(request, batch=unit))["fits"]
-    at_peak = request.workload in LOCATES  # located whole, at buffer assignment, never cut
-    if at_peak or not unit_floor_fits:
-        # a model whose arguments alone exceed the HBM at one unit (gemma3-27b on a v5e-1) is
-        # not cut either: no cut compile can change that, and the probes answer by arithmetic
-        depths = None
 
     def probe(batches: list[int], fast: bool) -> list[dict]:
         """The whole model's verdicts at `batches`, compiled at once (two exact ones beside
@@ -263,41 +253,19 @@ def _max_batch_on(
         return points
 
     def at_buffer_assignment(batch: int) -> dict:
-        """The whole model's bytes at buffer assignment, its peak executable compiled
-        (shared.plan.assigned): where the search looks, never an answer. gemma3-1b's full
-        fine-tune step on a v5e-8 (batch 8): 0.30x the exact verdict's seconds, 2.8% under
-        its bytes, where a fast compile took 0.38x and came 8.8% under; llama3.1-8b's LoRA
-        step on a 2x4 v5e-8 (batch 4): 0.25x, 2.4% under, where the cut depths' line took
-        0.50x (0.2% under) and a fast compile 0.32x (14% under). One quiet run:
-        benchmarks/results/plan_locate.json."""
+        """The whole model's bytes at buffer assignment (shared.plan.assigned): where the
+        search looks, never an answer. gemma3-1b's full fine-tune step on a v5e-8 (batch 8):
+        0.30x the exact verdict's seconds, 2.8% under its bytes, where a fast compile took
+        0.38x and came 8.8% under; llama3.1-8b's LoRA step on a 2x4 v5e-8 (batch 4): 0.25x,
+        2.4% under, where the cut depths' line took 0.50x (0.2% under) and a fast compile
+        0.32x (14% under) (benchmarks/results/plan_locate.json). llama3.1-8b rollouts on a
+        4x2 v5e-8 (128 rows): 0.53x, 0.3% under, a fast compile 0.31x and 13% over
+        (plan_locate_rollout.json). One quiet run each."""
         bar.set_postfix(batch=batch, at="buffer assignment")
         (point,) = assigned_points([dataclasses.replace(request, batch=batch)], use_cache=use_cache)
         assigned_probes.append(point)
         bar.update(1)
         return point
-
-    def line_to_full_depth(batch: int) -> dict:
-        """Exact verdicts at the two cut depths, each executable's bytes carried through them
-        to the whole model's depth on a straight line (search_lines.carried_to_depth): where
-        the search looks, never an answer."""
-        bar.set_postfix(batch=batch, layers=depths)
-        cut = plan_points(  # both depths at once: a train step's verdict keeps one core busy
-            [dataclasses.replace(request, batch=batch, layers=d) for d in depths],
-            use_cache=use_cache,
-        )
-        cut_probes.extend(cut)
-        bar.update(len(cut))
-        line = carried_to_depth(*cut, depths, full_layers)
-        usable = cut[0]["hbm_bytes"]
-        fits = all(p["fits"] for p in cut) and line <= usable
-        compiled = all(p.get("compiled", True) for p in cut)
-        return {
-            "batch": batch,
-            "bytes_per_device": line,
-            "fits": fits,
-            "hbm_bytes": usable,
-            "compiled": compiled,
-        }
 
     first = None if exact_from is None else min(max(unit, -(-exact_from // unit) * unit), ceiling)
     if first and not unit_floor_fits:
@@ -305,12 +273,12 @@ def _max_batch_on(
     exact: dict[int, dict] = {first: probe([first], False)[0]} if first else {}
     if first and not exact[first]["fits"]:
         bar.close()
-        return search_result(request, unit, ceiling, exact, probes, located_by, start)
+        return search_result(request, unit, ceiling, exact, probes, assigned_probes, start)
 
     def fast_compiled(batch: int) -> dict:
         return probe([batch], True)[0]
 
-    locate = at_buffer_assignment if at_peak else line_to_full_depth if depths else fast_compiled
+    locate = at_buffer_assignment if locates_at_assignment(request, shape) else fast_compiled
     low = locate(unit)
     usable = low["hbm_bytes"]
     located = [low]
@@ -344,7 +312,7 @@ def _max_batch_on(
     if exact:  # the batch compiled first fits: the answer is above it
         candidate = min(max(candidate, first + unit), ceiling)
     # a located unit that does not fit makes the unit a confirmation: nothing above to pair
-    paired = low["fits"] and compiles_alone((assigned_probes or cut_probes or probes)[0])
+    paired = low["fits"] and compiles_alone((assigned_probes or probes)[0])
     rounds = 0
     kept, kept_worst = 0, None  # rounds in a row that kept the bracket's failing end (illinois)
     while True:
@@ -352,7 +320,12 @@ def _max_batch_on(
             beside = partner(candidate, exact, unit, ceiling) if paired else None
             batches = [candidate, beside] if beside else [candidate]
             check = candidate + 2 * unit
-            if at_peak and beside == candidate + unit and check <= ceiling and check not in exact:
+            if (
+                assigned_probes
+                and beside == candidate + unit
+                and check <= ceiling
+                and check not in exact
+            ):
                 # the check above the pair, queued on the core the partner frees: a refusal
                 # compiles in a third of a fit's time (gemma3-27b LoRA on a v5p-8: 4 fit in
                 # 221 s, 8 and 12 were refused in 77 and 75: plan_deep_search_cut.json), so
@@ -432,4 +405,4 @@ def _max_batch_on(
     if not any(p["fits"] for p in exact.values()) and unit not in exact:
         exact[unit] = probe([unit], False)[0]  # "not even one unit fits" must be an exact verdict
     bar.close()
-    return search_result(request, unit, ceiling, exact, probes, located_by, start)
+    return search_result(request, unit, ceiling, exact, probes, assigned_probes, start)

@@ -1,39 +1,13 @@
-"""Where a batch search's next exact compile aims: the depths a deep model is cut to, lines
-through the points it has compiled (shared.plan.search), their slopes, and the partner
-compiled beside a candidate. Arithmetic on verdicts' batches and bytes, and on the floor's
-(shared.plan.floor, by arithmetic); nothing here compiles."""
+"""Where a batch search's next exact compile aims: lines through the points it has compiled
+(shared.plan.search), their slopes, and the partner compiled beside a candidate. Arithmetic
+on verdicts' batches and bytes, and on the floor's (shared.plan.floor, by arithmetic);
+nothing here compiles."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from shared import models
 from shared.plan.verdict import Request, floor_verdict
-from shared.plan.workloads import CUT_TO_LAYERS
-
-
-def cut_pair(model: str) -> tuple[int, int]:
-    """One and two repeats of `model`'s attention pattern, at least 2 layers: the depths a
-    cut model keeps the full model's mix of layers at."""
-    cut = max(models.attention_period(model), 2)
-    return cut, 2 * cut
-
-
-def cut_depths(request: Request) -> tuple[tuple[int, int] | None, int]:
-    """The two depths a deep model is cut to for locating its boundary (one and two repeats of
-    its attention pattern, at least 2 layers), and its full depth; None for a model shallower
-    than 4x the deeper cut, where a cut saves too little to pay for two compiles.
-
-    Why cut: a 27B LoRA step's fast compile at full depth took 144 s and was 24% under the
-    exact bytes, while exact compiles at 6 and 12 layers took 50 s and 71 s and their straight
-    line came within 4% of the exact full-depth bytes (benchmarks/results/plan_cpu.json,
-    `breakdown`). For gemma3-1b the fast full-depth compile is within 0.3% and cheap, and a
-    26-layer model barely shrinks, so shallow models keep it."""
-    if request.workload not in CUT_TO_LAYERS or request.layers is not None:
-        return None, 0
-    full = models.model_config(request.model).num_layers
-    shallow, deep = cut_pair(request.model)
-    return ((shallow, deep) if 4 * deep <= full else None), full
 
 
 def crossing(at: dict, slope: float, usable: int, unit: int, ceiling: int) -> int:
@@ -43,31 +17,6 @@ def crossing(at: dict, slope: float, usable: int, unit: int, ceiling: int) -> in
         return ceiling
     batch = at["batch"] + (usable - at["bytes_per_device"]) / slope
     return int(max(unit, min(ceiling, batch)) // unit * unit)
-
-
-def carry(a: float, b: float, depths: tuple[int, int], full_layers: int) -> float:
-    """Bytes `a` and `b` of a model cut to the two `depths`, carried on their straight line to
-    `full_layers`."""
-    low, high = depths
-    return a + (full_layers - low) * (b - a) / (high - low)
-
-
-def carried_to_depth(shallow: dict, deep: dict, depths: tuple[int, int], full_layers: int) -> float:
-    """The whole model's bytes, from verdicts of it cut to the two `depths` (`shallow`,
-    `deep`): each executable's bytes (the resident ones plus its own transient ones) carried
-    to `full_layers` on its own straight line (carry), and the largest of those lines. Not the
-    line through each depth's worst executable: the worst can change with depth. qwen3-8b
-    rollouts on a v5p-8 at batch 1140: prefill is the worst at 2 and 4 layers (14.64, 18.43
-    GiB), decode at 36 (its KV cache grows faster a layer); the line through the worst said
-    79.1 GiB, decode's own line 119.7, and the compiler's full-depth bytes around it (95.5 at
-    872, 126.2 at 1212) put 1140 at 119.7. The line through the worst is no larger than the
-    worst executable's own, and stands in where a verdict has no transient bytes by label."""
-    labels = set(shallow.get("transient_bytes", {})) & set(deep.get("transient_bytes", {}))
-    lines = [carry(shallow["bytes_per_device"], deep["bytes_per_device"], depths, full_layers)]
-    for label in labels:
-        a, b = (p["resident_bytes"] + p["transient_bytes"][label] for p in (shallow, deep))
-        lines.append(carry(a, b, depths, full_layers))
-    return max(lines)
 
 
 def slope(a: dict, b: dict) -> float:

@@ -19,25 +19,18 @@ def mesh_answer(search: dict) -> int | str:
     return f"<{failed}"
 
 
-def located_probes(search: dict) -> list[dict]:
-    """A search's locating probes besides its fast verdicts: the cut models' verdicts and the
-    whole model's bytes at buffer assignment."""
-    return [*search["cut_probes"], *search["assigned_probes"]]
-
-
 def search_result(
     request: Request,
     unit: int,
     ceiling: int,
     exact: dict[int, dict],
     probes: list[dict],
-    located_by: dict[str, list[dict]],
+    assigned_probes: list[dict],
     start: float,
 ) -> dict:
     """One mesh's search as max_batch returns it: the answer read off its exact verdicts
     (`exact`, by batch), with every probe it compiled or read from the cache (`probes`, the
-    whole model's verdicts, and `located_by`'s: the cut models' verdicts, `cut_probes`, and the
-    bytes at buffer assignment, `assigned_probes`)."""
+    whole model's verdicts, and `assigned_probes`, its bytes at buffer assignment)."""
     largest, first_fail = bracket(exact)
     checked = first_fail is not None and first_fail + unit in exact
     return {
@@ -54,10 +47,9 @@ def search_result(
         "ceiling": ceiling,
         "converged": first_fail is not None and first_fail - largest <= unit or largest >= ceiling,
         "compiles": sum(
-            not p["cached"] and p.get("compiled", True)
-            for p in (*probes, *located_probes(located_by))
+            not p["cached"] and p.get("compiled", True) for p in (*probes, *assigned_probes)
         ),
         "probes": probes,
-        **located_by,
+        "assigned_probes": assigned_probes,
         "wall_s": time.perf_counter() - start,
     }

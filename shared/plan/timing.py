@@ -21,9 +21,9 @@ import jax
 
 from shared.hardware import parse_target
 from shared.plan.compiled import compile_with_layout, fast_options, report_hbm_bytes
+from shared.plan.cut_depth import carry
 from shared.plan.executable import lower
 from shared.plan.mesh import mesh_for
-from shared.plan.search_lines import carry
 from shared.plan.target import target_devices
 from shared.plan.verdict import Request, check_request
 from shared.plan.workloads import build_workload

@@ -19,7 +19,6 @@ from shared.plan.atlas.store import Cell, stepped_units
 from shared.plan.gap import close_gap
 from shared.plan.mesh import search_shape
 from shared.plan.search import check_above
-from shared.plan.search_result import located_probes
 from shared.plan.target import target_devices
 
 
@@ -98,7 +97,6 @@ def check_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
             "checked_above": check["first_not_fitting"],
             "dips": row.get("dips", []),
             "probes": [[p["batch"], p["fast"], p["fits"]] for p in check["probes"]],
-            "cut_probes": [],
             "assigned_probes": [],
             "compiles": row["compiles"] + check["compiles"],
             "compile_s": sum(p["compile_s"] for p in check["probes"] if not p["cached"]),
@@ -111,7 +109,8 @@ def check_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
     return {
         **new,
         "probes": row["probes"] + new["probes"],
-        "cut_probes": row.get("cut_probes", []) + new["cut_probes"],  # stored since 2026-11-23
+        # the cut models' verdicts that located it, stored 2026-11-23 to 2026-11-28
+        **({"cut_probes": row["cut_probes"]} if row.get("cut_probes") else {}),
         "assigned_probes": row.get("assigned_probes", []) + new["assigned_probes"],
         "compile_s": row["compile_s"] + new["compile_s"],
         "wall_s": row["wall_s"] + new["wall_s"],
@@ -185,7 +184,7 @@ def search_row(head: dict, search: dict, wall_s: float) -> dict:
         ),
         None,
     )
-    fresh = [p for p in (*probes, *located_probes(search)) if not p["cached"]]
+    fresh = [p for p in (*probes, *search["assigned_probes"]) if not p["cached"]]
     return {
         **head,
         "status": "ok",
@@ -212,7 +211,6 @@ def search_row(head: dict, search: dict, wall_s: float) -> dict:
         "bytes_per_device": at and at["bytes_per_device"],
         "worst": at and at["worst"],
         "probes": [[p["batch"], p["fast"], p["fits"]] for p in probes],
-        "cut_probes": [[p["batch"], p["layers"], p["fits"]] for p in search["cut_probes"]],
         # stored since 2026-11-28: the whole model at buffer assignment (shared.plan.assigned)
         "assigned_probes": [[p["batch"], p["fits"]] for p in search["assigned_probes"]],
         "compiles": search["compiles"],  # compiles only: a cached or arithmetic answer is not one
