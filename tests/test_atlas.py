@@ -44,7 +44,8 @@ def _row(model, target, recipe="rollout", **fields):
         "first_not_fitting": 16,
         "at_least": False,
         "converged": True,
-        "checked_above": None,  # stored since the search's check: nothing above to check
+        "checked_above": None,  # stored since the search's checks: nothing above to check
+        "checked_aligned": None,
         "dips": [],
         "multiple_of": 8,
         "bytes_per_device": 15 * 2**30,
@@ -70,7 +71,13 @@ def _before_units(row: dict) -> dict:
 
 def _before_the_check(row: dict) -> dict:
     """A row as the store kept it before the search checked two units above its answer."""
-    return {k: v for k, v in row.items() if k not in ("checked_above", "dips")}
+    return {k: v for k, v in row.items() if k not in ("checked_above", "checked_aligned", "dips")}
+
+
+def _before_the_aligned_check(row: dict) -> dict:
+    """A row as the store kept it before the search checked the next batch of 4 rows a
+    device above its answer (2026-11-28)."""
+    return {k: v for k, v in row.items() if k != "checked_aligned"}
 
 
 def test_store_round_trip_ignores_a_truncated_line(tmp_path, capsys):
@@ -148,6 +155,24 @@ def test_check_above_reruns_only_answers_stored_before_the_check():
     assert _keys(atlas.todo(grid, rows, VERSIONS, check_above=True)) == {
         ("gemma3-1b", "v5e-1", "rollout")
     }
+
+
+def test_a_row_stored_before_the_aligned_check_needs_it_only_where_it_is_further():
+    """llama3.1-8b rollouts on a 4x2 of a v5e-8: 196 (49 rows a chip), 200 and 204 failing,
+    stored before the search checked 208 (52 rows), which fits: such a row needs the check.
+    gemma3-1b's 374 on a v5e-1 (375 and 376 failing) does not: 376 is both checks."""
+    llama = _row(
+        "llama3.1-8b",
+        "v5e-8",
+        mesh="4x2",
+        max_batch=196,
+        first_not_fitting=200,
+        checked_above=204,
+        multiple_of=4,
+    )
+    assert atlas.needs_check(_before_the_aligned_check(llama)) and not atlas.needs_check(llama)
+    gemma = _row("gemma3-1b", "v5e-1", max_batch=374, first_not_fitting=375, checked_above=376)
+    assert not atlas.needs_check(_before_the_aligned_check({**gemma, "multiple_of": 1}))
 
 
 def test_a_row_that_stepped_a_mesh_coarsely_is_computed_again_first():
@@ -317,15 +342,17 @@ def test_an_atlas_cell_steps_each_mesh_by_its_own_least_batch(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "fitting, answer, checked, dips", [(set(), 64, 80, []), ({80}, 80, 96, [72])]
+    "fitting, answer, checked, aligned, dips",
+    [(set(), 64, 80, 96, []), ({80}, 80, 96, None, [72])],
 )
 def test_a_stored_answer_is_checked_two_units_above_on_its_mesh(
-    monkeypatch, fitting, answer, checked, dips
+    monkeypatch, fitting, answer, checked, aligned, dips
 ):
-    """A row stored before the check (64 fits, 72 does not, unit 8 on a v5e-8's 8x1): 80 is
-    compiled exactly, first. Where it fails, the row keeps its answer and says it was checked;
-    where it fits (a dip at 72), the search goes on above it to the new answer, itself
-    checked, and the row says 72 was a dip."""
+    """A row stored before the checks (64 fits, 72 does not, unit 8 on a v5e-8's 8x1): 80 is
+    compiled exactly, first, then 96 (12 rows a chip, the next multiple of 4). Where they fail,
+    the row keeps its answer and says it was checked; where 80 fits (a dip at 72), the search
+    goes on above it to the new answer, itself checked (96 is both checks of 80), and the row
+    says 72 was a dip."""
     asked = _check_compiler(monkeypatch, fitting)
     cell = atlas.Cell("gemma3-tiny", "v5e-8", "rollout")
     stored = _before_the_check(
@@ -341,22 +368,24 @@ def test_a_stored_answer_is_checked_two_units_above_on_its_mesh(
     row = atlas.check_row(stored, cell, progress=False)
     assert row["status"] == "ok" and asked[0] == (80, False)
     assert (row["max_batch"], row["first_not_fitting"]) == (answer, answer + 8)
-    assert (row["checked_above"], row["dips"]) == (checked, dips)
+    assert (row["checked_above"], row["checked_aligned"], row["dips"]) == (checked, aligned, dips)
     assert row["compiles"] == 5 + len(asked) and row["probes"][:2] == stored["probes"]
     assert row["wall_s"] > 200.0 and row["mesh"] == "8x1"
-    assert f"{answer} (batches {answer + 8} and {checked} do not)" in row["summary"]
+    failed = f"{answer + 8}, {checked} and {aligned}" if aligned else f"{answer + 8} and {checked}"
+    assert f"{answer} (batches {failed} do not)" in row["summary"]
     assert not atlas.needs_check(row)
 
 
 @pytest.mark.parametrize(
     "stored_fail, asked_then, checked",
-    [(128, [72, 40, 56, 64, 80], "compiled"), (80, [48, 64, 72], "known")],
+    [(128, [72, 40, 56, 64, 80, 96], "compiled"), (80, [48, 64, 72, 96], "known")],
 )
 def test_a_gap_is_closed_by_compiles_inside_it_alone(monkeypatch, stored_fail, asked_then, checked):
     """A row whose search stopped with a gap (16 fits, `stored_fail` does not; unit 8 on a
     v5e-8's 8x1; the made-up compiler fits up to 64): --retry-gaps halves the bracket with
     exact compiles inside it, nothing located, nothing outside it compiled but the check two
-    units above the answer, and that only where it is not a failure already known."""
+    units above the answer and the next batch of 4 rows a chip (96), and those only where
+    they are not failures already known."""
     asked = _check_compiler(monkeypatch, set())
     cell = atlas.Cell("gemma3-tiny", "v5e-8", "rollout")
     stored = _row(
@@ -374,10 +403,11 @@ def test_a_gap_is_closed_by_compiles_inside_it_alone(monkeypatch, stored_fail, a
     row = atlas.gap_row(stored, cell, progress=False)
     assert [batch for batch, fast in asked] == asked_then and not any(f for _, f in asked)
     assert (row["max_batch"], row["first_not_fitting"], row["checked_above"]) == (64, 72, 80)
+    assert row["checked_aligned"] == 96
     assert row["converged"] and not atlas.has_gap(row) and row["dips"] == []
     assert row["compiles"] == 5 + len(asked) and row["probes"][:2] == stored["probes"]
     assert row["bytes_per_device"] == 0.2 * 64 * 2**30 and row["wall_s"] > 200.0
-    assert "64 (batches 72 and 80 do not)" in row["summary"]
+    assert "64 (batches 72, 80 and 96 do not)" in row["summary"]
     assert "gap" not in row["summary"] and "(mesh 8x1; 4x2 fits none)" in row["summary"]
     assert row["mesh_answers"] == {"8x1": 64, "4x2": 0}  # the other mesh's answer stands
 
@@ -493,7 +523,7 @@ def test_render_a_fake_store(tmp_path):
     assert "| gemma3-27b | not yet | not yet | ✓ 4 (✗ 16) on 4x2 |" in md  # tp named
     # all fsdp: nothing said; stored before the check: "?"
     assert "| gemma3-1b | not yet | not yet | ✓ 96 (✗ 104)? |" in md
-    assert "`--check-above` compiles the check" in md
+    assert "`--check-above` compiles the missing checks" in md
     assert "✓ 24 (✗ 32 gap)" in md
     assert "gemma3-27b on tpu7x-8 failed: RuntimeError: compile died" in md
     assert "| *$/h on-demand / spot* | $1.20 / $0.24 | $2.70 / $0.54 | n/a / n/a |" in md
@@ -637,8 +667,10 @@ def test_lookup_says_whether_the_answer_was_checked_two_units_above():
     row = {**done, "max_batch": "184", "first_not_fitting": "188", "at_least": "False"}
     row["converged"] = "True"
     checked = lookup.describe({**row, "checked_above": "192", "dips": "180"})
-    assert "largest batch 184 (neither 188 nor 192 fits)" in checked
+    assert "largest batch 184 (188 and 192 do not fit)" in checked
     assert "below it, 180 did not fit" in checked
+    aligned = lookup.describe({**row, "checked_above": "192", "checked_aligned": "196"})
+    assert "largest batch 184 (188, 192 and 196 do not fit)" in aligned
     unchecked = lookup.describe({**row, "checked_above": "", "dips": ""})
     assert "two units above it not compiled yet" in unchecked and "below it" not in unchecked
     # a search that stopped with a gap has no largest batch yet: only a lower bound

@@ -74,5 +74,8 @@ def test_a_search_keeps_one_mesh_for_every_probe(monkeypatch):
     request = Request("rollout", "gemma3-tiny", "v5e-256", prompt_len=8, steps=8)
     found = max_batch(request, progress=False)  # 256 fsdp ways do not divide tiny's 128 width
     assert found["mesh"] == "128x2" and found["multiple_of"] == 128
-    assert [p["batch"] for p in found["probes"]] == [128, 256, 256]
+    # a rollout on a mesh of several devices is located at buffer assignment
+    assert [p["batch"] for p in found["assigned_probes"]] == [128, 256]
+    assert all(p["mesh"] == "128x2" for p in found["assigned_probes"])
+    assert [p["batch"] for p in found["probes"]] == [256]
     assert all(p["mesh_shape"] == {"fsdp": 128, "tp": 2} for p in found["probes"])

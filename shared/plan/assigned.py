@@ -42,12 +42,13 @@ from shared.plan.verdict import Request, check_request, floor_verdict, read_cach
 # but their programs compile in seconds, about what a child costs to start (3.5 s to import
 # shared.plan on this project's 2-core machines).
 LOCATES = ("rollout", "lora-rollout", "lora-train", "sft", "grpo")
-# Rollouts on one device are located by fast compiles: as near there, and cheaper than a child
-# (gemma3-1b at 374 rows on a v5e-1: 0.26% over the exact bytes in 10 s, the probe 0.15% under
-# in 15 s; qwen3-8b at 32 on a v6e-1: 1.5% over in 15 s, the probe 0.2% under in 19 s). On a
-# mesh of several devices a fast compile's bytes came 9-13% over (gemma3-1b at 1024 on an 8x1
-# v5e-8, llama3.1-8b at 128 on a 4x2), the probe's 0.3% under. One quiet run each:
-# benchmarks/results/plan_locate_rollout.json.
+# Rollouts on one device are located by fast compiles: as near there, and no slower (gemma3-1b
+# at 374 rows on a v5e-1: 0.3% under the exact bytes in 10 s, the probe 0.1% under in 10 s;
+# qwen3-8b at 32 on a v6e-1: 1.5% over in 16 s, the probe 0.2% under in 13 s), while a child
+# costs its start: the 1B's whole search took 82-93 s located by fast compiles and 96-98 s by
+# probes, same compiles (two runs each, one after the other). On a mesh of several devices a
+# fast compile's bytes came 9-13% over (gemma3-1b at 1024 on an 8x1 v5e-8, llama3.1-8b at 128
+# on a 4x2), the probe's 0.3% under. benchmarks/results/plan_locate_rollout.json: one quiet run.
 ROLLOUTS = ("rollout", "lora-rollout")
 KIND = "assigned"  # the plan cache's name for these probes, beside the verdicts
 _POLL_S = 0.2

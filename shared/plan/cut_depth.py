@@ -4,9 +4,9 @@ cheaper the cut compiles are (benchmarks/bench_plan.py, `breakdown` and `locate`
 shared.plan.timing.depth_line).
 
 The batch search located deep models with these lines until 2026-11-28. A rollout's cut
-compiles took longer than its exact full-depth verdict (qwen3-8b at 32 rows on a v6e-1: 60 s
-against 36 s; llama3.1-8b at 128 on a 4x2 v5e-8: 35 s against 26 s) and came 0.9-13% off,
-where the whole model's bytes at buffer assignment (shared.plan.assigned) took 19 s and 14 s
+compiles took longer than its exact full-depth verdict (qwen3-8b at 32 rows on a v6e-1: 64 s
+against 41 s; llama3.1-8b at 128 on a 4x2 v5e-8: 39 s against 30 s) and came 0.9-13% off,
+where the whole model's bytes at buffer assignment (shared.plan.assigned) took 13 s and 10 s
 and came 0.2-0.3% under (benchmarks/results/plan_locate_rollout.json); a LoRA step's probe
 took half the cut pair's time (plan_locate.json). So the search locates with that probe, and
 these lines remain the measurement it was chosen against.

@@ -80,7 +80,9 @@ def describe(row: dict) -> str:
             f"{command(*_cell(row), retry='--retry-gaps')}"
         )
     elif checked := row.get("checked_above"):
-        answer = f"largest batch {largest} (neither {first_fail} nor {checked} fits)"
+        failed = [first_fail, checked, *filter(None, [row.get("checked_aligned")])]
+        listed = f"{', '.join(map(str, failed[:-1]))} and {failed[-1]}"
+        answer = f"largest batch {largest} ({listed} do not fit)"
     else:
         answer = (
             f"largest batch {largest} ({first_fail} does not fit; two units above it not "

@@ -43,6 +43,7 @@ from shared.plan.mesh import (
 )
 from shared.plan.search_lines import (
     bracket,
+    checks_above,
     crossing,
     failures_line,
     fits_slope,
@@ -181,19 +182,32 @@ def check_above(
     shape: tuple[int, int],
     answer: int,
     multiple_of: int,
+    known_failures: set[int] = frozenset(),
     *,
     use_cache: bool = True,
     progress: bool = True,
 ) -> dict:
-    """max_batch's check (step 3) for an `answer` found on the mesh `shape` without it (the
-    atlas's rows stored before 2026-11-27): the batch two units above it compiled exactly;
-    where that fits, the search goes on above it, as max_batch's would. The mesh's search:
-    max_batch 0 with first_not_fitting at the checked batch where the answer stands."""
-    check = _max_batch_on(
-        request, shape, multiple_of, None, use_cache, progress, exact_from=answer + 2 * multiple_of
-    )
+    """max_batch's checks (step 3) for an `answer` found on the mesh `shape` without them (the
+    atlas's rows stored before 2026-11-27 lack both, those before 2026-11-28 the aligned one):
+    each batch of search_lines.checks_above not in `known_failures`, compiled exactly, in
+    order; where one fits, the search goes on above it, as max_batch's would. The mesh's
+    search: max_batch 0 where the answer stands, `checked` the batches compiled."""
     mesh = {"fsdp": shape[0], "tp": shape[1]}
-    return {**check, "mesh_shape": mesh, "units": {"{fsdp}x{tp}".format(**mesh): multiple_of}}
+    units = {"{fsdp}x{tp}".format(**mesh): multiple_of}
+    checks = [b for b in checks_above(answer, multiple_of, shape[0]) if b not in known_failures]
+    if not checks:
+        raise ValueError(f"every check above {answer} is a known failure: nothing to compile")
+    searches = []
+    for batch in checks:
+        searches.append(
+            _max_batch_on(request, shape, multiple_of, None, use_cache, progress, exact_from=batch)
+        )
+        if searches[-1]["max_batch"]:
+            break
+    together = {key: sum(s[key] for s in searches) for key in ("compiles", "wall_s")}
+    for key in ("probes", "assigned_probes"):
+        together[key] = [p for s in searches for p in s[key]]
+    return {**searches[-1], **together, "checked": checks, "mesh_shape": mesh, "units": units}
 
 
 def pinned_to(request: Request, shape: tuple[int, int]) -> Request:
@@ -259,7 +273,7 @@ def _max_batch_on(
         0.38x and came 8.8% under; llama3.1-8b's LoRA step on a 2x4 v5e-8 (batch 4): 0.25x,
         2.4% under, where the cut depths' line took 0.50x (0.2% under) and a fast compile
         0.32x (14% under) (benchmarks/results/plan_locate.json). llama3.1-8b rollouts on a
-        4x2 v5e-8 (128 rows): 0.53x, 0.3% under, a fast compile 0.31x and 13% over
+        4x2 v5e-8 (128 rows): 0.34x, 0.3% under, a fast compile 0.30x and 13% over
         (plan_locate_rollout.json). One quiet run each."""
         bar.set_postfix(batch=batch, at="buffer assignment")
         (point,) = assigned_points([dataclasses.replace(request, batch=batch)], use_cache=use_cache)
@@ -273,7 +287,7 @@ def _max_batch_on(
     exact: dict[int, dict] = {first: probe([first], False)[0]} if first else {}
     if first and not exact[first]["fits"]:
         bar.close()
-        return search_result(request, unit, ceiling, exact, probes, assigned_probes, start)
+        return search_result(request, shape, unit, ceiling, exact, probes, assigned_probes, start)
 
     def fast_compiled(batch: int) -> dict:
         return probe([batch], True)[0]
@@ -339,12 +353,14 @@ def _max_batch_on(
         fits = sorted(b for b, p in exact.items() if p["fits"])
         best, worst = bracket(exact)
         if worst is not None and worst - best <= unit:
-            if best and (above := worst + unit) <= ceiling and above not in exact:
-                # the check above: bytes are not monotone in the batch (one per-device row
-                # more can cost more than two: llama3.1-8b rollouts on a pinned 4x2 of a v5e-8
-                # fit 184 and 192 but not 188), so an answer stands only where two units
-                # above it fail too; where that fits, the search goes on above it
-                candidate = above
+            # the checks above: bytes are not monotone in the batch (one per-device row more
+            # can cost more than two: llama3.1-8b rollouts on a pinned 4x2 of a v5e-8 fit 184
+            # and 192 but not 188; 196 and 208 but not 200 or 204), so an answer stands only
+            # where two units above it fail too, and the next batch of ALIGNED_ROWS rows a
+            # device; where one fits, the search goes on above it
+            checks = checks_above(best, unit, shape[0]) if best else []
+            if missing := [b for b in checks if b <= ceiling and b not in exact]:
+                candidate = missing[0]
                 continue
             break
         rounds += point.get("compiled", True)
@@ -405,4 +421,4 @@ def _max_batch_on(
     if not any(p["fits"] for p in exact.values()) and unit not in exact:
         exact[unit] = probe([unit], False)[0]  # "not even one unit fits" must be an exact verdict
     bar.close()
-    return search_result(request, unit, ceiling, exact, probes, assigned_probes, start)
+    return search_result(request, shape, unit, ceiling, exact, probes, assigned_probes, start)

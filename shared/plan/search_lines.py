@@ -71,11 +71,29 @@ def fits_slope(
     return slope(lower, exact[fits[-1]]) if lower else None
 
 
+# Rows a device that the compiler lays out on the bytes' trend line, where the rows between can
+# cost more: llama3.1-8b rollouts on a 4x2 of a v5e-8 (batch / 4 rows a device) fit 48, 49 and
+# 52 rows (15.11, 15.49 and 15.68 GiB of 15.75) but not 50, 51, 53 or 54 (16.08-16.71). A
+# search that stopped at 49 with 50 and 51 failing said 196 where 208 fits (benchmarks/
+# results/plan_mesh_search_before.json and plan_mesh_search.json, the same request).
+ALIGNED_ROWS = 4
+
+
+def checks_above(answer: int, unit: int, fsdp: int) -> list[int]:
+    """The batches above an `answer` (one unit above it failed) that must fail too for it to
+    stand: two units above it, and the next batch whose rows a device are a multiple of
+    ALIGNED_ROWS, where that is further (fsdp: the mesh's data-parallel size)."""
+    above = answer + 2 * unit
+    rows = (answer // fsdp // ALIGNED_ROWS + 1) * ALIGNED_ROWS
+    aligned = -(-rows * fsdp // unit) * unit
+    return [above, aligned] if aligned > above else [above]
+
+
 def bracket(exact: dict[int, dict]) -> tuple[int, int | None]:
     """The largest fitting exact batch (0: none) and the least failing one above it (None:
     none). A failure below the largest fit is a dip, not a bound: the compiler's bytes are not
     monotone in the batch (llama3.1-8b rollouts on a pinned 4x2 of a v5e-8: 184 and 192 fit,
-    188 does not; search.max_batch's check two units above)."""
+    188 does not; search.max_batch's checks above, checks_above)."""
     best = max((b for b, p in exact.items() if p["fits"]), default=0)
     worst = min((b for b, p in exact.items() if not p["fits"] and b > best), default=None)
     return best, worst

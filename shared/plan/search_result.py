@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from shared.plan.search_lines import bracket
+from shared.plan.search_lines import bracket, checks_above
 from shared.plan.verdict import Request
 
 
@@ -21,6 +21,7 @@ def mesh_answer(search: dict) -> int | str:
 
 def search_result(
     request: Request,
+    shape: tuple[int, int],
     unit: int,
     ceiling: int,
     exact: dict[int, dict],
@@ -30,16 +31,20 @@ def search_result(
 ) -> dict:
     """One mesh's search as max_batch returns it: the answer read off its exact verdicts
     (`exact`, by batch), with every probe it compiled or read from the cache (`probes`, the
-    whole model's verdicts, and `assigned_probes`, its bytes at buffer assignment)."""
+    whole model's verdicts, and `assigned_probes`, its bytes at buffer assignment), on the
+    (fsdp, tp) mesh `shape`."""
     largest, first_fail = bracket(exact)
-    checked = first_fail is not None and first_fail + unit in exact
+    above, *aligned = checks_above(largest, unit, shape[0]) if largest else [None]
+    failed = {b for b, p in exact.items() if not p["fits"]}
     return {
         **dataclasses.asdict(request),
         "multiple_of": unit,
         "max_batch": largest,
         "first_not_fitting": first_fail,
-        # the check above the answer (max_batch's loop), where it was compiled: it failed
-        "checked_above": first_fail + unit if checked and largest else None,
+        # the checks above the answer (max_batch's loop), where they were compiled: they failed
+        "checked_above": above if above in failed else None,
+        # the next batch of ALIGNED_ROWS rows a device, where further (since 2026-11-28)
+        "checked_aligned": aligned[0] if aligned and aligned[0] in failed else None,
         # failing exact batches below the answer: the compiler's bytes are not monotone
         "dips": sorted(b for b, p in exact.items() if not p["fits"] and b < largest),
         # no batch failed: the answer is a lower bound (the ceiling, or MAX_EXACT, stopped it)

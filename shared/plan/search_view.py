@@ -61,8 +61,9 @@ def describe(search: dict) -> str:
             f"at least {largest} fits for {where}: the search stopped after {MAX_EXACT} exact "
             "compiles, every one of which fit, so a larger batch may fit too"
         )
-    above = search.get("checked_above")
-    fails = f"batches {fail} and {above} do not" if above else f"batch {fail} does not"
+    failed = [fail, *filter(None, [search.get("checked_above"), search.get("checked_aligned")])]
+    and_last = f"{', '.join(map(str, failed[:-1]))} and {failed[-1]}"
+    fails = f"batches {and_last} do not" if len(failed) > 1 else f"batch {fail} does not"
     text = f"largest batch that fits for {where}: {largest} ({fails})"
     if dips := search.get("dips"):
         text += (

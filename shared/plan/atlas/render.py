@@ -76,8 +76,9 @@ def cell_text(row: dict | None) -> str:
     if row["at_least"]:
         return f"✓ ≥{row['max_batch']}{gap}{older}{_on_mesh(row)}"
     fails = f"✗ {row['first_not_fitting']}"
-    if row.get("checked_above"):
-        fails += f", ✗ {row['checked_above']}"
+    for key in ("checked_above", "checked_aligned"):
+        if row.get(key):
+            fails += f", ✗ {row[key]}"
     unchecked = "?" if needs_check(row) or older else ""
     return f"✓ {row['max_batch']} ({fails}{gap}){unchecked}{_on_mesh(row)}"
 
@@ -133,6 +134,7 @@ CSV_COLUMNS = [
     "mesh",
     "mesh_answers",
     "checked_above",
+    "checked_aligned",
     "dips",
     "units",
     "older_search",
@@ -157,6 +159,7 @@ def csv_row(recipe: str, model: str, target: str, row: dict | None, price: dict)
         row.get("mesh", ""),
         _by_mesh(row.get("mesh_answers") or {}),
         row.get("checked_above") or "",
+        row.get("checked_aligned") or "",
         " ".join(map(str, row.get("dips") or [])),
         _by_mesh(stepped_units(row)) if row["status"] == "ok" else "",
         older_search(row),
@@ -185,9 +188,12 @@ def _header(best: list[dict], command: str) -> str:
         "- `✓ N (✗ M, ✗ C)`: batch N fits and neither M nor C (the next two multiples) does: "
         "the compiler's bytes are not monotone in the batch (llama3.1-8b rollouts on a 4x2 of "
         "a v5e-8 fit 184 and 192, not 188), so the search checks two units above its answer "
-        "and goes on where that fits (`shared/plan/search.py`).\n"
-        "- `✓ N (✗ M)?`: computed before that check (2026-11-27): N fits and M does not, but "
-        "a larger batch may fit; `--check-above` compiles the check for these cells.\n"
+        "and goes on where that fits (`shared/plan/search.py`). `✓ N (✗ M, ✗ C, ✗ A)`: the "
+        "next batch of 4 rows a device, A, was checked too, where it is further: the same "
+        "model fits 49 and 52 rows a chip but not 50, 51 or 53 (196 and 208, not 200 or 204).\n"
+        "- `✓ N (✗ M)?` or `✓ N (✗ M, ✗ C)?`: computed before those checks (2026-11-27, "
+        "2026-11-28): N fits and M does not, but a larger batch may fit; `--check-above` "
+        "compiles the missing checks for these cells.\n"
         "- `✓ ≥N`: the search reached its ceiling and everything it tried fit: at least N.\n"
         "- `✗ 0 (✗ M)`: not even the smallest batch M fits (on a multi-chip slice, on any mesh "
         "its weights divide, each asked its own least batch: 8 on 8x1, 1 on 1x8).\n"

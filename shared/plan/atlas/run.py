@@ -19,6 +19,7 @@ from shared.plan.atlas.store import Cell, stepped_units
 from shared.plan.gap import close_gap
 from shared.plan.mesh import search_shape
 from shared.plan.search import check_above
+from shared.plan.search_lines import checks_above
 from shared.plan.target import target_devices
 
 
@@ -75,7 +76,10 @@ def check_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
     head, start = _row_head(cell), time.perf_counter()
     request, shape = _stored_request(row, cell)
     try:
-        check = check_above(request, shape, row["max_batch"], row["multiple_of"], progress=progress)
+        known = {row.get("checked_above"), row.get("checked_aligned")} - {None}
+        check = check_above(
+            request, shape, row["max_batch"], row["multiple_of"], known, progress=progress
+        )
     except Exception as err:
         return _error_row(head, err, start)
     wall_s = time.perf_counter() - start
@@ -90,11 +94,13 @@ def check_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
             found["mesh_answers"] = {**row["mesh_answers"], name: check["max_batch"]}
         found["units"] = {**stepped_units(row), **check["units"]}
         new = search_row(head, found, wall_s)
-    else:  # it fails too: the stored answer stands, checked
+    else:  # they fail too: the stored answer stands, checked
+        above, *aligned = checks_above(row["max_batch"], row["multiple_of"], shape[0])
         new = {
             **row,
             **head,
-            "checked_above": check["first_not_fitting"],
+            "checked_above": above,
+            "checked_aligned": aligned[0] if aligned else None,
             "dips": row.get("dips", []),
             "probes": [[p["batch"], p["fast"], p["fits"]] for p in check["probes"]],
             "assigned_probes": [],
@@ -163,9 +169,12 @@ def gap_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
     if row.get("mesh_answers"):  # the other meshes' answers stand; this one's moved
         new["mesh_answers"] = {**row["mesh_answers"], "{fsdp}x{tp}".format(**mesh): fits}
     failed = {row["first_not_fitting"], *(p["batch"] for p in probes if not p["fits"])}
-    if (above := fits + 2 * unit) not in failed:
+    above, *aligned = checks_above(fits, unit, shape[0])
+    # the stored answer's checks are not the new one's
+    new["checked_above"] = above if above in failed else None
+    new["checked_aligned"] = aligned[0] if aligned and aligned[0] in failed else None
+    if above not in failed or (aligned and aligned[0] not in failed):
         return check_row(new, cell, progress=progress)
-    new["checked_above"] = above
     new["summary"] = plan.describe(
         {**new, "workload": cell.settings["workload"], "mesh_shape": mesh}
     )
@@ -197,6 +206,7 @@ def search_row(head: dict, search: dict, wall_s: float) -> dict:
                 "at_least",
                 "converged",
                 "checked_above",
+                "checked_aligned",
                 "dips",
                 "multiple_of",
                 "ceiling",

@@ -17,6 +17,7 @@ from shared.hardware import parse_target
 from shared.hardware.sharding import mesh_shape
 from shared.paths import ROOT
 from shared.plan.mesh import least_batch, wider_shapes
+from shared.plan.search_lines import checks_above
 from shared.plan.target import target_devices
 
 STORE = ROOT / "benchmarks" / "results" / "atlas.jsonl"
@@ -275,16 +276,27 @@ def stored_row(rows: list[dict], cell: Cell, versions: dict) -> dict | None:
 
 
 def needs_check(row: dict) -> bool:
-    """Whether a stored answer lacks the search's check two units above it (rows stored before
-    2026-11-27; shared.plan.search.check_above): an ok row whose search converged on a batch
-    that fits, with a failure one unit above it and no `checked_above` field."""
-    return (
+    """Whether a stored answer lacks one of the search's checks above it (shared.plan.
+    search_lines.checks_above; shared.plan.search.check_above compiles them): an ok row whose
+    search converged on a batch that fits, with a failure one unit above it, and no
+    `checked_above` field (two units above: rows stored before 2026-11-27) or no
+    `checked_aligned` where that check is further (the next batch of ALIGNED_ROWS rows a
+    device: rows stored before 2026-11-28)."""
+    if not (
         row.get("status") == "ok"
-        and "checked_above" not in row
         and row["max_batch"] > 0
         and not row["at_least"]
         and row["converged"]
-    )
+    ):
+        return False
+    if "checked_above" not in row:
+        return True
+    if "checked_aligned" in row:  # stored since: checked, or nothing to check (None)
+        return False
+    if row.get("mesh") is None and row["devices"] > 1:  # its fsdp is not stored: unknown
+        return True
+    fsdp = int(row["mesh"].split("x")[0]) if row.get("mesh") else 1
+    return len(checks_above(row["max_batch"], row["multiple_of"], fsdp)) > 1
 
 
 def has_gap(row: dict) -> bool:
