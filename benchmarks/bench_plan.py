@@ -119,12 +119,26 @@ def rollout_target(target: str, a) -> dict:
 
 def deep_search(a) -> dict:
     """`--max-batch` for a deep model's LoRA step (gemma3-27b on a v5p-8 by default) from an
-    empty cache: the search the 5-minute goal is about, its compiles (cut and whole) and this
+    empty cache: the search the 5-minute goal is about, its compiles (located and exact) and this
     process's peak memory (a 27B compile needs most of a 23 GiB machine: run it alone)."""
     request = plan.Request(
         "lora-train", a.breakdown_lora_model, a.lora_target, seq=a.lora_seq, lora_rank=16
     )
     search, wall = _timed(plan.max_batch, request, progress=False)
+    return {
+        **_searched(request, search, wall),
+        "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    }
+
+
+# What a benchmark records of each probe that located a search
+LOCATED_COLUMNS = ("batch", "layers", "fits", "bytes_per_device", "compile_s")
+
+
+def _searched(request: plan.Request, search: dict, wall: float) -> dict:
+    """What a benchmark records of a `--max-batch` search that took `wall` seconds: its
+    answer, compiles, every verdict, and each probe that located it under the search's own
+    key for them (`assigned_probes`; `cut_probes` in a search before 2026-11-28)."""
     return {
         "request": dataclasses.asdict(request),
         "max_batch": search["max_batch"],
@@ -133,11 +147,11 @@ def deep_search(a) -> dict:
         "compiles": search["compiles"],
         "search_wall_s": wall,
         "probes": probe_rows(search),
-        "assigned_probes": [  # recorded since 2026-11-28
-            {key: p[key] for key in ("batch", "fits", "bytes_per_device", "compile_s")}
-            for p in search["assigned_probes"]
-        ],
-        "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        **{
+            key: [{k: p.get(k) for k in LOCATED_COLUMNS} for p in probes]
+            for key, probes in search.items()
+            if key.endswith("_probes")
+        },
     }
 
 
@@ -371,7 +385,7 @@ def locate_rollout(a) -> dict:
 def mesh_search(a) -> dict:
     """`--max-batch` for rollouts on a pinned mesh of eight, nothing cached (module doc): the
     search whose locating compiles locate-rollout compares, whole. Every probe that located
-    it is recorded under the search's own key for it (`*_probes`)."""
+    it is recorded (_searched)."""
     cases = {
         "mesh": _rollout(a, a.model, "v5e-8", mesh="8x1"),
         "mesh_deep": _rollout(a, a.locate_deep_model, "v5e-8", mesh="4x2"),
@@ -379,26 +393,7 @@ def mesh_search(a) -> dict:
     out = {}
     for name, request in cases.items():
         search, wall = _timed(plan.max_batch, request, use_cache=False, progress=False)
-        out[name] = {
-            "request": dataclasses.asdict(request),
-            "max_batch": search["max_batch"],
-            "first_not_fitting": search["first_not_fitting"],
-            "summary": plan.describe(search),
-            "compiles": search["compiles"],
-            "search_wall_s": wall,
-            "probes": probe_rows(search),
-            **{
-                key: [
-                    {
-                        k: p.get(k)
-                        for k in ("batch", "layers", "fits", "bytes_per_device", "compile_s")
-                    }
-                    for p in probes
-                ]
-                for key, probes in search.items()
-                if key.endswith("_probes")
-            },
-        }
+        out[name] = _searched(request, search, wall)
         print(f"mesh search {name}: {out[name]['summary']}, {wall:.0f} s", flush=True)
     return out
 
