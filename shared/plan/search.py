@@ -11,14 +11,15 @@ Bytes per device grow close to linearly with the batch (KV cache, activations). 
    over the HBM is the slowest compile of a search (the compiler works hardest to fit what
    cannot);
 2. confirm: exact compiles until a fitting batch and a failing one sit one unit apart. With
-   one exact point, the fast slope through it gives the next candidate; with two or more
+   one exact point, the located slope through it gives the next candidate; with two or more
    that all fit, the line through the largest two; with points on both sides, the line
    through the nearest two (regula falsi); with failures only, the line through two compiled
    ones, else from the largest located fit to the nearest failure.
    A point that fails stops compiling at its first failing executable.
 3. check: bytes are not monotone in the batch, so the batch two units above the answer is
-   compiled too; where it fits (a dip: one more row a device cost more than two), the search
-   goes on above it, and the answer stands only with both units above it failing.
+   compiled too, and the next batch of 4 rows a device where that is further
+   (search_lines.checks_above); where one fits (a dip: one more row a device cost more than
+   two), the search goes on above it, and the answer stands only with all of them failing.
 The answer is the exact compile's verdict at that boundary, never the line's. The unit is
 `multiple_of` (default: each mesh's least batch, its data-parallel size in whole GRPO groups;
 people pick multiples of 8 or 64). No limit caps the answer: the search keeps going up until a
@@ -296,7 +297,7 @@ def _max_batch_on(
     low = locate(unit)
     usable = low["hbm_bytes"]
     located = [low]
-    fast_slope, candidate = None, unit  # one unit does not fit: confirm that, exactly
+    located_slope, candidate = None, unit  # one unit does not fit: confirm that, exactly
     if low["fits"] and ceiling // unit == 1:  # nothing above it to try
         candidate = unit
     elif (
@@ -309,8 +310,8 @@ def _max_batch_on(
     elif low["fits"]:
         high = locate(min(8 * unit, reach))
         located.append(high)
-        fast_slope = slope(low, high)
-        candidate = crossing(high if high["fits"] else low, fast_slope, usable, unit, ceiling)
+        located_slope = slope(low, high)
+        candidate = crossing(high if high["fits"] else low, located_slope, usable, unit, ceiling)
         if high["fits"] and 2 * high["batch"] < candidate < ceiling:  # far: a third point there
             near = locate(candidate)
             below = crossing(high, slope(high, near), usable, unit, ceiling)
@@ -321,8 +322,8 @@ def _max_batch_on(
                 # crosses the HBM is still past the boundary and near it: locate there.
                 near = locate(below)
             located.append(near)
-            fast_slope = slope(high, near)
-            candidate = crossing(near, fast_slope, usable, unit, ceiling)
+            located_slope = slope(high, near)
+            candidate = crossing(near, located_slope, usable, unit, ceiling)
     if exact:  # the batch compiled first fits: the answer is above it
         candidate = min(max(candidate, first + unit), ceiling)
     # a located unit that does not fit makes the unit a confirmation: nothing above to pair
@@ -368,9 +369,11 @@ def _max_batch_on(
         kept_worst = worst
         if (worst is None and best >= ceiling) or rounds >= MAX_EXACT:
             break
-        exact_slope = fits_slope(exact, fits, unit, one_unit_will_do=not fast_slope)
+        exact_slope = fits_slope(exact, fits, unit, one_unit_will_do=not located_slope)
         squeezed = (
-            exact_slope is not None and fast_slope and exact_slope < SQUEEZE_SLOPE * fast_slope
+            exact_slope is not None
+            and located_slope
+            and exact_slope < SQUEEZE_SLOPE * located_slope
         )
         if squeezed and worst is not None:  # the compiler's squeeze: halve the bracket
             guess = (best + worst) // 2 // unit * unit
@@ -385,11 +388,11 @@ def _max_batch_on(
                 ceiling,
             )
         elif exact_slope is not None:
-            # fitting exact points only: their own slope, not the fast one (a fast slope
+            # fitting exact points only: their own slope, not the located one (a located slope
             # steeper than the exact one undershoots every time: 6 exact steps of 4 to 16 rows
             # for gemma3-1b rollouts on a v5p-8)
             guess = crossing(point, exact_slope, usable, unit, ceiling)
-        elif fast_slope is None:  # one point located (it did not fit, or left little room)
+        elif located_slope is None:  # one point located (it did not fit, or left little room)
             guess = 2 * best
         elif not best and (line := failures_line(exact, unit)):
             # two compiled failures: their own line, a measurement where a located point is
@@ -411,8 +414,8 @@ def _max_batch_on(
             crept = guess >= worst - unit and worst + unit in exact
             if crept or guess in exact:
                 guess = max(unit, (low_end + worst) // 2 // unit * unit)
-        else:  # one side only: the fast slope through the newest exact point
-            guess = crossing(point, fast_slope, usable, unit, ceiling)
+        else:  # one side only: the located slope through the newest exact point
+            guess = crossing(point, located_slope, usable, unit, ceiling)
         top = ceiling if worst is None else worst - unit
         guess = min(max(guess, best + unit), top)
         if guess in exact:  # the line keeps landing on a known point: halve the bracket
