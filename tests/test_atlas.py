@@ -465,6 +465,19 @@ def test_render_a_fake_store(tmp_path):
             multiple_of=4,
             mesh_answers={"8x1": 0, "4x2": 4, "2x4": "<8"},
         ),
+        _row(  # a dip on a mesh compared with another: its note names both
+            "gemma3-27b",
+            "tpu7x-8",
+            recipe="lora-train",
+            mesh="4x2",
+            max_batch=192,
+            first_not_fitting=196,
+            checked_above=200,
+            checked_aligned=208,
+            dips=[188],
+            multiple_of=4,
+            mesh_answers={"8x1": "<192", "4x2": 192},
+        ),
         _before_the_check(
             _row(
                 "gemma3-1b",
@@ -524,6 +537,7 @@ def test_render_a_fake_store(tmp_path):
     # all fsdp: nothing said; stored before the check: "?"
     assert "| gemma3-1b | not yet | not yet | ✓ 96 (✗ 104)? |" in md
     assert "`--check-above` compiles the missing checks" in md
+    assert "27b on tpu7x-8 (mesh 4x2; 8x1 fits fewer than 192): 192 (batches 196, 200 and 208" in md
     assert "✓ 24 (✗ 32 gap)" in md
     assert "gemma3-27b on tpu7x-8 failed: RuntimeError: compile died" in md
     assert "| *$/h on-demand / spot* | $1.20 / $0.24 | $2.70 / $0.54 | n/a / n/a |" in md
@@ -534,7 +548,7 @@ def test_render_a_fake_store(tmp_path):
     assert "rollout: gemma3-1b on tpu7x-8" in not_yet
     # why: nothing reached them, and what a cell cost here (the rows' 200 s)
     assert "single-chip cells took a median of 3 min each over 4 cells" in not_yet
-    assert "multi-chip cells took a median of 3 min each over 2 cells" in not_yet
+    assert "multi-chip cells took a median of 3 min each over 3 cells" in not_yet
     assert "python benchmarks/bench_atlas.py --render-only" in md
     rows = list(csv.DictReader(io.StringIO(csv_path.read_text())))
     recipes = len(atlas.RECIPES)

@@ -83,6 +83,16 @@ def cell_text(row: dict | None) -> str:
     return f"✓ {row['max_batch']} ({fails}{gap}){unchecked}{_on_mesh(row)}"
 
 
+def _described(row: dict) -> str:
+    """plan.describe's line for a stored row, which names its mesh "FxT" (a search result's
+    mesh_shape: describe names the other meshes' answers against it)."""
+    fields = {"workload": row["settings"]["workload"]}
+    if row.get("mesh"):
+        fsdp, tp = map(int, row["mesh"].split("x"))
+        fields["mesh_shape"] = {"fsdp": fsdp, "tp": tp}
+    return plan.describe({**row, **fields})
+
+
 def _on_mesh(row: dict) -> str:
     """The suffix " on FxT" for a cell compiled with tensor parallelism (shared.plan.mesh);
     nothing for all fsdp, the default (and every cell stored before rows named their mesh)."""
@@ -264,7 +274,7 @@ def _section(
             elif (
                 row["max_batch"] == 0 or row["at_least"] or not row["converged"] or row.get("dips")
             ):
-                notes.append(plan.describe({**row, "workload": row["settings"]["workload"]}))
+                notes.append(_described(row))
     text += (
         "| *$/h on-demand / spot* | "
         + " | ".join(
