@@ -89,6 +89,17 @@ def checks_above(answer: int, unit: int, fsdp: int) -> list[int]:
     return [above, aligned] if aligned > above else [above]
 
 
+def checked_fields(answer: int, unit: int, fsdp: int, failed: set[int]) -> dict:
+    """A search result's or an atlas row's record of the checks above `answer` (checks_above)
+    among the `failed` batches: `checked_above` and `checked_aligned`, each None where it was
+    not compiled (or, for the aligned one, is no further than two units)."""
+    above, *aligned = checks_above(answer, unit, fsdp) if answer else [None]
+    return {
+        "checked_above": above if above in failed else None,
+        "checked_aligned": aligned[0] if aligned and aligned[0] in failed else None,
+    }
+
+
 def bracket(exact: dict[int, dict]) -> tuple[int, int | None]:
     """The largest fitting exact batch (0: none) and the least failing one above it (None:
     none). A failure below the largest fit is a dip, not a bound: the compiler's bytes are not

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from shared.plan.search_lines import bracket, checks_above
+from shared.plan.search_lines import bracket, checked_fields
 from shared.plan.verdict import Request
 
 
@@ -34,17 +34,15 @@ def search_result(
     whole model's verdicts, and `assigned_probes`, its bytes at buffer assignment), on the
     (fsdp, tp) mesh `shape`."""
     largest, first_fail = bracket(exact)
-    above, *aligned = checks_above(largest, unit, shape[0]) if largest else [None]
     failed = {b for b, p in exact.items() if not p["fits"]}
     return {
         **dataclasses.asdict(request),
         "multiple_of": unit,
         "max_batch": largest,
         "first_not_fitting": first_fail,
-        # the checks above the answer (max_batch's loop), where they were compiled: they failed
-        "checked_above": above if above in failed else None,
-        # the next batch of ALIGNED_ROWS rows a device, where further (since 2026-11-28)
-        "checked_aligned": aligned[0] if aligned and aligned[0] in failed else None,
+        # the checks above the answer (max_batch's loop), where they were compiled and failed:
+        # two units above, and the next batch of ALIGNED_ROWS rows a device (since 2026-11-28)
+        **checked_fields(largest, unit, shape[0], failed),
         # failing exact batches below the answer: the compiler's bytes are not monotone
         "dips": sorted(b for b, p in exact.items() if not p["fits"] and b < largest),
         # no batch failed: the answer is a lower bound (the ceiling, or MAX_EXACT, stopped it)

@@ -19,7 +19,7 @@ from shared.plan.atlas.store import Cell, stepped_units
 from shared.plan.gap import close_gap
 from shared.plan.mesh import search_shape
 from shared.plan.search import check_above
-from shared.plan.search_lines import checks_above
+from shared.plan.search_lines import checked_fields, checks_above
 from shared.plan.target import target_devices
 
 
@@ -95,12 +95,11 @@ def check_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
         found["units"] = {**stepped_units(row), **check["units"]}
         new = search_row(head, found, wall_s)
     else:  # they fail too: the stored answer stands, checked
-        above, *aligned = checks_above(row["max_batch"], row["multiple_of"], shape[0])
+        failed = known | set(check["checked"])
         new = {
             **row,
             **head,
-            "checked_above": above,
-            "checked_aligned": aligned[0] if aligned else None,
+            **checked_fields(row["max_batch"], row["multiple_of"], shape[0], failed),
             "dips": row.get("dips", []),
             "probes": [[p["batch"], p["fast"], p["fits"]] for p in check["probes"]],
             "assigned_probes": [],
@@ -169,11 +168,8 @@ def gap_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
     if row.get("mesh_answers"):  # the other meshes' answers stand; this one's moved
         new["mesh_answers"] = {**row["mesh_answers"], "{fsdp}x{tp}".format(**mesh): fits}
     failed = {row["first_not_fitting"], *(p["batch"] for p in probes if not p["fits"])}
-    above, *aligned = checks_above(fits, unit, shape[0])
-    # the stored answer's checks are not the new one's
-    new["checked_above"] = above if above in failed else None
-    new["checked_aligned"] = aligned[0] if aligned and aligned[0] in failed else None
-    if above not in failed or (aligned and aligned[0] not in failed):
+    new.update(checked_fields(fits, unit, shape[0], failed))  # not the stored answer's checks
+    if any(b not in failed for b in checks_above(fits, unit, shape[0])):
         return check_row(new, cell, progress=progress)
     new["summary"] = plan.describe(
         {**new, "workload": cell.settings["workload"], "mesh_shape": mesh}
