@@ -376,6 +376,25 @@ def test_a_stored_answer_is_checked_two_units_above_on_its_mesh(
     assert not atlas.needs_check(row)
 
 
+def test_a_row_stored_without_its_mesh_whose_checks_are_known_is_checked_without_compiling(
+    monkeypatch,
+):
+    """A v5e-8 row stored before rows named their mesh (80 fits, 88 and 96 do not, unit 8):
+    on the mesh it is checked on (8x1) its one check is 96, failed already, so the cell stands
+    as checked with nothing compiled (check_above refused it as an error, and the cell stayed
+    marked for a check run after run)."""
+    asked = _check_compiler(monkeypatch, set())
+    stored = _before_the_aligned_check(
+        _row("gemma3-tiny", "v5e-8", max_batch=80, first_not_fitting=88, checked_above=96)
+    )
+    stored.pop("mesh", None)
+    assert atlas.needs_check(stored)
+    row = atlas.check_row(stored, atlas.Cell("gemma3-tiny", "v5e-8", "rollout"), progress=False)
+    assert asked == [] and row["status"] == "ok" and not atlas.needs_check(row)
+    assert (row["max_batch"], row["checked_above"], row["checked_aligned"]) == (80, 96, None)
+    assert row["date"] > stored["date"]  # the newest row for the cell: the one shown
+
+
 @pytest.mark.parametrize(
     "stored_fail, asked_then, checked",
     [(128, [72, 40, 56, 64, 80, 96], "compiled"), (80, [48, 64, 72, 96], "known")],
