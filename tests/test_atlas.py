@@ -698,14 +698,20 @@ def test_lookup_says_whether_the_answer_was_checked_two_units_above():
 
     done = next(r for r in lookup.read_table() if r["status"] == "ok" and r["bytes_per_device"])
     row = {**done, "max_batch": "184", "first_not_fitting": "188", "at_least": "False"}
-    row["converged"] = "True"
+    row.update(converged="True", needs_check="False")
     checked = lookup.describe({**row, "checked_above": "192", "dips": "180"})
     assert "largest batch 184 (188 and 192 do not fit)" in checked
     assert "below it, 180 did not fit" in checked
     aligned = lookup.describe({**row, "checked_above": "192", "checked_aligned": "196"})
     assert "largest batch 184 (188, 192 and 196 do not fit)" in aligned
-    unchecked = lookup.describe({**row, "checked_above": "", "dips": ""})
+    unchecked = lookup.describe({**row, "checked_above": "", "dips": "", "needs_check": "True"})
     assert "two units above it not compiled yet" in unchecked and "below it" not in unchecked
+    assert f"--check-above --only model={row['model']}," in unchecked
+    # stored before the aligned check (2026-11-28): two units above failed, the next batch of
+    # 4 rows a device not asked
+    unaligned = lookup.describe({**row, "checked_above": "192", "needs_check": "True"})
+    assert "(188 and 192 do not fit)" in unaligned and "not checked yet at the next" in unaligned
+    assert "--check-above" in unaligned and "--check-above" not in aligned
     # a search that stopped with a gap has no largest batch yet: only a lower bound
     gap = lookup.describe({**row, "first_not_fitting": "540", "converged": "False"})
     assert "at least 184 fits, 540 does not" in gap and "largest batch" not in gap

@@ -89,6 +89,13 @@ def describe(row: dict) -> str:
             "compiled yet, and the compiler's bytes are not monotone in the batch: a larger "
             "batch may fit)"
         )
+    if row.get("needs_check") == "True":  # stored before one of the search's checks above
+        if row.get("checked_above"):  # two units above failed; the aligned batch is unasked
+            answer += (
+                "\n  not checked yet at the next batch of 4 rows a device above it (the bytes "
+                "a device can dip there: a larger batch may fit)"
+            )
+        answer += f"\n  check it: {command(*_cell(row), retry='--check-above')}"
     settings = ", ".join(f"{k} {v}" for k, v in json.loads(row["settings"]).items())
     if row.get("mesh"):
         settings += f", mesh {row['mesh']} (fsdp x tp)"

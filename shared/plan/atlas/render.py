@@ -148,6 +148,7 @@ CSV_COLUMNS = [
     "dips",
     "units",
     "older_search",
+    "needs_check",
 ]
 
 
@@ -173,6 +174,7 @@ def csv_row(recipe: str, model: str, target: str, row: dict | None, price: dict)
         " ".join(map(str, row.get("dips") or [])),
         _by_mesh(stepped_units(row)) if row["status"] == "ok" else "",
         older_search(row),
+        needs_check(row),
     ]
 
 
