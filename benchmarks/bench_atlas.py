@@ -7,6 +7,12 @@ a thin command line over shared.plan.atlas (see its docstring for the store and 
     nice -n 19 python benchmarks/bench_atlas.py --shard 1/2 --limit-minutes 170 &
     nice -n 19 python benchmarks/bench_atlas.py --shard 2/2 --limit-minutes 170 &
     python benchmarks/bench_atlas.py --render-only
+
+`nice` orders processes within one session only where the kernel shares CPU time out by
+session (/proc/sys/kernel/sched_autogroup_enabled is 1): a run started under `setsid`, or from
+another terminal, competes at full weight (two shards at nice 19 took 75% of 2 cores from a
+test suite at nice 0, 2026-11-28). Lower its session's share too: `echo 19 >
+/proc/$PID/autogroup`.
 """
 
 import os

@@ -317,7 +317,9 @@ def _made_up_compiler(monkeypatch, fits) -> list[tuple[int, bool | str]]:
 
     for module in (search, gap):
         monkeypatch.setattr(
-            module, "plan_points", lambda requests, use_cache: [verdict_of(r) for r in requests]
+            module,
+            "plan_points",
+            lambda requests, use_cache, first=None: [verdict_of(r) for r in requests],
         )
     monkeypatch.setattr(
         search,

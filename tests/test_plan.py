@@ -293,10 +293,10 @@ def exact_rounds(monkeypatch) -> list[list[int]]:
     at once, or a search's two cut depths), in order: the real verdicts, recorded."""
     rounds, plan_points = [], search.plan_points
 
-    def recorded(requests, use_cache):
+    def recorded(requests, use_cache, first=None):
         if not any(r.fast for r in requests):
             rounds.append([r.batch for r in requests])
-        return plan_points(requests, use_cache=use_cache)
+        return plan_points(requests, use_cache=use_cache, first=first)
 
     monkeypatch.setattr(search, "plan_points", recorded)
     return rounds
@@ -330,7 +330,9 @@ def test_a_flat_fast_line_that_overshoots_comes_back_down_in_a_few_compiles(exac
 def _fake_compiler(monkeypatch, verdict_of) -> None:
     """The search's compiles answered by `verdict_of(request)` (a made-up compiler)."""
     monkeypatch.setattr(
-        search, "plan_points", lambda requests, use_cache: [verdict_of(r) for r in requests]
+        search,
+        "plan_points",
+        lambda requests, use_cache, first=None: [verdict_of(r) for r in requests],
     )
 
 
@@ -518,7 +520,7 @@ def test_a_one_executable_step_compiles_the_batch_above_each_candidate_beside_it
         used = 14e9 + 10e9 * request.batch + (0 if request.batch <= 4 else 38e9)
         return _fake_verdict(request, used, usable, executables={"lora_train_step": {}})
 
-    def plan_points(requests, use_cache):
+    def plan_points(requests, use_cache, first=None):
         rounds.append([r.batch for r in requests])
         return [verdict_of(r) for r in requests]
 
@@ -561,6 +563,39 @@ def test_an_answer_stands_only_where_two_units_above_it_fail_too(monkeypatch):
     assert (result["max_batch"], result["first_not_fitting"]) == (116, 117)
     assert result["checked_above"] == 118 and result["converged"] and result["dips"] == [115]
     assert "below it did not fit either" in plan.describe(result)
+
+
+def test_a_check_above_compiles_the_answers_worst_executable_alone_first(monkeypatch):
+    """A check above the answer is most likely a failure, so it compiles first the executable
+    that was worst at the answer (a rollout's prefill near a v5e-1's HBM), the rest only where
+    that fits (gemma3-1b: 376's prefill was refused in 3.2 s while its decode compiled 11.2 s
+    beside it). No other compile is asked to."""
+    usable, firsts = 15.75 * GIB, {}
+
+    def plan_points(requests, use_cache, first=None):
+        firsts.update({(r.batch, r.fast): first for r in requests})
+        return [
+            _fake_verdict(r, (2 + 0.037 * r.batch) * GIB, usable, worst="prefill") for r in requests
+        ]
+
+    monkeypatch.setattr(search, "plan_points", plan_points)
+    result = plan.max_batch(plan.Request("scale", "none", "v5e-1"), progress=False)
+    assert (result["max_batch"], result["checked_above"]) == (371, 373)
+    assert firsts[(373, False)] == "prefill"
+    assert {k: v for k, v in firsts.items() if k != (373, False)} == dict.fromkeys(
+        set(firsts) - {(373, False)}
+    )
+
+
+def test_plan_points_first_compiles_that_executable_alone_then_the_rest():
+    """verdict.plan_points' `first`: the round compiles that executable alone; without it,
+    every executable ready compiles at once (as many as there are workers)."""
+    request = plan.Request("rollout", "gemma3-tiny", "v5e-1", batch=8, steps=8, prompt_len=8)
+    labels = [exe.label for exe in verdict._Compiling(request).next_group(2)]
+    assert sorted(labels) == ["decode", "prefill"]
+    first = verdict._Compiling(request, first="decode")
+    assert [exe.label for exe in first.next_group(2)] == ["decode"]
+    assert [exe.label for exe in first.pending] == ["prefill"]
 
 
 def test_an_answer_stands_only_where_the_next_aligned_batch_fails_too(monkeypatch):

@@ -185,14 +185,16 @@ def check_above(
     multiple_of: int,
     known_failures: set[int] = frozenset(),
     *,
+    worst: str | None = None,
     use_cache: bool = True,
     progress: bool = True,
 ) -> dict:
     """max_batch's checks (step 3) for an `answer` found on the mesh `shape` without them (the
     atlas's rows stored before 2026-11-27 lack both, those before 2026-11-28 the aligned one):
     each batch of search_lines.checks_above not in `known_failures`, compiled exactly, in
-    order; where one fits, the search goes on above it, as max_batch's would. The mesh's
-    search: max_batch 0 where the answer stands, `checked` the batches compiled."""
+    order, `worst` (the executable worst at the answer) alone first; where one fits, the
+    search goes on above it, as max_batch's would. The mesh's search: max_batch 0 where the
+    answer stands, `checked` the batches compiled."""
     mesh = {"fsdp": shape[0], "tp": shape[1]}
     units = {"{fsdp}x{tp}".format(**mesh): multiple_of}
     checks = [b for b in checks_above(answer, multiple_of, shape[0]) if b not in known_failures]
@@ -201,7 +203,16 @@ def check_above(
     searches = []
     for batch in checks:
         searches.append(
-            _max_batch_on(request, shape, multiple_of, None, use_cache, progress, exact_from=batch)
+            _max_batch_on(
+                request,
+                shape,
+                multiple_of,
+                None,
+                use_cache,
+                progress,
+                exact_from=batch,
+                first_worst=worst,
+            )
         )
         if searches[-1]["max_batch"]:
             break
@@ -230,6 +241,7 @@ def _max_batch_on(
     use_cache: bool,
     progress: bool,
     exact_from: int | None = None,
+    first_worst: str | None = None,
 ) -> dict:
     """max_batch's search with every probe on the (fsdp, tp) mesh `shape`. With `exact_from`
     it first compiles exactly the least batch of at least `exact_from` (one unit at least),
@@ -238,7 +250,8 @@ def _max_batch_on(
     sft and LoRA of llama3.1-8b, qwen3-8b and gemma3-12b on a v5e-8 fit nothing on any of 4
     meshes). Where it does not fit, that one compile is the mesh's whole answer, where
     locating first cost two cut compiles more; where it fits, the search goes on as usual,
-    above it."""
+    above it. `first_worst`: the executable that one compile compiles alone first (a check
+    above a stored answer, most likely a failure: verdict.plan_points' `first`)."""
     from tqdm.auto import tqdm
 
     request = pinned_to(request, shape)
@@ -255,13 +268,15 @@ def _max_batch_on(
     # whether the whole model's arguments alone leave room for one unit, by arithmetic
     unit_floor_fits = floor_verdict(dataclasses.replace(request, batch=unit))["fits"]
 
-    def probe(batches: list[int], fast: bool) -> list[dict]:
+    def probe(batches: list[int], fast: bool, first: str | None = None) -> list[dict]:
         """The whole model's verdicts at `batches`, compiled at once (two exact ones beside
-        each other: see compiles_alone)."""
+        each other: see compiles_alone); `first`: the executable each compiles alone first,
+        where a failure is expected (verdict.plan_points)."""
         bar.set_postfix(batch=",".join(map(str, batches)), fast=fast)
         points = plan_points(
             [dataclasses.replace(request, batch=b, fast=fast) for b in batches],
             use_cache=use_cache,
+            first=first,
         )
         probes.extend(points)
         bar.update(len(points))
@@ -285,7 +300,7 @@ def _max_batch_on(
     first = None if exact_from is None else min(max(unit, -(-exact_from // unit) * unit), ceiling)
     if first and not unit_floor_fits:
         first = unit  # by arithmetic, not even one unit: "none" says more than "<first"
-    exact: dict[int, dict] = {first: probe([first], False)[0]} if first else {}
+    exact: dict[int, dict] = {first: probe([first], False, first_worst)[0]} if first else {}
     if first and not exact[first]["fits"]:
         bar.close()
         return search_result(request, shape, unit, ceiling, exact, probes, assigned_probes, start)
@@ -330,6 +345,7 @@ def _max_batch_on(
     paired = low["fits"] and compiles_alone((assigned_probes or probes)[0])
     rounds = 0
     kept, kept_worst = 0, None  # rounds in a row that kept the bracket's failing end (illinois)
+    checking = False  # the candidate is a check above the answer: most likely a failure
     while True:
         if candidate not in exact:
             beside = partner(candidate, exact, unit, ceiling) if paired else None
@@ -349,7 +365,10 @@ def _max_batch_on(
                 # so the candidate is often the answer; aimed by a fast line, it rarely is,
                 # and a check beside every round is a compile more a round
                 batches.append(check)
-            exact.update(zip(batches, probe(batches, False), strict=True))
+            # a check compiles first the executable that was worst at the answer
+            worst = exact[bracket(exact)[0]].get("worst") if checking else None
+            exact.update(zip(batches, probe(batches, False, worst), strict=True))
+            checking = False
         point = exact[candidate]
         fits = sorted(b for b, p in exact.items() if p["fits"])
         best, worst = bracket(exact)
@@ -361,7 +380,7 @@ def _max_batch_on(
             # device; where one fits, the search goes on above it
             checks = checks_above(best, unit, shape[0]) if best else []
             if missing := [b for b in checks if b <= ceiling and b not in exact]:
-                candidate = missing[0]
+                candidate, checking = missing[0], True
                 continue
             break
         rounds += point.get("compiled", True)

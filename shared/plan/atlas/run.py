@@ -86,7 +86,13 @@ def check_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
         }
     try:
         check = check_above(
-            request, shape, row["max_batch"], row["multiple_of"], known, progress=progress
+            request,
+            shape,
+            row["max_batch"],
+            row["multiple_of"],
+            known,
+            worst=row.get("worst"),
+            progress=progress,
         )
     except Exception as err:
         return _error_row(head, err, start)
