@@ -778,6 +778,38 @@ def test_a_narrower_mesh_that_fits_the_roomier_ones_answer_is_searched_on_and_wi
     assert (on_8x1[0]["batch"], on_8x1[0]["fast"]) == (64, False)
 
 
+def test_a_narrower_mesh_is_asked_with_the_answers_worst_executable_alone_first(monkeypatch):
+    """A narrower mesh has at most half the room of the one searched first, so the one exact
+    question it is asked (does it fit that answer too?) most likely fails: it compiles first
+    the executable that was worst at the answer, as a check above an answer does."""
+    _wider_shapes(monkeypatch, [(4, 2)])
+    usable, firsts = 15.75 * GIB, {}
+
+    def plan_points(requests, use_cache, first=None):
+        firsts.update({(r.mesh, r.batch, r.fast): first for r in requests})
+        return [
+            _fake_verdict(
+                r,
+                GIB + r.batch * (usable - GIB) / (64.5 if r.mesh == "4x2" else 40.5),
+                usable,
+                mesh=r.mesh,
+                worst="update",
+            )
+            for r in requests
+        ]
+
+    monkeypatch.setattr(search, "plan_points", plan_points)
+    result = search.max_batch(plan.Request("tp-crowded", "none", "v5e-8"), progress=False)
+    assert result["mesh_answers"] == {"8x1": "<64", "4x2": 64}
+    assert firsts[("8x1", 64, False)] == "update"
+    # the checks above 64 on 4x2 (two units, and 20 rows a device) alike; nothing else
+    assert [k for k, first in firsts.items() if first] == [
+        ("4x2", 72, False),
+        ("4x2", 80, False),
+        ("8x1", 64, False),
+    ]
+
+
 def test_every_probe_of_a_search_compiles_on_the_mesh_it_answers_for(monkeypatch):
     """A request without a mesh takes the rule's mesh at its own batch, and the rule moves a
     tunix model to a wider tp once its floor outgrows the all-fsdp mesh: a search on 8x1 that

@@ -53,7 +53,7 @@ from shared.plan.search_lines import (
     reach_of,
     slope,
 )
-from shared.plan.search_result import mesh_answer, search_result
+from shared.plan.search_result import mesh_answer, search_result, worst_at_answer
 from shared.plan.target import target_devices
 from shared.plan.verdict import Request, floor_verdict, plan_points
 
@@ -138,9 +138,18 @@ def max_batch(
     shape = search_shape(request, devices)
     chain = [shape] if request.mesh is not None else roomier_meshes(request, shape, devices)
 
-    def search(mesh: tuple[int, int], exact_from: int | None = None) -> dict:
+    def search(
+        mesh: tuple[int, int], exact_from: int | None = None, first_worst: str | None = None
+    ) -> dict:
         return _max_batch_on(
-            request, mesh, multiple_of, ceiling, use_cache, progress, exact_from=exact_from
+            request,
+            mesh,
+            multiple_of,
+            ceiling,
+            use_cache,
+            progress,
+            exact_from=exact_from,
+            first_worst=first_worst,
         )
 
     best = chain[-1]
@@ -158,7 +167,9 @@ def max_batch(
             break
     for narrower in reversed(chain[:-1]):
         fitted = answers[best]["max_batch"]
-        answers[narrower] = search(narrower, exact_from=fitted)
+        # at most half the room for the batch: most likely a failure, so the executable worst
+        # at the answer compiles alone first
+        answers[narrower] = search(narrower, fitted, worst_at_answer(answers[best]))
         if fitted and answers[narrower]["max_batch"] >= fitted:
             best = narrower
     if not answers[best]["max_batch"]:

@@ -19,6 +19,13 @@ def mesh_answer(search: dict) -> int | str:
     return f"<{failed}"
 
 
+def worst_at_answer(search: dict) -> str | None:
+    """The executable that was worst in a mesh's search's exact verdict at its answer (None:
+    nothing fit), the likeliest to fail at a larger batch or on a mesh with less room."""
+    at = [p for p in search["probes"] if not p["fast"] and p["batch"] == search["max_batch"]]
+    return at[-1].get("worst") if search["max_batch"] and at else None
+
+
 def search_result(
     request: Request,
     shape: tuple[int, int],
