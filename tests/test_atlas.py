@@ -46,6 +46,7 @@ def _row(model, target, recipe="rollout", **fields):
         "converged": True,
         "checked_above": None,  # stored since the search's checks: nothing above to check
         "checked_aligned": None,
+        "mesh_ceilings": None,  # stored since the search asks every mesh (None: one device)
         "dips": [],
         "multiple_of": 8,
         "bytes_per_device": 15 * 2**30,
@@ -231,11 +232,11 @@ def test_a_row_that_stepped_a_mesh_coarsely_is_computed_again_first():
     assert cell_text(new) == "✗ 0 (✗ 1)"  # the least batch a mesh was asked
 
 
-def test_a_row_that_stopped_short_of_a_wider_mesh_is_computed_again():
+def test_a_row_that_left_a_mesh_unasked_is_computed_again():
     """llama3.1-8b LoRA on a v5e-8, searched with each mesh's own step: nothing on 8x1 and 4x2,
     4 on 2x4, where the room's arithmetic stopped the comparison before 1x8. Today's search
-    asks 1x8 for 5, so the row is an older search's; with 1x8 asked, or without a mesh that fit
-    nothing, it stands."""
+    asks every mesh the weights divide, so the row is an older search's; with 1x8 asked it
+    stands, and so does a row that stored its meshes' ceilings (today's search)."""
     answers = {"8x1": 0, "4x2": 0, "2x4": 4}
     short = _row(
         "llama3.1-8b",
@@ -247,11 +248,13 @@ def test_a_row_that_stopped_short_of_a_wider_mesh_is_computed_again():
         mesh_answers=answers,
         units={"8x1": 8, "4x2": 4, "2x4": 2},
     )
+    del short["mesh_ceilings"]  # stored before the search asked every mesh
     assert atlas.older_search(short) and not atlas.stepped_coarsely(short)
     asked = {**short, "mesh_answers": {**answers, "1x8": "<5"}}
     assert not atlas.older_search(asked)
-    roomier = {**short, "mesh_answers": {"4x2": 2, "2x4": 4}}
-    assert not atlas.older_search(roomier)
+    roomier = {**short, "mesh_answers": {"4x2": 2, "2x4": 4}}  # 8x1 and 1x8 never asked
+    assert atlas.older_search(roomier)
+    assert not atlas.older_search({**roomier, "mesh_ceilings": {"8x1": 6960, "4x2": 7016}})
     grid = atlas.cells(["llama3.1-8b"], ["v5e-8"], ["lora-train"])
     assert _keys(atlas.todo(grid, [short], VERSIONS)) == {("llama3.1-8b", "v5e-8", "lora-train")}
     assert not atlas.todo(grid, [asked], VERSIONS)

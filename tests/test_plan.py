@@ -739,24 +739,33 @@ def test_past_a_mesh_that_fits_nothing_each_wider_mesh_is_asked_for_one_unit_mor
         assert asked == [(5, False)] and result["mesh_answers"]["1x8"] == "<5"
 
 
-def test_a_wider_tp_that_doubles_the_room_for_the_batch_is_searched_too(monkeypatch):
+def test_the_mesh_that_reaches_furthest_is_searched_first_and_the_others_asked_once(monkeypatch):
     """As llama3.1-8b rollouts on a v5e-8: the rule's 8x1 holds the weights whole on every chip
-    and fits a little beside them; 4x2 halves them and fits more, so it is searched first and
-    is the answer; 8x1 is asked once whether it fits that many too (one compile, which does not
-    fit: searching it first took that cell 6 of its 16 compiles); 2x4 does not double 4x2's
-    room again and is not compiled. Weights that leave most of the chip free (tp-light) keep
-    the rule's mesh, with no other mesh compiled."""
+    and has little room beside them; 4x2 halves them and reaches furthest by arithmetic
+    (mesh.batch_ceiling), so it is searched first and is the answer; 8x1 and 2x4 are then
+    asked once each, 8x1 whether it fits as many (with fewer tp it wins a tie), 2x4 whether it
+    fits one unit more (one compile each, and neither fits). Weights that leave most of the
+    chip free (tp-light) reach furthest on all fsdp, and 4x2 is asked once for one unit more."""
     _wider_shapes(monkeypatch, [(4, 2), (2, 4)])
     result = search.max_batch(plan.Request("tp-crowded", "none", "v5e-8"), progress=False)
-    answers, largest = result["mesh_answers"], result["max_batch"]
+    answers, largest, ceilings = (
+        result["mesh_answers"],
+        result["max_batch"],
+        result["mesh_ceilings"],
+    )
+    assert max(ceilings, key=ceilings.get) == "4x2" == result["mesh"]
     asked = -(-largest // 8) * 8  # the least batch 8x1 splits (its unit: 8) that ties 4x2
-    assert answers == {"8x1": f"<{asked}", "4x2": largest} and result["mesh"] == "4x2"
-    on_8x1 = [(p["batch"], p["fast"]) for p in result["probes"] if p["mesh_shape"]["tp"] == 1]
-    assert on_8x1 == [(asked, False)]
-    assert f"(mesh 4x2; 8x1 fits fewer than {asked})" in search_view.describe(result)
+    above = largest + 2  # 2x4's unit: 2
+    assert answers == {"8x1": f"<{asked}", "4x2": largest, "2x4": f"<{above}"}
+    for tp, batch in ((1, asked), (4, above)):
+        on_it = [(p["batch"], p["fast"]) for p in result["probes"] if p["mesh_shape"]["tp"] == tp]
+        assert on_it == [(batch, False)]
+    assert f"(mesh 4x2; 8x1 fits fewer than {asked}" in search_view.describe(result)
+    _wider_shapes(monkeypatch, [(4, 2)])
     light = search.max_batch(plan.Request("tp-light", "none", "v5e-8"), progress=False)
-    assert "mesh_answers" not in light and light["max_batch"] > largest
-    assert {p["mesh_shape"]["tp"] for p in light["probes"]} == {1}
+    assert light["mesh"] == "8x1" and light["max_batch"] > largest
+    on_4x2 = [(p["batch"], p["fast"]) for p in light["probes"] if p["mesh_shape"]["tp"] == 2]
+    assert on_4x2 == [(light["max_batch"] + 4, False)]
 
 
 def test_a_narrower_mesh_that_fits_the_roomier_ones_answer_is_searched_on_and_wins_the_tie(
@@ -826,18 +835,25 @@ def test_every_probe_of_a_search_compiles_on_the_mesh_it_answers_for(monkeypatch
 
     _fake_compiler(monkeypatch, verdict_of)
     result = search.max_batch(plan.Request("rollout", "gemma3-tiny", "v5e-8"), progress=False)
-    assert result["max_batch"] == 64 and meshes == {"8x1"}
+    assert result["max_batch"] == 64 and result["mesh"] == "8x1"  # fewer tp wins the tie
+    assert None not in meshes and set(result["mesh_answers"]) == meshes
 
 
-def test_a_sampled_8b_model_on_a_v5e_8_doubles_its_room_on_4x2_and_a_1b_does_not():
-    from shared.plan.mesh import ROOM_GAIN, room_for_batch
+def test_a_sampled_8b_model_reaches_furthest_on_a_wide_tp_and_a_1b_on_all_fsdp():
+    """mesh.batch_ceiling, by arithmetic: llama3.1-8b's weights, whole on every fsdp device of
+    a v6e-8, leave 8x1 the least room, and its 8 KV heads split over tp, so its ceilings rise
+    with tp; gemma3-1b's weights are small and its one KV head is whole on every tp device, so
+    all fsdp reaches furthest. A search starts on the mesh with the highest."""
+    from shared.plan.mesh import batch_ceiling
     from shared.plan.target import target_devices
 
-    devices = target_devices(parse_target("v5e-8"))
-    for model, doubles in (("llama3.1-8b", True), ("gemma3-1b", False)):
-        rollout = plan.Request("rollout", model, "v5e-8", cache_size=1312)
-        gain = room_for_batch(rollout, (4, 2), devices) / room_for_batch(rollout, (8, 1), devices)
-        assert (gain >= ROOM_GAIN) == doubles, (model, gain)
+    devices = target_devices(parse_target("v6e-8"))
+    ceilings = {}
+    for model in ("llama3.1-8b", "gemma3-1b"):
+        rollout = plan.Request("rollout", model, "v6e-8", cache_size=1312)
+        ceilings[model] = [batch_ceiling(rollout, shape, devices) for shape in ((8, 1), (4, 2))]
+    assert ceilings["llama3.1-8b"][0] < ceilings["llama3.1-8b"][1]
+    assert ceilings["gemma3-1b"][0] > 1.5 * ceilings["gemma3-1b"][1]
 
 
 def test_the_wider_meshes_are_those_whose_tp_the_weights_divide():
@@ -877,6 +893,7 @@ def test_a_search_out_of_exact_compiles_without_a_failure_does_not_claim_its_cei
     from shared.plan.atlas.render import cell_text
 
     row = {"status": "ok", "max_batch": 128, "at_least": True, "converged": False, "units": {}}
+    row["mesh_ceilings"] = None  # a row of today's search
     assert cell_text(row) == "✓ ≥128 gap"
 
 

@@ -102,9 +102,9 @@ def describe(row: dict) -> str:
     lines = [f"{where}: {answer}", f"  settings: {settings}"]
     if row.get("older_search") == "True":
         lines.append(
-            "  answered by an older search (until 2026-11-27 the atlas stepped every mesh by "
-            "one unit and let arithmetic stop its mesh comparison): a larger batch, or one on "
-            f"a wider tp mesh, may fit\n  compute it again: {command(*_cell(row), retry='')}"
+            "  answered by an older search (until 2026-11-28 the atlas stepped every mesh by "
+            "one unit or left a mesh the weights divide unasked): a larger batch, or one on "
+            f"another mesh, may fit\n  compute it again: {command(*_cell(row), retry='')}"
         )
     answers = (pair.split(":") for pair in (row.get("mesh_answers") or "").split())  # '2x4:2'
     others = [f"{mesh} fits {mesh_answer_text(n)}" for mesh, n in answers if mesh != row["mesh"]]

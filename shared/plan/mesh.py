@@ -127,9 +127,8 @@ def wider_shapes(request, devices: list, than: tuple[int, int]) -> list[tuple[in
     """The meshes with more tp than `than` whose axes divide a tunix model's weights, tp
     rising. The rule above holds the weights by arithmetic, not what a compile adds to them: on
     a v5e-8, gemma4-e4b's rollouts hold 14.0 GiB a chip before any activation on 8x1, and the
-    compiler fits not even batch 8 there, while 4x2 holds 7.0. A search that finds no batch on
-    the rule's mesh tries these, and so does one whose room for the batch a wider mesh doubles
-    (shared.plan.search.max_batch)."""
+    compiler fits not even batch 8 there, while 4x2 holds 7.0. A batch search asks each of
+    these too, the one with the highest batch_ceiling first (shared.plan.search.max_batch)."""
     if request.workload not in TUNIX_MODEL:
         return []
     wider = []
@@ -144,16 +143,6 @@ def wider_shapes(request, devices: list, than: tuple[int, int]) -> list[tuple[in
     return wider
 
 
-def room_for_batch(request, shape: tuple[int, int], devices: list) -> int:
-    """Bytes a device of the `shape` mesh has left for what grows with the batch: the usable
-    HBM less the request's floor (weights, resident buffers, largest arguments) at the mesh's
-    least batch, by arithmetic. A batch search compares meshes by it before it compiles on
-    another (shared.plan.search.max_batch)."""
-    at = dataclasses.replace(request, batch=least_batch(request, shape[0]))
-    _, floor, usable = holds(at, shape, tuple(devices))
-    return usable - floor
-
-
 def search_shape(request, devices: list) -> tuple[int, int]:
     """The mesh a batch search keeps for every probe: the given one, or the rule's at the
     mesh's least batch (the search's batches are multiples of its fsdp, so they split too)."""
@@ -162,30 +151,26 @@ def search_shape(request, devices: list) -> tuple[int, int]:
     return auto_shape(request, devices, with_batch=False)[0]
 
 
-# A sampled model's weights sit whole on every fsdp device, and the mesh rule's least tp that
-# holds them can leave almost nothing beside them: llama3.1-8b rollouts on a v5e-8 took 16.3 of
-# 16.9 GB at batch 8 on 8x1, where 4x2 halves the weights. A batch search (shared.plan.search)
-# goes on to a wider tp when it at least doubles a device's room for the batch
-# (room_for_batch); where the room grows less, the rule's least tp communication stands. A
-# choice of which meshes to compile, not a prediction: every mesh's answer is its own exact
-# compile.
-ROOM_GAIN = 2
+def batch_ceiling(request, shape: tuple[int, int], devices: list) -> int:
+    """The largest batch (a multiple of the mesh's least batch) whose floor the `shape` mesh
+    holds, by arithmetic (shared.plan.floor: resident buffers and the largest arguments, exact
+    from shapes and shardings): no larger batch can fit there, since the compiler's bytes are
+    never below the floor. The floor grows with the batch as a line or, where another
+    executable's arguments take over, faster (a maximum of lines), so the line through one and
+    two least batches stays at or under it: the ceiling may be loose, never too low. A batch
+    search orders the meshes by it and skips a mesh whose ceiling leaves no room to beat the
+    answer found on another (shared.plan.search.max_batch): gemma3-1b rollouts on a v6e-8
+    reach 7224 on 8x1 and 1890 on 2x4 (one KV head, whole on every tp device), llama3.1-8b's
+    808 on 8x1 and 1466 on 1x8."""
+    unit = least_batch(request, shape[0])
+    holds_one, one, usable = holds(dataclasses.replace(request, batch=unit), shape, tuple(devices))
+    if not holds_one:
+        return 0
+    _, two, _ = holds(dataclasses.replace(request, batch=2 * unit), shape, tuple(devices))
+    if two <= one:  # nothing grows with the batch: arithmetic sets no ceiling
+        return CEILING_UNBOUNDED
+    return unit * (1 + (usable - one) // (two - one))
 
 
-def doubles_the_room(request, wider: tuple, than: tuple, devices: list) -> bool:
-    """Whether the `wider` mesh gives a device at least ROOM_GAIN times the room for the batch
-    that the mesh `than` does, by arithmetic: a batch search then compiles on it too."""
-    room, wider_room = (room_for_batch(request, shape, devices) for shape in (than, wider))
-    return wider_room >= ROOM_GAIN * room if room > 0 else wider_room > 0
-
-
-def roomier_meshes(request, shape: tuple, devices: list) -> list[tuple[int, int]]:
-    """`shape` and the wider tp meshes after it (wider_shapes, tp rising) that each at
-    least double a device's room for the batch of the one before, by arithmetic: the last is
-    where shared.plan.search.max_batch searches first."""
-    chain = [shape]
-    for wider in wider_shapes(request, devices, than=shape):
-        if not doubles_the_room(request, wider, chain[-1], devices):
-            break
-        chain.append(wider)
-    return chain
+# batch_ceiling where the floor does not grow with the batch
+CEILING_UNBOUNDED = 1 << 30

@@ -35,13 +35,7 @@ from shared.errors import BadInput
 from shared.hardware import parse_target
 from shared.plan import verdict
 from shared.plan.assigned import assigned_points, locates_at_assignment
-from shared.plan.mesh import (
-    doubles_the_room,
-    least_batch,
-    roomier_meshes,
-    search_shape,
-    wider_shapes,
-)
+from shared.plan.mesh import batch_ceiling, least_batch, search_shape, wider_shapes
 from shared.plan.search_lines import (
     bracket,
     checks_above,
@@ -115,28 +109,25 @@ def max_batch(
 ) -> dict:
     """The largest batch (a multiple of the unit, at most `ceiling`, by default CEILING) the
     compiler says fits, with every probe. Without --mesh the search compares the mesh rule's
-    mesh with the wider tp meshes the weights divide (mesh.wider_shapes), tp rising:
-    1. it searches first the last of the rule's mesh and the wider meshes that each at least
-       double the room for the batch of the one before (mesh.ROOM_GAIN, `roomier_meshes`), then goes
-       on past every mesh that fits not even one unit (a "does not fit" only the mesh caused is
-       no answer), and to a wider mesh that doubles the room again, until one fits no more.
-       Once a mesh has fit nothing, the room (weights and resident bytes, by arithmetic) has
-       failed to predict it, so each wider mesh after the first that fits is asked one exact
-       question, whether it fits one unit more: a train step's weights are split the same on
-       every mesh, but the activations tp splits are not in the room (llama3.1-8b LoRA on a
-       v5e-8 fit nothing on 8x1 and 4x2, and 4 on 2x4, where 1x8 was not asked);
-    2. each narrower mesh it skipped is asked one exact question: does it fit that answer too
-       (fewer tp wins a tie)? Only where it does is it searched on. llama3.1-8b rollouts on a
-       v5e-8 fit 8 on 8x1 and 192 on 4x2: searching 8x1 first cost that cell a located line
-       and exact compiles at 24, 8 and 16, where asking 8x1 for 192 is arithmetic (its weights
-       and KV cache alone take 18.8 GiB of the 15.75).
+    mesh with the wider tp meshes the weights divide (mesh.wider_shapes):
+    1. it searches first the mesh whose floor leaves the most room for the batch, by arithmetic
+       (mesh.batch_ceiling, an upper bound on what can fit there), fewer tp on a tie;
+    2. every other mesh, in that order, is asked one exact question: does it fit more than the
+       answer so far (as many, where it has fewer tp: it wins a tie)? Where it does, the search
+       goes on above it there. A mesh whose ceiling is below that batch is answered by
+       arithmetic, without compiling (its verdict's floor is over the HBM). Until 2026-11-28
+       a wider mesh was searched only where it doubled the room of the one before, so
+       llama3.1-8b rollouts on a v6e-8 answered 360 on 8x1, where 2x4 fits 512 (24.69 of 31.25
+       GiB a chip) and 1x8's ceiling is 1466.
     The answer is the mesh that fits the most, fewer tp on a tie (`mesh_shape`);
-    `mesh_answers` gives every mesh searched and its largest batch ("<N" where it was only
-    found not to fit N), `units` each one's step (unit_for), and the probes and compiles are
-    all of theirs. Where no mesh fits a unit, the answer is the rule's mesh's."""
+    `mesh_answers` gives every mesh asked and its largest batch ("<N" where it was only
+    found not to fit N), `units` each one's step (unit_for), `mesh_ceilings` every mesh's
+    ceiling, and the probes and compiles are all of theirs. Where no mesh fits a unit, the
+    answer is the rule's mesh's."""
     devices = target_devices(parse_target(request.target))
     shape = search_shape(request, devices)
-    chain = [shape] if request.mesh is not None else roomier_meshes(request, shape, devices)
+    meshes = [shape, *(wider_shapes(request, devices, than=shape) if request.mesh is None else [])]
+    ceilings = {m: batch_ceiling(request, m, devices) for m in meshes}
 
     def search(
         mesh: tuple[int, int], exact_from: int | None = None, first_worst: str | None = None
@@ -152,26 +143,21 @@ def max_batch(
             first_worst=first_worst,
         )
 
-    best = chain[-1]
+    first, *others = sorted(meshes, key=lambda m: (-ceilings[m], m[1]))
+    best = first
     answers = {best: search(best)}
-    for wider in wider_shapes(request, devices, than=best) if request.mesh is None else []:
+    for other in others:
         fitted = answers[best]["max_batch"]
-        roomier = doubles_the_room(request, wider, best, devices)
-        if fitted and not roomier and all(a["max_batch"] for a in answers.values()):
-            break
-        exact_from = 0 if not fitted else None if roomier else fitted + 1
-        answers[wider] = search(wider, exact_from=exact_from)
-        if answers[wider]["max_batch"] > fitted:
-            best = wider
-        elif fitted:
-            break
-    for narrower in reversed(chain[:-1]):
-        fitted = answers[best]["max_batch"]
-        # at most half the room for the batch: most likely a failure, so the executable worst
-        # at the answer compiles alone first
-        answers[narrower] = search(narrower, fitted, worst_at_answer(answers[best]))
-        if fitted and answers[narrower]["max_batch"] >= fitted:
-            best = narrower
+        wins_a_tie = other[1] < best[1]
+        least = fitted if wins_a_tie and fitted else fitted + 1  # the least that beats it
+        if least > (CEILING if ceiling is None else ceiling):
+            break  # the answer is the search's ceiling: no mesh can beat it
+        # most likely a failure: the executable worst at the answer compiles alone first; a
+        # mesh whose ceiling is under `least` is answered by arithmetic (its verdict's floor)
+        answers[other] = search(other, fitted and least, worst_at_answer(answers[best]))
+        found = answers[other]["max_batch"]
+        if found > fitted or (found and found == fitted and wins_a_tie):
+            best = other
     if not answers[best]["max_batch"]:
         best = shape
     result = {
@@ -179,6 +165,8 @@ def max_batch(
         "mesh_shape": {"fsdp": best[0], "tp": best[1]},
         "units": {f"{f}x{t}": s["multiple_of"] for (f, t), s in answers.items()},
     }
+    if len(meshes) > 1:
+        result["mesh_ceilings"] = {f"{f}x{t}": c for (f, t), c in ceilings.items()}
     if len(answers) > 1:
         by_tp = sorted(answers.items(), key=lambda item: item[0][1])
         for key in ("probes", "assigned_probes"):

@@ -226,6 +226,8 @@ def search_row(head: dict, search: dict, wall_s: float) -> dict:
         "mesh": "{fsdp}x{tp}".format(**mesh),
         "mesh_answers": search.get("mesh_answers"),  # every mesh searched: its largest batch
         "units": search["units"],  # every mesh searched: its step (stored since 2026-11-27)
+        # every mesh the weights divide: the largest batch its floor holds (since 2026-11-28)
+        "mesh_ceilings": search.get("mesh_ceilings"),
         "dtype": probes[0]["dtype"],
         "hbm_bytes": probes[0]["hbm_bytes"],
         "bytes_per_device": at and at["bytes_per_device"],

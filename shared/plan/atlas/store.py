@@ -5,6 +5,7 @@ fsynced; a cell already stored at the same settings, revision and versions is no
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -248,25 +249,37 @@ def stepped_coarsely(row: dict) -> bool:
     )
 
 
-def stopped_short_of_a_wider_mesh(row: dict) -> bool:
-    """Whether a stored search stopped at a mesh it reached past one that fit nothing, before
-    a wider mesh the weights divide: until 2026-11-27 the room's arithmetic decided there too
-    (llama3.1-8b LoRA on a v5e-8: nothing on 8x1 and 4x2, 4 on 2x4, and 1x8 not asked), where
-    today's search asks that mesh whether it fits one unit more (shared.plan.search)."""
-    answers = row.get("mesh_answers") or {}
-    if row.get("status") != "ok" or not row["max_batch"] or 0 not in answers.values():
+def skipped_a_mesh(row: dict) -> bool:
+    """Whether a stored multi-chip answer was found before a search asked every mesh the
+    weights divide (shared.plan.search.max_batch; rows store `mesh_ceilings` since
+    2026-11-28). Until then a wider tp was searched only where it doubled the room of the mesh
+    before it, or came past one that fit nothing, so llama3.1-8b rollouts on a v6e-8 answered
+    360 on 8x1, where 2x4 fits 512. Such a row is an older search's where one of those meshes
+    is not among its `mesh_answers` (a mesh too narrow to hold the weights counts too, though
+    today's search leaves it out: which meshes hold them is a workload's build, seconds a
+    cell, where the page is rendered for every cell)."""
+    if row.get("status") != "ok" or not row["max_batch"] or "mesh_ceilings" in row:
         return False
-    request = _request_of(row)
-    devices = target_devices(parse_target(row["target"]))
-    wider = wider_shapes(request, devices, than=mesh_shape(row["mesh"], len(devices)))
-    return bool(wider) and "{}x{}".format(*wider[0]) not in answers  # the next one is asked
+    if row["devices"] == 1:
+        return False
+    asked = set(row.get("mesh_answers") or [row.get("mesh") or f"{row['devices']}x1"])
+    settings = json.dumps(row["settings"], sort_keys=True)
+    return not asked.issuperset(_dividing_meshes(row["model"], row["target"], settings))
+
+
+@functools.cache
+def _dividing_meshes(model: str, target: str, settings: str) -> tuple[str, ...]:
+    """Every mesh of the target whose axes divide the cell's weights, as 'FxT'."""
+    request = plan.Request(model=model, target=target, **json.loads(settings))
+    devices = target_devices(parse_target(target))
+    return tuple(f"{f}x{t}" for f, t in wider_shapes(request, devices, than=(len(devices), 0)))
 
 
 def older_search(row: dict) -> bool:
     """Whether today's search may answer a stored row differently, the versions and workload
-    the same: it stepped a mesh coarsely or stopped short of a wider mesh. Any run computes
+    the same: it stepped a mesh coarsely or did not ask every mesh. Any run computes
     these cells again, first; the page marks them with a '?'."""
-    return stepped_coarsely(row) or stopped_short_of_a_wider_mesh(row)
+    return stepped_coarsely(row) or skipped_a_mesh(row)
 
 
 def stored_row(rows: list[dict], cell: Cell, versions: dict) -> dict | None:
@@ -330,7 +343,7 @@ def todo(
         return (retry_gaps and not row["converged"]) or (check_above and needs_check(row))
 
     shown = {c: stored_row(rows, c, versions) for c in candidates}  # a cell's newest row decides
-    # an older search's row: asked once a row (stopped_short_of_a_wider_mesh builds the model)
+    # an older search's row: asked once a row (skipped_a_mesh builds the model)
     older = {c: bool(row and older_search(row)) for c, row in shown.items()}
     left = [c for c, row in shown.items() if row is None or older[c] or again(row)]
 
