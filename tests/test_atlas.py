@@ -400,6 +400,38 @@ def test_a_row_stored_without_its_mesh_whose_checks_are_known_is_checked_without
     assert row["date"] > stored["date"]  # the newest row for the cell: the one shown
 
 
+@pytest.mark.parametrize("on_4x2, answer, mesh", [(96, 96, "4x2"), (60, 64, "8x1")])
+def test_a_row_that_left_a_mesh_unasked_asks_it_alone(monkeypatch, on_4x2, answer, mesh):
+    """A v5e-8 row stored before the search asked every mesh the weights divide (64 on 8x1,
+    checked; 4x2 never asked): mesh_row asks 4x2 one exact question, whether it fits 68, and
+    nothing else. Where 4x2 fits up to 96 it is searched on above 68 and is the answer; where
+    it fits 60, that one compile is its whole answer and 64 stands, every mesh asked."""
+    monkeypatch.setattr(search, "wider_shapes", lambda request, devices, than: [(4, 2)])
+    asked = _made_up_compiler(
+        monkeypatch, lambda r: r.batch <= {"8x1": 64, "4x2": on_4x2}[r.mesh or "8x1"]
+    )
+    stored = _row(
+        "gemma3-tiny",
+        "v5e-8",
+        max_batch=64,
+        first_not_fitting=72,
+        mesh="8x1",
+        checked_above=80,
+        checked_aligned=96,
+        probes=[[64, False, True], [72, False, False]],
+    )
+    del stored["mesh_ceilings"]  # stored before the search asked every mesh
+    row = atlas.mesh_row(stored, atlas.Cell("gemma3-tiny", "v5e-8", "rollout"), progress=False)
+    assert row["status"] == "ok", row.get("error")
+    assert (row["max_batch"], row["mesh"]) == (answer, mesh) and asked[0] == (68, False)
+    assert set(row["mesh_answers"]) == {"8x1", "4x2"} == set(row["mesh_ceilings"])
+    assert row["units"] == {"8x1": 8, "4x2": 4} and not atlas.older_search(row)
+    assert row["compiles"] == 5 + len(asked) and row["probes"][:2] == stored["probes"]
+    if on_4x2 == 60:
+        assert asked == [(68, False)] and row["mesh_answers"]["4x2"] == "<68"
+        assert "64 (batches 72, 80 and 96 do not)" in row["summary"]
+
+
 @pytest.mark.parametrize(
     "stored_fail, asked_then, checked",
     [(128, [72, 40, 56, 64, 80, 96], "compiled"), (80, [48, 64, 72, 96], "known")],

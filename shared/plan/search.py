@@ -126,8 +126,26 @@ def max_batch(
     answer is the rule's mesh's."""
     devices = target_devices(parse_target(request.target))
     shape = search_shape(request, devices)
-    meshes = [shape, *(wider_shapes(request, devices, than=shape) if request.mesh is None else [])]
-    ceilings = {m: batch_ceiling(request, m, devices) for m in meshes}
+    ceilings = meshes_by_ceiling(request, devices)
+    search = searcher(request, multiple_of, ceiling, use_cache, progress)
+    first, *others = ceilings
+    answers = {first: search(first)}
+    best = beat_on_other_meshes(
+        request, answers, first, others, worst_at_answer(answers[first]), search, ceiling
+    )
+    return meshes_result(answers, best if answers[best]["max_batch"] else shape, ceilings)
+
+
+def searcher(
+    request: Request,
+    multiple_of: int | None = None,
+    ceiling: int | None = None,
+    use_cache: bool = True,
+    progress: bool = True,
+):
+    """max_batch's search on one mesh, as a function of the (fsdp, tp) mesh, the batch its
+    one exact question starts at (`exact_from`, see _max_batch_on) and the executable that
+    question compiles alone first (`first_worst`)."""
 
     def search(
         mesh: tuple[int, int], exact_from: int | None = None, first_worst: str | None = None
@@ -143,29 +161,56 @@ def max_batch(
             first_worst=first_worst,
         )
 
-    first, *others = sorted(meshes, key=lambda m: (-ceilings[m], m[1]))
-    best = first
-    answers = {best: search(best)}
+    return search
+
+
+def meshes_by_ceiling(request: Request, devices: list) -> dict[tuple[int, int], int]:
+    """The meshes a search without --mesh asks (the rule's and every wider tp the weights
+    divide), each with its batch_ceiling, the highest first (fewer tp on a tie)."""
+    shape = search_shape(request, devices)
+    meshes = [shape, *(wider_shapes(request, devices, than=shape) if request.mesh is None else [])]
+    ceilings = {m: batch_ceiling(request, m, devices) for m in meshes}
+    return dict(sorted(ceilings.items(), key=lambda item: (-item[1], item[0][1])))
+
+
+def beat_on_other_meshes(
+    request: Request,
+    answers: dict,
+    best: tuple[int, int],
+    others: list[tuple[int, int]],
+    worst: str | None,
+    search,
+    ceiling: int | None,
+) -> tuple[int, int]:
+    """max_batch's step 2: each mesh of `others`, in order, asked whether it fits more than the
+    answer on `best` (as many, where it has fewer tp), the executable `worst` at that answer
+    compiled alone first; where one does, `search` (a mesh's search: shape, exact_from,
+    first_worst) goes on above it there. Adds each mesh's search to `answers` (mesh -> its
+    search) and returns the best mesh."""
     for other in others:
         fitted = answers[best]["max_batch"]
         wins_a_tie = other[1] < best[1]
         least = fitted if wins_a_tie and fitted else fitted + 1  # the least that beats it
         if least > (CEILING if ceiling is None else ceiling):
             break  # the answer is the search's ceiling: no mesh can beat it
-        # most likely a failure: the executable worst at the answer compiles alone first; a
-        # mesh whose ceiling is under `least` is answered by arithmetic (its verdict's floor)
-        answers[other] = search(other, fitted and least, worst_at_answer(answers[best]))
+        # most likely a failure; a mesh whose ceiling is under `least` is answered by
+        # arithmetic (its verdict's floor)
+        answers[other] = search(other, fitted and least, worst)
         found = answers[other]["max_batch"]
         if found > fitted or (found and found == fitted and wins_a_tie):
-            best = other
-    if not answers[best]["max_batch"]:
-        best = shape
+            best, worst = other, worst_at_answer(answers[other])
+    return best
+
+
+def meshes_result(answers: dict, best: tuple[int, int], ceilings: dict) -> dict:
+    """max_batch's answer from each mesh's search (`answers`, mesh -> search): the `best`
+    mesh's, with every mesh's step, ceiling and answer, and the probes and compiles of all."""
     result = {
         **answers[best],
         "mesh_shape": {"fsdp": best[0], "tp": best[1]},
         "units": {f"{f}x{t}": s["multiple_of"] for (f, t), s in answers.items()},
     }
-    if len(meshes) > 1:
+    if len(ceilings) > 1:
         result["mesh_ceilings"] = {f"{f}x{t}": c for (f, t), c in ceilings.items()}
     if len(answers) > 1:
         by_tp = sorted(answers.items(), key=lambda item: item[0][1])

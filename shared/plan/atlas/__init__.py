@@ -18,7 +18,7 @@ big model on a small chip is quick too (not even the smallest batch fits). Modul
 
 from shared.plan.atlas.cli import main
 from shared.plan.atlas.render import render
-from shared.plan.atlas.run import check_row, gap_row, run_cell, run_cell_alone
+from shared.plan.atlas.run import check_row, gap_row, mesh_row, run_cell, run_cell_alone
 from shared.plan.atlas.store import (
     MODELS,
     MULTI_DEVICE_REVISIONS,
@@ -52,6 +52,7 @@ __all__ = [
     "cells",
     "check_row",
     "gap_row",
+    "mesh_row",
     "has_gap",
     "main",
     "needs_check",

@@ -14,6 +14,7 @@ import argparse
 import signal
 import sys
 import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from shared.errors import BadInput, choose
 from shared.hardware import parse_target
 from shared.plan.atlas import figure
 from shared.plan.atlas.render import FIGURE, MARKDOWN, TABLE, render
-from shared.plan.atlas.run import check_row, gap_row, run_cell, run_cell_alone
+from shared.plan.atlas.run import check_row, gap_row, mesh_row, run_cell, run_cell_alone
 from shared.plan.atlas.store import (
     MODELS,
     RECIPES,
@@ -36,6 +37,8 @@ from shared.plan.atlas.store import (
     parse_only,
     read_store,
     selected,
+    skipped_a_mesh,
+    stepped_coarsely,
     stored_row,
     todo,
 )
@@ -55,6 +58,22 @@ def parse_shard(text: str) -> tuple[int, int]:
     if not (sep and k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
         raise BadInput(f"--shard wants K/N with 1 <= K <= N (e.g. 1/2 and 2/2), got {text!r}")
     return int(k), int(n)
+
+
+def from_stored(args, stored: dict | None) -> tuple[Callable, str] | None:
+    """The work on a cell that starts from its stored answer, compiling near it alone, and
+    what it does in words: the checks above it it lacks (--check-above), the gap it left
+    (--retry-gaps), or the meshes it left unasked (always: a question a mesh, where computing
+    the cell again searches every mesh from scratch). None: compute the cell."""
+    if not stored:
+        return None
+    if args.check_above and needs_check(stored):
+        return partial(check_row, stored), "the check above"
+    if args.retry_gaps and has_gap(stored):
+        return partial(gap_row, stored), "closing the gap"
+    if skipped_a_mesh(stored) and not stepped_coarsely(stored):
+        return partial(mesh_row, stored), "asking the other meshes"
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,16 +165,10 @@ def main(argv: list[str] | None = None) -> int:
                 rows = read_store(args.store)
                 if not todo([cell], rows, versions, **retry):
                     continue  # another run sharing the store computed it meanwhile
-                stored = stored_row(rows, cell, versions)
-                checking = bool(args.check_above and stored and needs_check(stored))
-                closing = bool(args.retry_gaps and stored and has_gap(stored))
-                work = run_cell
-                if checking or closing:  # from the stored answer: compiles near it alone
-                    work = partial(check_row if checking else gap_row, stored)
-                row = run_cell_alone(cell, work)
-                if (checking or closing) and row["status"] != "ok":  # the stored answer stands
-                    what = "the check above" if checking else "closing the gap"
-                    row = {**row, "error": f"{what} failed, {row['error']}"}
+                resume = from_stored(args, stored_row(rows, cell, versions))
+                row = run_cell_alone(cell, resume[0] if resume else run_cell)
+                if resume and row["status"] != "ok":  # the stored answer stands
+                    row = {**row, "error": f"{resume[1]} failed, {row['error']}"}
                 else:
                     append_row(args.store, row)
                 print(

@@ -18,8 +18,15 @@ from shared.plan import verdict
 from shared.plan.atlas.store import Cell, stepped_units
 from shared.plan.gap import close_gap
 from shared.plan.mesh import search_shape
-from shared.plan.search import check_above
+from shared.plan.search import (
+    beat_on_other_meshes,
+    check_above,
+    meshes_by_ceiling,
+    meshes_result,
+    searcher,
+)
 from shared.plan.search_lines import checked_fields, checks_above
+from shared.plan.search_result import mesh_answer
 from shared.plan.target import target_devices
 
 
@@ -131,6 +138,74 @@ def check_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
         # the cut models' verdicts that located it, stored 2026-11-23 to 2026-11-28
         **({"cut_probes": row["cut_probes"]} if row.get("cut_probes") else {}),
         "assigned_probes": row.get("assigned_probes", []) + new["assigned_probes"],
+        "compile_s": row["compile_s"] + new["compile_s"],
+        "wall_s": row["wall_s"] + new["wall_s"],
+    }
+
+
+def mesh_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
+    """The stored `row`, answered before a search asked every mesh the weights divide
+    (store.skipped_a_mesh), with the meshes it left unasked asked as today's search asks them
+    (shared.plan.search.beat_on_other_meshes: the highest batch_ceiling first, does it fit
+    more than the answer, as many with fewer tp?): a mesh that does is searched on above it
+    and its answer is the row's; otherwise the stored answer stands, every mesh asked. Where
+    a search compiles again from scratch, this compiles one exact question a mesh, or none
+    where arithmetic answers it. An error is the error row (the CLI keeps the stored row)."""
+    head, start = _row_head(cell), time.perf_counter()
+    request, shape = _stored_request(row, cell)
+    devices = target_devices(parse_target(cell.target))
+    stored = {  # the stored answer, as its mesh's search
+        **{k: row[k] for k in ("max_batch", "first_not_fitting", "multiple_of")},
+        **{"probes": [], "assigned_probes": [], "compiles": 0, "wall_s": 0.0},
+    }
+    try:
+        ceilings = meshes_by_ceiling(request, devices)
+        asked = {mesh_shape(m, len(devices)) for m in row.get("mesh_answers") or {}} | {shape}
+        answers = {shape: stored}
+        best = beat_on_other_meshes(
+            request,
+            answers,
+            shape,
+            [m for m in ceilings if m not in asked],
+            row.get("worst"),
+            searcher(request, progress=progress),
+            None,
+        )
+    except Exception as err:
+        return _error_row(head, err, start)
+    asked_now = {m: s for m, s in answers.items() if m != shape}
+    found = meshes_result(answers, best, ceilings)
+    found["mesh_answers"] = {
+        **(row.get("mesh_answers") or {"{}x{}".format(*shape): row["max_batch"]}),
+        **{"{}x{}".format(*m): mesh_answer(s) for m, s in asked_now.items()},
+    }
+    found["units"] = {**stepped_units(row), **found["units"]}
+    if best != shape:  # a mesh fits more: its search is the answer
+        new = search_row(head, found, time.perf_counter() - start)
+    else:  # the stored answer stands, every mesh asked
+        probes = [p for s in asked_now.values() for p in s["probes"]]
+        fresh = [p for p in probes if not p["cached"]]
+        new = {
+            **row,
+            **head,
+            **{k: found[k] for k in ("mesh_answers", "units", "mesh_ceilings")},
+            "probes": [[p["batch"], p["fast"], p["fits"]] for p in probes],
+            "assigned_probes": [
+                [p["batch"], p["fits"]] for s in asked_now.values() for p in s["assigned_probes"]
+            ],
+            "compiles": sum(s["compiles"] for s in asked_now.values()),
+            "compile_s": sum(p["compile_s"] for p in fresh),
+            "wall_s": time.perf_counter() - start,
+            "load_average": os.getloadavg(),
+        }
+        new["summary"] = plan.describe(
+            {**new, "workload": cell.settings["workload"], "mesh_shape": found["mesh_shape"]}
+        )
+    return {
+        **new,
+        "probes": row["probes"] + new["probes"],
+        "assigned_probes": row.get("assigned_probes", []) + new["assigned_probes"],
+        "compiles": row["compiles"] + new["compiles"],
         "compile_s": row["compile_s"] + new["compile_s"],
         "wall_s": row["wall_s"] + new["wall_s"],
     }
