@@ -109,7 +109,7 @@ def check_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
         found = {
             **check,
             "dips": sorted({*row.get("dips", []), *check["dips"], row["first_not_fitting"]}),
-            "compiles": row["compiles"] + check["compiles"],
+            "compiles": check["compiles"],
         }
         if row.get("mesh_answers"):
             found["mesh_answers"] = {**row["mesh_answers"], name: check["max_batch"]}
@@ -124,7 +124,7 @@ def check_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
             "dips": row.get("dips", []),
             "probes": [[p["batch"], p["fast"], p["fits"]] for p in check["probes"]],
             "assigned_probes": [],
-            "compiles": row["compiles"] + check["compiles"],
+            "compiles": check["compiles"],
             "compile_s": sum(p["compile_s"] for p in check["probes"] if not p["cached"]),
             "wall_s": wall_s,
             "load_average": os.getloadavg(),
@@ -132,12 +132,19 @@ def check_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
         new["summary"] = plan.describe(
             {**new, "workload": cell.settings["workload"], "mesh_shape": check["mesh_shape"]}
         )
+    return _after(row, new)
+
+
+def _after(row: dict, new: dict) -> dict:
+    """`new`, a row computed from the stored `row` (check_row, mesh_row), with the stored
+    row's probes, compiles and time before its own."""
     return {
         **new,
         "probes": row["probes"] + new["probes"],
         # the cut models' verdicts that located it, stored 2026-11-23 to 2026-11-28
         **({"cut_probes": row["cut_probes"]} if row.get("cut_probes") else {}),
         "assigned_probes": row.get("assigned_probes", []) + new["assigned_probes"],
+        "compiles": row["compiles"] + new["compiles"],
         "compile_s": row["compile_s"] + new["compile_s"],
         "wall_s": row["wall_s"] + new["wall_s"],
     }
@@ -201,14 +208,7 @@ def mesh_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
         new["summary"] = plan.describe(
             {**new, "workload": cell.settings["workload"], "mesh_shape": found["mesh_shape"]}
         )
-    return {
-        **new,
-        "probes": row["probes"] + new["probes"],
-        "assigned_probes": row.get("assigned_probes", []) + new["assigned_probes"],
-        "compiles": row["compiles"] + new["compiles"],
-        "compile_s": row["compile_s"] + new["compile_s"],
-        "wall_s": row["wall_s"] + new["wall_s"],
-    }
+    return _after(row, new)
 
 
 def _stored_request(row: dict, cell: Cell) -> tuple[plan.Request, tuple[int, int]]:
