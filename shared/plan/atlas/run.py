@@ -196,6 +196,7 @@ def mesh_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
             **row,
             **head,
             **{k: found[k] for k in ("mesh_answers", "units", "mesh_ceilings")},
+            "mesh": "{}x{}".format(*shape),  # a row stored without it: the mesh it stood on
             "probes": [[p["batch"], p["fast"], p["fits"]] for p in probes],
             "assigned_probes": [
                 [p["batch"], p["fits"]] for s in asked_now.values() for p in s["assigned_probes"]
