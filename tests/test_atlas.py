@@ -17,7 +17,7 @@ import pytest
 from shared import plan
 from shared.errors import BadInput
 from shared.paths import ROOT
-from shared.plan import atlas, gap, search, verdict
+from shared.plan import atlas, gap, search, search_meshes, verdict
 
 VERSIONS = {
     "jax": "0.10.2",
@@ -337,7 +337,9 @@ def test_an_atlas_cell_steps_each_mesh_by_its_own_least_batch(monkeypatch):
     the cell asks each mesh its own least batch, 8 on 8x1, 4 on 4x2, 2 on 2x4, and answers 2
     on 2x4. Stepped by the rule mesh's 8 everywhere, as the atlas did until 2026-11-27, it
     stored "not even batch 8 fits on any mesh"."""
-    monkeypatch.setattr(search, "wider_shapes", lambda request, devices, than: [(4, 2), (2, 4)])
+    monkeypatch.setattr(
+        search_meshes, "wider_shapes", lambda request, devices, than: [(4, 2), (2, 4)]
+    )
     asked = _made_up_compiler(monkeypatch, lambda r: r.mesh == "2x4" and r.batch <= 3)
     row = atlas.run_cell(atlas.Cell("gemma3-tiny", "v5e-8", "lora-train"), progress=False)
     assert row["status"] == "ok", row.get("error")
@@ -406,7 +408,7 @@ def test_a_row_that_left_a_mesh_unasked_asks_it_alone(monkeypatch, on_4x2, answe
     checked; 4x2 never asked): mesh_row asks 4x2 one exact question, whether it fits 68, and
     nothing else. Where 4x2 fits up to 96 it is searched on above 68 and is the answer; where
     it fits 60, that one compile is its whole answer and 64 stands, every mesh asked."""
-    monkeypatch.setattr(search, "wider_shapes", lambda request, devices, than: [(4, 2)])
+    monkeypatch.setattr(search_meshes, "wider_shapes", lambda request, devices, than: [(4, 2)])
     asked = _made_up_compiler(
         monkeypatch, lambda r: r.batch <= {"8x1": 64, "4x2": on_4x2}[r.mesh or "8x1"]
     )

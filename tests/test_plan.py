@@ -21,7 +21,7 @@ from shared import plan, report
 from shared.errors import BadInput
 from shared.hardware import parse_target
 from shared.paths import ROOT
-from shared.plan import cut_depth, search, search_lines, search_view, verdict
+from shared.plan import cut_depth, search, search_lines, search_meshes, search_view, verdict
 from shared.plan import mesh as plan_mesh
 from shared.plan.executable import Executable, Workload
 
@@ -338,7 +338,7 @@ def _fake_compiler(monkeypatch, verdict_of) -> None:
 
 def _wider_shapes(monkeypatch, shapes: list[tuple[int, int]]) -> None:
     """The meshes wider than any other, as the search and its mesh chain see them."""
-    for module in (search, plan_mesh):
+    for module in (search_meshes, plan_mesh):
         monkeypatch.setattr(module, "wider_shapes", lambda request, devices, than: shapes)
 
 
@@ -716,7 +716,7 @@ def test_past_a_mesh_that_fits_nothing_each_wider_mesh_is_asked_for_one_unit_mor
     searched on and answers; where it fits 4, that one compile is its whole answer and 2x4's
     4 stands."""
     shapes = [(4, 2), (2, 4), (1, 8)]
-    for module in (search, plan_mesh):
+    for module in (search_meshes, plan_mesh):
         monkeypatch.setattr(
             module,
             "wider_shapes",

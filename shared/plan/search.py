@@ -35,7 +35,7 @@ from shared.errors import BadInput
 from shared.hardware import parse_target
 from shared.plan import verdict
 from shared.plan.assigned import assigned_points, locates_at_assignment
-from shared.plan.mesh import batch_ceiling, least_batch, search_shape, wider_shapes
+from shared.plan.mesh import least_batch, search_shape
 from shared.plan.search_lines import (
     bracket,
     checks_above,
@@ -47,7 +47,8 @@ from shared.plan.search_lines import (
     reach_of,
     slope,
 )
-from shared.plan.search_result import mesh_answer, search_result, worst_at_answer
+from shared.plan.search_meshes import beat_on_other_meshes, meshes_by_ceiling, meshes_result
+from shared.plan.search_result import search_result, worst_at_answer
 from shared.plan.target import target_devices
 from shared.plan.verdict import Request, floor_verdict, plan_points
 
@@ -130,8 +131,9 @@ def max_batch(
     search = searcher(request, multiple_of, ceiling, use_cache, progress)
     first, *others = ceilings
     answers = {first: search(first)}
+    cap = CEILING if ceiling is None else ceiling
     best = beat_on_other_meshes(
-        request, answers, first, others, worst_at_answer(answers[first]), search, ceiling
+        answers, first, others, worst_at_answer(answers[first]), search, cap
     )
     return meshes_result(answers, best if answers[best]["max_batch"] else shape, ceilings)
 
@@ -162,64 +164,6 @@ def searcher(
         )
 
     return search
-
-
-def meshes_by_ceiling(request: Request, devices: list) -> dict[tuple[int, int], int]:
-    """The meshes a search without --mesh asks (the rule's and every wider tp the weights
-    divide), each with its batch_ceiling, the highest first (fewer tp on a tie)."""
-    shape = search_shape(request, devices)
-    meshes = [shape, *(wider_shapes(request, devices, than=shape) if request.mesh is None else [])]
-    ceilings = {m: batch_ceiling(request, m, devices) for m in meshes}
-    return dict(sorted(ceilings.items(), key=lambda item: (-item[1], item[0][1])))
-
-
-def beat_on_other_meshes(
-    request: Request,
-    answers: dict,
-    best: tuple[int, int],
-    others: list[tuple[int, int]],
-    worst: str | None,
-    search,
-    ceiling: int | None,
-) -> tuple[int, int]:
-    """max_batch's step 2: each mesh of `others`, in order, asked whether it fits more than the
-    answer on `best` (as many, where it has fewer tp), the executable `worst` at that answer
-    compiled alone first; where one does, `search` (a mesh's search: shape, exact_from,
-    first_worst) goes on above it there. Adds each mesh's search to `answers` (mesh -> its
-    search) and returns the best mesh."""
-    for other in others:
-        fitted = answers[best]["max_batch"]
-        wins_a_tie = other[1] < best[1]
-        least = fitted if wins_a_tie and fitted else fitted + 1  # the least that beats it
-        if least > (CEILING if ceiling is None else ceiling):
-            break  # the answer is the search's ceiling: no mesh can beat it
-        # most likely a failure; a mesh whose ceiling is under `least` is answered by
-        # arithmetic (its verdict's floor)
-        answers[other] = search(other, fitted and least, worst)
-        found = answers[other]["max_batch"]
-        if found > fitted or (found and found == fitted and wins_a_tie):
-            best, worst = other, worst_at_answer(answers[other])
-    return best
-
-
-def meshes_result(answers: dict, best: tuple[int, int], ceilings: dict) -> dict:
-    """max_batch's answer from each mesh's search (`answers`, mesh -> search): the `best`
-    mesh's, with every mesh's step, ceiling and answer, and the probes and compiles of all."""
-    result = {
-        **answers[best],
-        "mesh_shape": {"fsdp": best[0], "tp": best[1]},
-        "units": {f"{f}x{t}": s["multiple_of"] for (f, t), s in answers.items()},
-    }
-    if len(ceilings) > 1:
-        result["mesh_ceilings"] = {f"{f}x{t}": c for (f, t), c in ceilings.items()}
-    if len(answers) > 1:
-        by_tp = sorted(answers.items(), key=lambda item: item[0][1])
-        for key in ("probes", "assigned_probes"):
-            result[key] = [p for _, s in by_tp for p in s[key]]
-        for key in ("compiles", "wall_s"):
-            result[key] = sum(s[key] for _, s in by_tp)
-        result["mesh_answers"] = {f"{f}x{t}": mesh_answer(s) for (f, t), s in by_tp}
-    return result
 
 
 def check_above(

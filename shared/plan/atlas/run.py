@@ -18,14 +18,9 @@ from shared.plan import verdict
 from shared.plan.atlas.store import Cell, stepped_units
 from shared.plan.gap import close_gap
 from shared.plan.mesh import search_shape
-from shared.plan.search import (
-    beat_on_other_meshes,
-    check_above,
-    meshes_by_ceiling,
-    meshes_result,
-    searcher,
-)
+from shared.plan.search import CEILING, check_above, searcher
 from shared.plan.search_lines import checked_fields, checks_above
+from shared.plan.search_meshes import beat_on_other_meshes, meshes_by_ceiling, meshes_result
 from shared.plan.search_result import mesh_answer
 from shared.plan.target import target_devices
 
@@ -170,13 +165,12 @@ def mesh_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
         asked = {mesh_shape(m, len(devices)) for m in row.get("mesh_answers") or {}} | {shape}
         answers = {shape: stored}
         best = beat_on_other_meshes(
-            request,
             answers,
             shape,
             [m for m in ceilings if m not in asked],
             row.get("worst"),
             searcher(request, progress=progress),
-            None,
+            CEILING,
         )
     except Exception as err:
         return _error_row(head, err, start)
