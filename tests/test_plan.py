@@ -773,7 +773,8 @@ def test_a_narrower_mesh_that_fits_the_roomier_ones_answer_is_searched_on_and_wi
 ):
     """Arithmetic says 4x2 doubles 8x1's room (tp-crowded: 12 GiB of weights), so 4x2 is
     searched first; a made-up compiler fits 64 rows on any mesh. Asked for 64 first, 8x1
-    fits, so it is searched on above 64 and, with fewer tp, is the answer."""
+    fits, so it is searched on above 64 and, with fewer tp, is the answer; that exact fit is
+    the line's low end, so nothing under it is located."""
     _wider_shapes(monkeypatch, [(4, 2)])
     usable = 15.75 * GIB
     _fake_compiler(
@@ -785,6 +786,7 @@ def test_a_narrower_mesh_that_fits_the_roomier_ones_answer_is_searched_on_and_wi
     assert result["mesh_shape"] == {"fsdp": 8, "tp": 1} and result["mesh"] == "8x1"
     on_8x1 = [p for p in result["probes"] if p["mesh"] == "8x1"]
     assert (on_8x1[0]["batch"], on_8x1[0]["fast"]) == (64, False)
+    assert min(p["batch"] for p in on_8x1) == 64, [(p["batch"], p["fast"]) for p in on_8x1]
 
 
 def test_a_narrower_mesh_is_asked_with_the_answers_worst_executable_alone_first(monkeypatch):

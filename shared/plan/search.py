@@ -297,7 +297,10 @@ def _max_batch_on(
         return probe([batch], True)[0]
 
     locate = at_buffer_assignment if locates_at_assignment(request, shape) else fast_compiled
-    low = locate(unit)
+    # The line's low end: one unit, located; or the batch compiled first, where it fits: an
+    # exact point, and one unit under it would cost a compile more and aim no better
+    # (sft gemma3-1b on a 4x2 v5e-8: 28 fit exactly, then 4 and 16 were located, 2.5 min each)
+    low = exact[first] if exact else locate(unit)
     usable = low["hbm_bytes"]
     located = [low]
     located_slope, candidate = None, unit  # one unit does not fit: confirm that, exactly
@@ -305,13 +308,14 @@ def _max_batch_on(
         candidate = unit
     elif (
         low["fits"]
-        and (reach := reach_of(request, low, usable, unit, ceiling)) <= 2 * unit < ceiling
+        and (reach := reach_of(request, low, usable, unit, ceiling)) <= low["batch"] + unit
+        and low["batch"] + unit < ceiling
     ):
-        # one unit takes half the room the weights leave or more: the boundary is near, and
-        # the exact compiles below start at one unit, locating nothing more
-        candidate = unit
+        # the low end takes half the room above the weights or more: the boundary is near,
+        # and the exact compiles below start at the low end, locating nothing more
+        candidate = low["batch"]
     elif low["fits"]:
-        high = locate(min(8 * unit, reach))
+        high = locate(min(low["batch"] + 7 * unit, reach))  # 8 units from a located unit
         located.append(high)
         located_slope = slope(low, high)
         candidate = crossing(high if high["fits"] else low, located_slope, usable, unit, ceiling)
