@@ -105,6 +105,14 @@ def test_cells_already_stored_are_skipped_at_the_same_settings_revision_and_vers
     # cheapest first: the small model before the big one, one chip before eight
     assert [(c.model, c.target) for c in grid[:2]] == [("gemma3-1b", "v5e-1")] * 2
     assert (grid[-1].model, grid[-1].target) == ("gemma3-27b", "v5e-8")
+    # GRPO's five executables a verdict make its cells the slowest: after every other one
+    slow = atlas.cells(["gemma3-1b", "gemma3-27b"], ["v5e-1"], ["grpo", "rollout"])
+    assert [(c.model, c.recipe) for c in slow] == [
+        ("gemma3-1b", "rollout"),
+        ("gemma3-27b", "rollout"),
+        ("gemma3-1b", "grpo"),
+        ("gemma3-27b", "grpo"),
+    ]
     rows = [
         _row("gemma3-1b", "v5e-1"),
         _row("gemma3-1b", "v5e-8", status="error", error="BadInput: no"),

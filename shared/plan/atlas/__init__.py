@@ -6,14 +6,14 @@ their own store, `benchmarks/results/atlas.jsonl`, one JSON line per finished ce
 flushed and fsynced; an unreadable line, such as a truncated last one, is ignored on read). A
 cell is identified by model, target, recipe, the recipe's settings, its workload revision
 (`revision`) and the versions of jax/libtpu/tunix/qwix/flax, so the store, not shared.plan's
-disk cache (invalidated whenever any shared/*.py changes), is what a run resumes from: cells
-already there are skipped.
+disk cache (invalidated whenever a module under the verdict changes: shared.plan.sources), is
+what a run resumes from: cells already there are skipped.
 `docs/atlas.md` and `docs/atlas.csv` are rendered from the store at the end of every run.
 
-Cells run cheapest first (small models, single-chip slices), so a partial atlas is useful; a
-big model on a small chip is quick too (not even the smallest batch fits). Modules: `store`
-(the grid and the store), `run` (one cell), `render` (the page), `cli` (growing it piecewise:
-`python benchmarks/bench_atlas.py`, see there).
+Cells run cheapest first (GRPO's last, then small models, single-chip slices: store.cells), so
+a partial atlas is useful; a big model on a small chip is quick too (not even the smallest
+batch fits). Modules: `store` (the grid and the store), `run` (one cell), `render` (the page),
+`cli` (growing it piecewise: `python benchmarks/bench_atlas.py`, see there).
 """
 
 from shared.plan.atlas.cli import main

@@ -181,12 +181,21 @@ def model_params(model: str) -> int:
     return sizing.param_counts(models.model_dims(model))["total"]
 
 
+# A GRPO verdict compiles five executables (the rollout's prefill and decode, the reference's
+# and old policy's log-probs, the update) where the other recipes compile one or two: 411 s a
+# compile on a multi-chip cell against 65-112 s for the others (medians over atlas.jsonl,
+# 2026-11-28), so a run fills the other recipes' cells first
+SLOWEST_RECIPE = "grpo"
+
+
 def cells(model_names, targets, recipes) -> list[Cell]:
-    """Every cell, cheapest first: fewer parameters, then fewer devices, then the recipe."""
+    """Every cell, cheapest first: GRPO's last (SLOWEST_RECIPE), then fewer parameters, then
+    fewer devices, then the recipe."""
     order = list(recipes)
     return sorted(
         (Cell(m, t, r) for m in model_names for t in targets for r in recipes),
         key=lambda c: (
+            c.recipe == SLOWEST_RECIPE,
             model_params(c.model),
             parse_target(c.target).devices,
             order.index(c.recipe),
