@@ -311,8 +311,8 @@ def _max_batch_on(
         and (reach := reach_of(request, low, usable, unit, ceiling)) <= low["batch"] + unit
         and low["batch"] + unit < ceiling
     ):
-        # the low end takes half the room above the weights or more: the boundary is near,
-        # and the exact compiles below start at the low end, locating nothing more
+        # the steepest line through the low end crosses the HBM within a unit above it: the
+        # boundary is near, and the exact compiles below start at the low end, locating nothing
         candidate = low["batch"]
     elif low["fits"]:
         high = locate(min(low["batch"] + 7 * unit, reach))  # 8 units from a located unit
