@@ -476,6 +476,29 @@ def test_a_compiler_that_squeezes_near_the_hbm_is_bracketed_by_steps_not_lines(m
     assert 0 < result["max_batch"] <= 1896 < result["first_not_fitting"]
 
 
+def test_a_squeeze_above_an_exact_low_end_gallops(monkeypatch):
+    """A search whose first exact question fits (mesh_row, a narrower mesh's tie question)
+    locates nothing where the steepest line through that fit crosses the HBM within a unit
+    above it, so it has no located slope to see the compiler's squeeze by. sft gemma3-1b on a
+    4x2 v6e-8 fit 84, 88 and 92 exactly with flat bytes, then aimed that flat line at 120 and
+    124 (both far over). Made-up compiler on a v6e-8 (unit 8): exact fits sit at 99.9% of the
+    HBM up to 1700 rows, 63 MiB a row beyond; asked first at 1504, the search steps up from
+    its fits by the gallop (the steepest line's slope is the reference), not by their line."""
+    usable = parse_target("v6e-8").chip.hbm_bytes_per_device
+
+    def verdict_of(request):
+        used = 0.999 * usable if request.batch <= 1700 else 3 * request.batch * 21 * 2**20
+        return _fake_verdict(request, used, usable)
+
+    _fake_compiler(monkeypatch, verdict_of)
+    request = plan.Request("scale", "none", "v6e-8")
+    result = search.searcher(request, progress=False)((8, 1), exact_from=1504)
+    exact = [p["batch"] for p in result["probes"] if not p["fast"]]
+    assert (result["max_batch"], result["first_not_fitting"]) == (1696, 1704), exact
+    assert max(exact) <= 1504 * search.GALLOP**2, exact  # no aim at a flat line's far crossing
+    assert len(exact) <= 10, exact  # 1504, 1512, 1888, halving to 1696 and 1704, the checks
+
+
 @pytest.mark.parametrize(
     "fixed_temps, row, answer",
     [(0, 5, 1), (4, 1, 5)],  # GiB: what the floor cannot see, fixed and per row; the answer

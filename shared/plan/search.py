@@ -44,8 +44,8 @@ from shared.plan.search_lines import (
     fits_slope,
     illinois,
     partner,
-    reach_of,
     slope,
+    steepest_slope,
 )
 from shared.plan.search_meshes import beat_on_other_meshes, meshes_by_ceiling, meshes_result
 from shared.plan.search_result import search_result, worst_at_answer
@@ -300,15 +300,17 @@ def _max_batch_on(
     # The line's low end: one unit, located; or the batch compiled first, where it fits: an
     # exact point, and one unit under it would cost a compile more and aim no better
     # (sft gemma3-1b on a 4x2 v5e-8: 28 fit exactly, then 4 and 16 were located, 2.5 min each)
-    low = exact[first] if exact else locate(unit)
+    low_is_exact = bool(exact)
+    low = exact[first] if low_is_exact else locate(unit)
     usable = low["hbm_bytes"]
     located = [low]
     located_slope, candidate = None, unit  # one unit does not fit: confirm that, exactly
+    steepest = steepest_slope(request, low, unit) if low["fits"] else None
     if low["fits"] and ceiling // unit == 1:  # nothing above it to try
         candidate = unit
     elif (
         low["fits"]
-        and (reach := reach_of(request, low, usable, unit, ceiling)) <= low["batch"] + unit
+        and (reach := crossing(low, steepest, usable, unit, ceiling)) <= low["batch"] + unit
         and low["batch"] + unit < ceiling
     ):
         # the steepest line through the low end crosses the HBM within a unit above it: the
@@ -331,7 +333,7 @@ def _max_batch_on(
             located.append(near)
             located_slope = slope(high, near)
             candidate = crossing(near, located_slope, usable, unit, ceiling)
-    if exact:  # the batch compiled first fits: the answer is above it
+    if low_is_exact:  # the batch compiled first fits: the answer is above it
         candidate = min(max(candidate, first + unit), ceiling)
     # a located unit that does not fit makes the unit a confirmation: nothing above to pair
     paired = low["fits"] and compiles_alone((assigned_probes or probes)[0])
@@ -381,11 +383,13 @@ def _max_batch_on(
         if (worst is None and best >= ceiling) or rounds >= MAX_EXACT:
             break
         exact_slope = fits_slope(exact, fits, unit, one_unit_will_do=not located_slope)
-        squeezed = (
-            exact_slope is not None
-            and located_slope
-            and exact_slope < SQUEEZE_SLOPE * located_slope
-        )
+        # with nothing located (an exact low end left a unit's room or less), the steepest
+        # line's slope: sft gemma3-1b on a 4x2 v6e-8 fit 84, 88 and 92 exactly, bytes flat,
+        # and their own line aimed at 120 and 124, far over. Not through a located unit: the
+        # fixed temporaries the floor cannot see make that line far steeper than the batch's
+        # bytes (4 GiB fixed and 1 a row looked like 5 a row: test_plan)
+        reference = located_slope or (steepest if low_is_exact else None)
+        squeezed = exact_slope is not None and reference and exact_slope < SQUEEZE_SLOPE * reference
         if squeezed and worst is not None:  # the compiler's squeeze: halve the bracket
             guess = (best + worst) // 2 // unit * unit
         elif squeezed:

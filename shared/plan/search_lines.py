@@ -124,18 +124,18 @@ def partner(candidate: int, exact: dict[int, dict], unit: int, ceiling: int) -> 
     )
 
 
-def reach_of(request: Request, low: dict, usable: int, unit: int, ceiling: int) -> int:
-    """Where the line from what a device holds whatever the batch (batchless_bytes) through
-    the point `low` (located at one unit, or an exact fit above it) crosses `usable`: if what
-    a compile adds beyond the floor grew in proportion to the batch, or was fixed, no line
-    could be steeper, and the boundary would be at or beyond. The compiler promises no such
-    thing (gemma3-27b LoRA on a v5p-8: 54 GB at batch 4, 132 at 8, twice this line's slope),
-    so it only aims: the second located point goes no farther (GRPO gemma3-4b on a v5e-8
-    located at 64 and compiled 48 exactly, both far over the HBM and the slowest compiles of
-    the search, before 8 fit), and where it is one unit above `low` or less, the exact
-    compiles start at `low`."""
-    steepest = (low["bytes_per_device"] - batchless_bytes(request, unit)) / low["batch"]
-    return crossing(low, steepest, usable, unit, ceiling)
+def steepest_slope(request: Request, low: dict, unit: int) -> float:
+    """The slope of the line from what a device holds whatever the batch (batchless_bytes)
+    through the point `low` (located at one unit, or an exact fit above it): if what a compile
+    adds beyond the floor grew in proportion to the batch, or was fixed, no line could be
+    steeper, and the boundary would be where it crosses the HBM or beyond. The compiler
+    promises no such thing (gemma3-27b LoRA on a v5p-8: 54 GB at batch 4, 132 at 8, twice
+    this line's slope), so it only aims: the second located point goes no farther than that
+    crossing (GRPO gemma3-4b on a v5e-8 located at 64 and compiled 48 exactly, both far over
+    the HBM and the slowest compiles of the search, before 8 fit), and where it is one unit
+    above `low` or less, the exact compiles start at `low`. Where nothing is located, it is
+    also the slope a squeeze is seen against (shared.plan.search's SQUEEZE_SLOPE)."""
+    return (low["bytes_per_device"] - batchless_bytes(request, unit)) / low["batch"]
 
 
 def batchless_bytes(request: Request, unit: int) -> float:
