@@ -480,7 +480,7 @@ def test_a_gap_is_closed_by_compiles_inside_it_alone(monkeypatch, stored_fail, a
 
 
 def test_a_gap_closes_in_thirds_where_two_compile_at_once():
-    """A step that is one executable compiles beside another (search.compiles_alone): after
+    """A step that is one executable compiles beside another (search_lines.compiles_alone): after
     the first halving, the bracket is split in three by two compiles at once."""
     assert gap.inside(16, 128, 8, 2) == [72]
     assert gap.inside(64, 128, 8, 3) == [80, 104]

@@ -21,7 +21,16 @@ from shared import plan, report
 from shared.errors import BadInput
 from shared.hardware import parse_target
 from shared.paths import ROOT
-from shared.plan import cut_depth, search, search_lines, search_meshes, search_view, verdict
+from shared.plan import (
+    cut_depth,
+    search,
+    search_lines,
+    search_meshes,
+    search_phases,
+    search_result,
+    search_view,
+    verdict,
+)
 from shared.plan import mesh as plan_mesh
 from shared.plan.executable import Executable, Workload
 
@@ -238,8 +247,8 @@ def test_a_tpu7x_compiles_one_executable_at_a_time(monkeypatch):
     verdict.plan_points([huge["v5p-8"], huge["tpu7x-8"]])
     assert pools == [2, 1]
     step = {"executables": {"step": {}}, "skipped": []}
-    assert search.compiles_alone({**step, "target": "v5p-8"})
-    assert not search.compiles_alone({**step, "target": "tpu7x-8"})
+    assert search_lines.compiles_alone({**step, "target": "v5p-8"})
+    assert not search_lines.compiles_alone({**step, "target": "tpu7x-8"})
 
 
 def test_sharding_divides_bytes_by_the_mesh_factor():
@@ -497,6 +506,49 @@ def test_a_squeeze_above_an_exact_low_end_gallops(monkeypatch):
     assert (result["max_batch"], result["first_not_fitting"]) == (1696, 1704), exact
     assert max(exact) <= 1504 * search.GALLOP**2, exact  # no aim at a flat line's far crossing
     assert len(exact) <= 10, exact  # 1504, 1512, 1888, halving to 1696 and 1704, the checks
+
+
+@pytest.mark.parametrize(
+    "rollout_gib_a_row, exact_bend, answer", [(0.05, 0, 300), (0.12, 0, 258), (0.05, 0.5, 283)]
+)
+def test_a_phased_step_compiles_one_phase_below_its_answer_and_every_phase_at_it(
+    monkeypatch, rollout_gib_a_row, exact_bend, answer
+):
+    """GRPO's update is its slowest compile and its worst executable: exact compiles below the
+    answer compile one phase alone (request.phases), the worst of the search's latest whole
+    verdict, and only the answer compiles every phase. Made-up compiler on a v6e-1 (32 GiB):
+    the update takes 2 GiB + 0.1 a row (300 rows fit), the rollout 1 GiB + 0.05 a row. Where
+    the rollout takes 0.12 a row, the located point at 300 says it is the worst, and the
+    rollout is compiled alone (258 fit). Where exact compiles of the rollout take 0.5 GiB a row
+    more above 250 rows (fast ones do not), the update alone fits 300, the whole step there
+    does not, and the search goes on below with the rollout alone (283 fit)."""
+    phases = {"rollout": ("rollout",), "update": ("update",)}
+    monkeypatch.setitem(search_phases.PHASED, "small-rows", (phases, "update"))
+    usable = 32 * GIB
+
+    def verdict_of(request):
+        bend = 0 if request.fast else exact_bend * max(0, request.batch - 250)
+        gib = {
+            "update": 2 + 0.1 * request.batch,
+            "rollout": 1 + rollout_gib_a_row * request.batch + bend,
+        }
+        compiled = {k: v for k, v in gib.items() if request.phases in (None, k)}
+        worst = max(compiled, key=compiled.get)
+        return _fake_verdict(
+            request, compiled[worst] * GIB, usable, worst=worst, phases=request.phases
+        )
+
+    _fake_compiler(monkeypatch, verdict_of)
+    result = plan.max_batch(plan.Request("small-rows", "none", "v6e-1"), progress=False)
+    assert (result["max_batch"], result["first_not_fitting"]) == (answer, answer + 1)
+    worst = search_result.worst_at_answer(result)
+    assert result["converged"] and worst == ("update" if answer == 300 else "rollout")
+    exact = [p for p in result["probes"] if not p["fast"]]
+    whole = [p["batch"] for p in exact if p["phases"] is None]
+    assert [p for p in exact if p["phases"]], "no phase compiled alone"
+    # every phase: at the answer and its checks above, and where a phase alone fit 300
+    assert set(whole) <= {answer, *search_lines.checks_above(answer, 1, 1), 300}, whole
+    assert len(exact) <= 3 + search.MAX_EXACT, [(p["batch"], p["phases"]) for p in exact]
 
 
 @pytest.mark.parametrize(

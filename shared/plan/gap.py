@@ -5,7 +5,7 @@ Both ends are the compiler's verdicts for the same request: the atlas keeps a ro
 revision and versions, and only a change to shared/ (any source, the plan cache's key) made
 the cache forget them. So the gap is closed by exact compiles inside it alone, nothing located
 and nothing outside it compiled again: halving it (thirds where a step's verdict is one
-executable, two of which compile at once: search.compiles_alone). Rerunning the whole search
+executable, two of which compile at once: search_lines.compiles_alone). Rerunning the whole search
 instead costs every compile again (gemma3-1b GRPO on a v5p-8 stopped at 200 fits, 208 does
 not, unit 4: a compile at 204, which fits, and the check at 212 closed it in 15 minutes, where
 its whole search had taken 11 compiles and 45).
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from shared.plan.search import compiles_alone, pinned_to
-from shared.plan.search_lines import bracket
+from shared.plan.search import pinned_to
+from shared.plan.search_lines import bracket, compiles_alone
 from shared.plan.verdict import Request, plan_points
 
 

@@ -15,7 +15,8 @@ Bytes per device grow close to linearly with the batch (KV cache, activations). 
    that all fit, the line through the largest two; with points on both sides, the line
    through the nearest two (regula falsi); with failures only, the line through two compiled
    ones, else from the largest located fit to the nearest failure.
-   A point that fails stops compiling at its first failing executable.
+   A point that fails stops compiling at its first failing executable; a GRPO step compiles
+   its worst phase alone below the answer, every phase at it (search_phases).
 3. check: bytes are not monotone in the batch, so the batch two units above the answer is
    compiled too, and the next batch of 4 rows a device where that is further
    (search_lines.checks_above); where one fits (a dip: one more row a device cost more than
@@ -33,12 +34,12 @@ import time
 
 from shared.errors import BadInput
 from shared.hardware import parse_target
-from shared.plan import verdict
 from shared.plan.assigned import assigned_points, locates_at_assignment
 from shared.plan.mesh import least_batch, search_shape
 from shared.plan.search_lines import (
     bracket,
     checks_above,
+    compiles_alone,
     crossing,
     failures_line,
     fits_slope,
@@ -48,6 +49,7 @@ from shared.plan.search_lines import (
     steepest_slope,
 )
 from shared.plan.search_meshes import beat_on_other_meshes, meshes_by_ceiling, meshes_result
+from shared.plan.search_phases import in_phases, latest_worst, one_phase, phase_alone
 from shared.plan.search_result import search_result, worst_at_answer
 from shared.plan.target import target_devices
 from shared.plan.verdict import Request, floor_verdict, plan_points
@@ -82,22 +84,6 @@ def unit_for(request: Request, multiple_of: int | None) -> int:
             f"data-parallel size {fsdp}"
         )
     return unit
-
-
-def compiles_alone(point: dict) -> bool:
-    """Whether a request's verdict is one executable (a LoRA or full fine-tune step, read off
-    a verdict `point` of it, or a probe's `workload_executables`: shared.plan.assigned) and
-    the cores can compile two at once: an exact compile then leaves a core idle, and the
-    search compiles a partner one unit away beside each exact candidate
-    (search_lines.partner). The answer takes a fitting batch and a failing one a unit apart;
-    where the candidate is the answer, both come in about one compile's wall time (gemma3-27b
-    LoRA on a v5p-8: 159 s for batch 4, which fits, then 53 s for 8, which does not; a
-    gemma3-4b LoRA verdict took 1.14x its wall alone with its partner beside it:
-    benchmarks/results/plan_pairing.json)."""
-    executables = point.get("workload_executables")  # a probe's
-    if executables is None:  # a verdict's: those it compiled and those it skipped
-        executables = len(point.get("executables", {})) + len(point.get("skipped", []))
-    return 0 < executables and 2 * executables <= verdict.workers_for(point["target"])
 
 
 def max_batch(
@@ -256,13 +242,16 @@ def _max_batch_on(
     # whether the whole model's arguments alone leave room for one unit, by arithmetic
     unit_floor_fits = floor_verdict(dataclasses.replace(request, batch=unit))["fits"]
 
-    def probe(batches: list[int], fast: bool, first: str | None = None) -> list[dict]:
+    def probe(
+        batches: list[int], fast: bool, first: str | None = None, phases: str | None = None
+    ) -> list[dict]:
         """The whole model's verdicts at `batches`, compiled at once (two exact ones beside
         each other: see compiles_alone); `first`: the executable each compiles alone first,
-        where a failure is expected (verdict.plan_points)."""
+        where a failure is expected (verdict.plan_points); `phases`: only those (GRPO's:
+        search_phases)."""
         bar.set_postfix(batch=",".join(map(str, batches)), fast=fast)
         points = plan_points(
-            [dataclasses.replace(request, batch=b, fast=fast) for b in batches],
+            [in_phases(dataclasses.replace(request, batch=b, fast=fast), phases) for b in batches],
             use_cache=use_cache,
             first=first,
         )
@@ -361,11 +350,25 @@ def _max_batch_on(
                 batches.append(check)
             # a check compiles first the executable that was worst at the answer
             worst = exact[bracket(exact)[0]].get("worst") if checking else None
-            exact.update(zip(batches, probe(batches, False, worst), strict=True))
+            phases = None if checking else phase_alone(request, latest_worst(probes, request))
+            exact.update(zip(batches, probe(batches, False, worst, phases), strict=True))
             checking = False
         point = exact[candidate]
-        fits = sorted(b for b, p in exact.items() if p["fits"])
         best, worst = bracket(exact)
+        # an answer is a whole verdict: where the search would stop on a fit that compiled one
+        # phase alone, the others compile now; where one does not fit, the bracket moves below
+        while (
+            best
+            and one_phase(exact[best], request)
+            and (
+                (worst is not None and worst - best <= unit)
+                or (worst is None and best >= ceiling)
+                or rounds + point.get("compiled", True) >= MAX_EXACT
+            )
+        ):
+            exact[best] = probe([best], False)[0]
+            best, worst = bracket(exact)
+        fits = sorted(b for b, p in exact.items() if p["fits"])
         if worst is not None and worst - best <= unit:
             # the checks above: bytes are not monotone in the batch (one per-device row more
             # can cost more than two: llama3.1-8b rollouts on a pinned 4x2 of a v5e-8 fit 184

@@ -32,6 +32,7 @@ ABOVE_THE_VERDICT = (
     "plan/search.py",
     "plan/search_lines.py",
     "plan/search_meshes.py",
+    "plan/search_phases.py",
     "plan/search_result.py",
     "plan/search_view.py",
     "plan/slice_job.py",
