@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from shared.plan import verdict
-from shared.plan.verdict import Request, floor_verdict
+from shared.plan.verdict import Request, floor_verdict, workers_for
 
 
 def crossing(at: dict, slope: float, usable: int, unit: int, ceiling: int) -> int:
@@ -116,7 +115,7 @@ def compiles_alone(point: dict) -> bool:
     a verdict `point` of it, or a probe's `workload_executables`: shared.plan.assigned) and
     the cores can compile two at once: an exact compile then leaves a core idle, and the
     search compiles a partner one unit away beside each exact candidate
-    (search_lines.partner). The answer takes a fitting batch and a failing one a unit apart;
+    (partner). The answer takes a fitting batch and a failing one a unit apart;
     where the candidate is the answer, both come in about one compile's wall time (gemma3-27b
     LoRA on a v5p-8: 159 s for batch 4, which fits, then 53 s for 8, which does not; a
     gemma3-4b LoRA verdict took 1.14x its wall alone with its partner beside it:
@@ -124,7 +123,7 @@ def compiles_alone(point: dict) -> bool:
     executables = point.get("workload_executables")  # a probe's
     if executables is None:  # a verdict's: those it compiled and those it skipped
         executables = len(point.get("executables", {})) + len(point.get("skipped", []))
-    return 0 < executables and 2 * executables <= verdict.workers_for(point["target"])
+    return 0 < executables and 2 * executables <= workers_for(point["target"])
 
 
 def partner(candidate: int, exact: dict[int, dict], unit: int, ceiling: int) -> int | None:
