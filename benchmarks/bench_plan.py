@@ -37,6 +37,10 @@ Parts (`--parts`, comma-separated):
   `--grpo-batch`) compiled exact twice, nothing cached: the policy update first (the workload's
   `likely_worst`, as verdicts compile it) and every executable in the order the step runs them
   (as before 2026-11-27): the walls in one run, their ratio what the order saves;
+- `phase-reuse`: a GRPO step that fits (`--grpo-model` on `--grpo-target` at
+  `--grpo-fit-batch`) compiled whole from nothing, against its update alone and then the whole
+  step, which takes the update's compile, as a search compiles them at its answer: the walls in
+  one run;
 - `compiler`: this process's libtpu on its own: the 1B rollout's executables compiled exact and
   fast at its v5e-1 boundary, and the field's tunix 0.1.6 bracket (batch 200 ran, 256 ran out
   of HBM). To compare a newer libtpu without changing the project's pins:
@@ -205,6 +209,38 @@ def grpo_order(a) -> dict:
     }
 
 
+def phase_reuse(a) -> dict:
+    """A GRPO step that fits (`--grpo-model` on `--grpo-target` at `--grpo-fit-batch`) compiled
+    whole with nothing cached; then, in a fresh cache, its update alone and the whole step
+    again, as a search compiles them at its answer (shared.plan.search_phases): that whole step
+    takes the update's compile (verdict.executable_path). The walls in one run: their ratio is
+    what the reuse saves where a search stops."""
+    request = plan.Request("grpo", a.grpo_model, a.grpo_target, batch=a.grpo_fit_batch)
+    whole, whole_s = _timed(plan.plan_point, request, use_cache=False)
+    before = verdict.CACHE_DIR
+    with tempfile.TemporaryDirectory() as fresh:
+        verdict.CACHE_DIR = Path(fresh)
+        try:
+            alone, alone_s = _timed(plan.plan_point, dataclasses.replace(request, phases="update"))
+            after, after_s = _timed(plan.plan_point, request)
+        finally:
+            verdict.CACHE_DIR = before
+    assert after["bytes_per_device"] == whole["bytes_per_device"], "the same verdict"
+    return {
+        "request": dataclasses.asdict(request),
+        "whole_from_nothing": _verdict_row(whole, whole_s),
+        "update_alone": _verdict_row(alone, alone_s),
+        "whole_after_the_update": {
+            **_verdict_row(after, after_s),
+            "compiled_before": [
+                k for k, e in after["executables"].items() if e.get("compiled_before")
+            ],
+        },
+        "alone_and_whole_over_two_wholes": (alone_s + after_s) / (2 * whole_s),
+        "whole_after_over_whole": after_s / whole_s,
+    }
+
+
 def big_lora(a) -> list[dict]:
     rows = []
     for remat in ("none", "block"):
@@ -237,6 +273,7 @@ PARTS = (
     "deep-search",
     "pairing",
     "grpo-order",
+    "phase-reuse",
     "breakdown",
     "big-lora",
     "compiler",
@@ -451,6 +488,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--grpo-model", default="gemma3-1b")
     p.add_argument("--grpo-target", default="v5e-1")
     p.add_argument("--grpo-batch", type=int, default=8, help="a batch that does not fit")
+    p.add_argument("--grpo-fit-batch", type=int, default=4, help="a batch that fits")
     p.add_argument("--locate-deep-model", default="llama3.1-8b")
     p.add_argument("--locate-deep-batch", type=int, default=4)
     p.add_argument("--locate-deep-mesh", default="2x4")
@@ -498,6 +536,13 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"grpo order: {report['grpo_order']['first_over_run_order']:.2f}x the run "
                 "order's wall",
+                flush=True,
+            )
+        if "phase-reuse" in parts:
+            _part(report, "phase_reuse", lambda: phase_reuse(args), args.out)
+            print(
+                f"phase reuse: the whole step after its update alone took "
+                f"{report['phase_reuse']['whole_after_over_whole']:.2f}x one from nothing",
                 flush=True,
             )
         if "breakdown" in parts:

@@ -342,8 +342,17 @@ def plan_cache(tmp_path_factory):
 
 
 def test_grpo_workload_compiles_for_v5e_8_and_counts_the_base_twice(plan_cache):
+    # the update compiled alone first, as a search does below its answer: the whole step at the
+    # same batch takes that compile (the same program) and compiles the other phases
+    alone = plan.plan_point(dataclasses.replace(REQUEST, phases="update"))
     point = plan.plan_point(REQUEST)
     assert point["fits"] and not point["skipped"] and not point["refused"]
+    reused = [k for k, e in point["executables"].items() if e.get("compiled_before")]
+    assert reused == ["policy_update"]
+    assert (
+        point["executables"]["policy_update"]["temp_bytes"]
+        == (alone["executables"]["policy_update"]["temp_bytes"])
+    )
     assert list(point["executables"]) == [
         "rollout_prefill",
         "rollout_decode",

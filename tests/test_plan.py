@@ -978,12 +978,41 @@ def test_results_are_cached_atomically_and_a_broken_entry_recompiles(capsys):
     request = plan.Request("scale", "none", "v6e-1", batch=2)
     first = plan.plan_point(request)
     assert plan.plan_point(request)["cached"]
-    assert [p.name for p in verdict.CACHE_DIR.iterdir()] == [plan.cache_path(request).name]
+    (compiled,) = verdict.CACHE_DIR.glob("executable.*.json")  # its one executable's compile
+    entries = {p.name for p in verdict.CACHE_DIR.iterdir()}  # and nothing half-written
+    assert entries == {plan.cache_path(request).name, compiled.name}
     plan.cache_path(request).write_text(json.dumps(first)[:100])  # a truncated write
+    compiled.write_text(compiled.read_text()[:50])
     again = plan.plan_point(request)
     assert not again["cached"] and again["bytes_per_device"] == first["bytes_per_device"]
-    assert "unreadable" in capsys.readouterr().err
+    assert again["executables"]["scale"]["compile_s"] > 0  # recompiled, not read half
+    assert capsys.readouterr().err.count("unreadable") == 2
     assert plan.plan_point(request)["cached"]
+
+
+def test_a_program_one_verdict_compiled_is_not_compiled_again_for_another():
+    """Two verdicts can hold the same program (a GRPO phase compiled alone below a search's
+    answer, then in the whole step at the same batch): each executable's compile is cached under
+    the program XLA receives, so the second takes it. Another program (batch), other options (a
+    fast compile) or another target compile anew, and --no-cache compiles everything."""
+    request = plan.Request("scale", "none", "v6e-1", batch=2)
+    first = plan.plan_point(request)["executables"]["scale"]
+    same_program = dataclasses.replace(request, seq=999)  # a field "scale" does not read
+    again = plan.plan_point(same_program)
+    assert not again["cached"] and again["executables"]["scale"]["compiled_before"]
+    assert again["executables"]["scale"]["compile_s"] == 0
+    assert {**again["executables"]["scale"], "compile_s": first["compile_s"]} == {
+        **first,
+        "compiled_before": True,
+    }
+    for other in (
+        dataclasses.replace(request, batch=4),
+        dataclasses.replace(request, fast=True),
+        dataclasses.replace(request, target="v5e-1"),
+    ):
+        assert "compiled_before" not in plan.plan_point(other)["executables"]["scale"], other
+    fresh = plan.plan_point(dataclasses.replace(request, seq=998), use_cache=False)
+    assert "compiled_before" not in fresh["executables"]["scale"]
 
 
 @pytest.mark.parametrize(

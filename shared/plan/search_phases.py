@@ -6,7 +6,9 @@ every stored GRPO verdict the worst. `request.phases` compiles some phases alone
 the whole run's resident buffers, so that verdict's bytes are a floor of the whole one's: where
 the phase does not fit, the whole step does not; where it fits, the step's other phases may
 not. A search aims its exact compiles with such verdicts and compiles the whole step only
-where it would stop on a fit (shared.plan.search); an answer is always a whole verdict."""
+where it would stop on a fit (shared.plan.search); an answer is always a whole verdict. That
+whole step takes the phase's compile at the same batch from the plan cache, the same program
+(verdict.executable_path), and compiles only the other phases."""
 
 from __future__ import annotations
 

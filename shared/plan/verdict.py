@@ -9,7 +9,8 @@ second model, optimizer state, a batch the caller keeps. So a verdict is
 
 against the HBM the compiler lets a program use (15.75 of a v5e's 16 GiB). Both parts are
 reported. Results are cached on disk (written atomically; an unreadable entry is recompiled),
-keyed by the request, the versions of jax/libtpu/tunix/qwix/flax and the source of shared/.
+keyed by the request, the versions of jax/libtpu/tunix/qwix/flax and the source of shared/;
+so is each executable's compile, keyed by the program XLA receives (executable_path).
 """
 
 from __future__ import annotations
@@ -164,9 +165,13 @@ def cache_path(request: Request, kind: str = "") -> Path:
 
 
 def read_cache(request: Request, kind: str = "") -> dict | None:
-    """The cached verdict (or `kind`'s answer), or None; an unreadable entry (a truncated
-    write, a hand edit) is a miss that recompiles, with one line saying so."""
-    path = cache_path(request, kind)
+    """The cached verdict (or `kind`'s answer), or None: see read_entry."""
+    return read_entry(cache_path(request, kind))
+
+
+def read_entry(path: Path) -> dict | None:
+    """A plan-cache entry, or None; an unreadable entry (a truncated write, a hand edit) is a
+    miss that recompiles, with one line saying so."""
     if not path.exists():
         return None
     try:
@@ -180,12 +185,37 @@ def read_cache(request: Request, kind: str = "") -> dict | None:
 
 
 def write_cache(request: Request, result: dict, kind: str = "") -> None:
+    """The verdict (or `kind`'s answer) into the plan cache: see write_entry."""
+    write_entry(cache_path(request, kind), result)
+
+
+def write_entry(path: Path, result: dict) -> None:
     """Write to a temporary file in the cache folder, then rename: a reader never sees half."""
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=CACHE_DIR, suffix=".tmp")
     with os.fdopen(fd, "w") as handle:
         json.dump(result, handle, indent=1)
-    os.replace(tmp, cache_path(request, kind))
+    os.replace(tmp, path)
+
+
+def executable_path(lowered, target: str, options: dict | None) -> Path:
+    """Where one executable's compile is cached: keyed by the program XLA receives (the lowered
+    module's text: shapes, shardings, donations), the target, the compile options, the versions
+    and shared/'s source. Why: two verdicts can hold the same program, a GRPO phase compiled
+    alone below a search's answer and then in the whole step at the same batch
+    (shared.plan.search_phases), and the second then takes the first's compile."""
+    module = hashlib.sha256(lowered.as_text().encode()).hexdigest()
+    blob = json.dumps(
+        {
+            "module": module,
+            "target": target,
+            "options": options or {},
+            "versions": versions(),
+            "sources": verdict_sources_digest(),
+        },
+        sort_keys=True,
+    )
+    return CACHE_DIR / f"executable.{hashlib.sha256(blob.encode()).hexdigest()[:24]}.json"
 
 
 def is_cached(request: Request) -> bool:
@@ -290,7 +320,9 @@ def plan_points(
         for request in requests
     ]
     compiling = [
-        _Compiling(r, first) for r, answer in zip(requests, answers, strict=True) if not answer
+        _Compiling(r, first, use_cache)
+        for r, answer in zip(requests, answers, strict=True)
+        if not answer
     ]
     workers = min((workers_for(r.target) for r in requests), default=WORKERS)
     with ThreadPoolExecutor(workers) as pool:
@@ -300,11 +332,17 @@ def plan_points(
                 for exe in group:
                     with jax.set_mesh(state.mesh):  # lowered here: the mesh context is per thread
                         lowered = lower(exe, state.layouts)
-                    jobs.append(
-                        (state, exe, pool.submit(compile_with_layout, lowered, state.options))
-                    )
-            for state, exe, job in jobs:
-                state.record(exe, *job.result())
+                    path = state.compile_path(exe, lowered)
+                    if path and (compiled := read_entry(path)) is not None:
+                        state.record(exe, {**compiled, "compile_s": 0.0, "compiled_before": True})
+                        continue
+                    compiling_now = pool.submit(compile_with_layout, lowered, state.options)
+                    jobs.append((state, exe, path, compiling_now))
+            for state, exe, path, job in jobs:
+                summary, layout = job.result()
+                if path:
+                    write_entry(path, summary)
+                state.record(exe, summary, layout)
     results = iter(state.result() for state in compiling)
     return [answer or next(results) for answer in answers]
 
@@ -313,8 +351,8 @@ class _Compiling:
     """One request's verdict while its executables compile: what is compiled, what is left,
     and the arithmetic that skips the rest once the compiled ones do not fit."""
 
-    def __init__(self, request: Request, first: str | None = None):
-        self.request, self.first = request, first
+    def __init__(self, request: Request, first: str | None = None, use_cache: bool = True):
+        self.request, self.first, self.use_cache = request, first, use_cache
         self.target = parse_target(request.target)
         self.devices = target_devices(self.target)
         self.mesh, self.mesh_note = mesh_for(request, self.devices)
@@ -347,6 +385,14 @@ class _Compiling:
         group = ready[:workers]
         self.pending = [e for e in self.pending if all(e is not g for g in group)]
         return group
+
+    def compile_path(self, exe, lowered) -> Path | None:
+        """Where `exe`'s compile is cached (executable_path), or None: without the plan cache,
+        and for an executable whose compiled layout another takes (GRPO's prefill, before its
+        decode), since a cached compile holds no layout."""
+        if not self.use_cache or any(e.laid_out_by == exe.label for e in self.workload.executables):
+            return None
+        return executable_path(lowered, self.request.target, self.options)
 
     def record(self, exe, summary: dict, layout=None) -> None:
         if layout is not None:
