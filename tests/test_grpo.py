@@ -349,10 +349,8 @@ def test_grpo_workload_compiles_for_v5e_8_and_counts_the_base_twice(plan_cache):
     assert point["fits"] and not point["skipped"] and not point["refused"]
     reused = [k for k, e in point["executables"].items() if e.get("compiled_before")]
     assert reused == ["policy_update"]
-    assert (
-        point["executables"]["policy_update"]["temp_bytes"]
-        == (alone["executables"]["policy_update"]["temp_bytes"])
-    )
+    alone_update = alone["executables"]["policy_update"]
+    assert point["executables"]["policy_update"]["temp_bytes"] == alone_update["temp_bytes"]
     assert list(point["executables"]) == [
         "rollout_prefill",
         "rollout_decode",

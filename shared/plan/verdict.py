@@ -19,8 +19,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import sys
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +28,7 @@ import jax
 from shared.errors import BadInput, choose
 from shared.hardware import parse_target
 from shared.paths import ROOT, writable_folder
+from shared.plan.cache_entries import executable_key, read_entry, write_entry
 from shared.plan.compiled import compile_with_layout, fast_options
 from shared.plan.executable import lower
 from shared.plan.floor import holds
@@ -165,57 +164,18 @@ def cache_path(request: Request, kind: str = "") -> Path:
 
 
 def read_cache(request: Request, kind: str = "") -> dict | None:
-    """The cached verdict (or `kind`'s answer), or None: see read_entry."""
+    """The cached verdict (or `kind`'s answer), or None: see cache_entries.read_entry."""
     return read_entry(cache_path(request, kind))
 
 
-def read_entry(path: Path) -> dict | None:
-    """A plan-cache entry, or None; an unreadable entry (a truncated write, a hand edit) is a
-    miss that recompiles, with one line saying so."""
-    if not path.exists():
-        return None
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        print(
-            f"plan cache: ignoring unreadable {path.name} ({type(err).__name__}); recompiling",
-            file=sys.stderr,
-        )
-        return None
-
-
 def write_cache(request: Request, result: dict, kind: str = "") -> None:
-    """The verdict (or `kind`'s answer) into the plan cache: see write_entry."""
+    """The verdict (or `kind`'s answer) into the plan cache, atomically (cache_entries)."""
     write_entry(cache_path(request, kind), result)
 
 
-def write_entry(path: Path, result: dict) -> None:
-    """Write to a temporary file in the cache folder, then rename: a reader never sees half."""
-    CACHE_DIR.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=CACHE_DIR, suffix=".tmp")
-    with os.fdopen(fd, "w") as handle:
-        json.dump(result, handle, indent=1)
-    os.replace(tmp, path)
-
-
 def executable_path(lowered, target: str, options: dict | None) -> Path:
-    """Where one executable's compile is cached: keyed by the program XLA receives (the lowered
-    module's text: shapes, shardings, donations), the target, the compile options, the versions
-    and shared/'s source. Why: two verdicts can hold the same program, a GRPO phase compiled
-    alone below a search's answer and then in the whole step at the same batch
-    (shared.plan.search_phases), and the second then takes the first's compile."""
-    module = hashlib.sha256(lowered.as_text().encode()).hexdigest()
-    blob = json.dumps(
-        {
-            "module": module,
-            "target": target,
-            "options": options or {},
-            "versions": versions(),
-            "sources": verdict_sources_digest(),
-        },
-        sort_keys=True,
-    )
-    return CACHE_DIR / f"executable.{hashlib.sha256(blob.encode()).hexdigest()[:24]}.json"
+    """Where one executable's compile is cached (cache_entries.executable_key)."""
+    return CACHE_DIR / f"executable.{executable_key(lowered, target, options)}.json"
 
 
 def is_cached(request: Request) -> bool:

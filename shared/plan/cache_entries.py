@@ -1,0 +1,64 @@
+"""Entries of the plan cache on disk: each read whole or taken as a miss, each written
+atomically, and the key under which one executable's compile is kept.
+
+Why a module of its own: the verdict (shared.plan.verdict) decides what to cache and where the
+cache lives (its CACHE_DIR, which tests and benchmarks point elsewhere); how an entry is read,
+written and keyed does not depend on either."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from shared.plan.sources import verdict_sources_digest
+from shared.versions import versions
+
+
+def read_entry(path: Path) -> dict | None:
+    """A plan-cache entry, or None; an unreadable entry (a truncated write, a hand edit) is a
+    miss that recompiles, with one line saying so."""
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        print(
+            f"plan cache: ignoring unreadable {path.name} ({type(err).__name__}); recompiling",
+            file=sys.stderr,
+        )
+        return None
+
+
+def write_entry(path: Path, result: dict) -> None:
+    """Write to a uniquely named temporary file beside `path`, then rename: a reader never sees
+    half, and two processes sharing the cache (the atlas's shards) never share a temporary."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "w") as handle:
+        json.dump(result, handle, indent=1)
+    os.replace(tmp, path)
+
+
+def executable_key(lowered, target: str, options: dict | None) -> str:
+    """The key of one executable's compile: the program XLA receives (the lowered module's
+    text: shapes, shardings, donations), the target, the compile options, the versions and
+    shared/'s source. Why: two verdicts can hold the same program, a GRPO phase compiled alone
+    below a search's answer and then in the whole step at the same batch
+    (shared.plan.search_phases), and the second then takes the first's compile. Hashing the
+    text costs about 1 s on a 27B LoRA step (7 MB), against minutes of compile."""
+    module = hashlib.sha256(lowered.as_text().encode()).hexdigest()
+    blob = json.dumps(
+        {
+            "module": module,
+            "target": target,
+            "options": options or {},
+            "versions": versions(),
+            "sources": verdict_sources_digest(),
+        },
+        sort_keys=True,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
