@@ -91,7 +91,7 @@ def test_the_largest_activation_is_split_over_the_batch(tmp_path, monkeypatch):
     buffers holds 96 / 8 = 12 rows per chip, none the whole batch."""
     monkeypatch.setattr(verdict, "CACHE_DIR", tmp_path)
     request = plan.Request(
-        "lora-train", "gemma3-tiny", "v5e-8", batch=96, seq=256, lora_rank=RANK, fast=True
+        "lora-train", "gemma3-tiny", "v5e-8", batch=96, seq=256, lora_rank=RANK, fast=True, layers=1
     )
     point = plan.plan_point(request)
     buffers = point["executables"]["lora_train_step"]["largest_buffers"]
@@ -116,7 +116,14 @@ def test_honouring_the_shardings_shrinks_multi_chip_steps_only(
     batch on every chip; on one chip there is nothing to split and the two compile alike."""
     monkeypatch.setattr(verdict, "CACHE_DIR", tmp_path)
     request = plan.Request(
-        "lora-train", "gemma3-tiny", target, batch=batch, seq=128, lora_rank=RANK, fast=True
+        "lora-train",
+        "gemma3-tiny",
+        target,
+        batch=batch,
+        seq=128,
+        lora_rank=RANK,
+        fast=True,
+        layers=1,
     )
     with models.activation_sharding.as_tunix_ships():
         dropped = _step_bytes(request)

@@ -689,11 +689,12 @@ def test_a_cell_killed_in_a_compile_runs_again_one_compile_at_a_time(monkeypatch
 
 
 def test_one_real_cell_for_a_tiny_model(tmp_path, monkeypatch):
-    """gemma3-tiny rollouts on one v5e chip at short lengths: a search that reaches a lowered
-    ceiling (3 compiles of a tiny model), stored and rendered."""
+    """gemma3-tiny rollouts on one v5e chip at short lengths, cut to one layer: a search that
+    reaches a lowered ceiling (3 compiles of a tiny model), stored and rendered."""
     monkeypatch.setattr(verdict, "CACHE_DIR", tmp_path / "plan-cache")
     monkeypatch.setattr(search, "CEILING", 64)
-    short = {"workload": "rollout", "prompt_len": 8, "steps": 8, "cache_size": 16, "tunix": "0.1.7"}
+    short = {"workload": "rollout", "prompt_len": 8, "steps": 8, "cache_size": 16, "layers": 1}
+    short["tunix"] = "0.1.7"
     monkeypatch.setitem(atlas.RECIPES, "rollout", short)
     row = atlas.run_cell(atlas.Cell("gemma3-tiny", "v5e-1", "rollout"), progress=False)
     assert row["status"] == "ok", row.get("error")

@@ -332,7 +332,9 @@ def test_a_grpo_floor_compiles_nothing_and_holds_no_more_than_the_verdict(monkey
     from shared.plan import verdict
 
     monkeypatch.setattr(verdict, "CACHE_DIR", tmp_path / "plan-cache")
-    grpo = Request("grpo", "gemma3-tiny", "v5e-8", prompt_len=16, steps=16, batch=8, lora_rank=4)
+    grpo = Request(
+        "grpo", "gemma3-tiny", "v5e-8", prompt_len=16, steps=16, batch=8, lora_rank=4, layers=1
+    )
 
     def refuse(*args, **kwargs):
         raise AssertionError("a floor verdict compiled")

@@ -1319,7 +1319,9 @@ def test_a_compile_splits_into_stages_read_from_xlas_dump():
     process; the stages add up to the compile's own seconds."""
     from shared.plan import timing
 
-    request = plan.Request("rollout", "gemma3-tiny", "v5e-1", batch=4, prompt_len=8, steps=8)
+    request = plan.Request(
+        "rollout", "gemma3-tiny", "v5e-1", batch=4, prompt_len=8, steps=8, layers=1
+    )
     row = timing.compiler_stages(request)
     for label in ("prefill", "decode"):
         exe = row["executables"][label]

@@ -21,7 +21,9 @@ def test_bytes_at_buffer_assignment_hold_the_arguments_and_are_cached():
     (2.4-2.8% under for 1B and 8B steps); a tiny model's few MB are no test of that (its exact
     bytes fall from 18.7 MB at batch 8 to 3.4 MB at 64), so here only what must hold: the
     arguments are in the HBM's memory space the report gives first."""
-    requests = [plan.Request("sft", "gemma3-tiny", "v5e-8", batch=b, seq=64) for b in (8, 64)]
+    requests = [
+        plan.Request("sft", "gemma3-tiny", "v5e-8", batch=b, seq=64, layers=1) for b in (8, 64)
+    ]
     probed = assigned_points(requests)
     for point, request in zip(probed, requests, strict=True):
         assert point["compiled"] and not point["cached"] and point["compile_s"] > 0
@@ -43,7 +45,7 @@ def test_a_batch_whose_arguments_alone_exceed_the_hbm_starts_no_child():
 def test_grpo_is_probed_at_its_policy_update_with_the_resident_bytes_it_does_not_take():
     """GRPO's point: the update's report plus the buffers resident beside it (the reference
     model's weights), as a verdict would count them were the update the worst."""
-    request = plan.Request("grpo", "gemma3-tiny", "v5e-1", batch=4, prompt_len=8, steps=8)
+    request = plan.Request("grpo", "gemma3-tiny", "v5e-1", batch=4, prompt_len=8, steps=8, layers=1)
     (point,) = assigned_points([request])
     assert list(point["probed"]) == ["policy_update"] and point["workload_executables"] > 1
     # the resident buffers a verdict counts (verdict._Compiling), known without compiling
@@ -57,7 +59,9 @@ def test_a_rollout_is_probed_at_prefill_and_decode_and_its_point_is_the_worst():
     """A rollout's executables each take only their own arguments (the weights both read are
     resident), so both are probed side by side, as a verdict compiles them, and the point is
     the larger: each report holds the weights already."""
-    request = plan.Request("rollout", "gemma3-tiny", "v5e-8", batch=64, prompt_len=8, steps=8)
+    request = plan.Request(
+        "rollout", "gemma3-tiny", "v5e-8", batch=64, prompt_len=8, steps=8, layers=1
+    )
     (point,) = assigned_points([request])
     assert set(point["probed"]) == {"prefill", "decode"} and point["workload_executables"] == 2
     assert point["bytes_per_device"] == max(point["probed"].values())
@@ -82,7 +86,7 @@ def test_which_searches_locate_at_buffer_assignment(workload, shape, probed):
 def test_a_fine_tune_step_is_located_at_buffer_assignment_and_answered_exactly():
     """max_batch on a LoRA step locates with the whole model's bytes at buffer assignment, not
     fast or cut compiles, and every verdict it answers with is exact."""
-    request = plan.Request("lora-train", "gemma3-tiny", "v5e-1", seq=64, lora_rank=4)
+    request = plan.Request("lora-train", "gemma3-tiny", "v5e-1", seq=64, lora_rank=4, layers=1)
     found = plan.max_batch(request, ceiling=8, progress=False)
     assert [p["batch"] for p in found["assigned_probes"]] == [1, 8]
     assert all(not p["fast"] for p in found["probes"])

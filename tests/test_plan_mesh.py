@@ -71,7 +71,7 @@ def test_a_search_keeps_one_mesh_for_every_probe(monkeypatch):
     from shared.plan import search
 
     monkeypatch.setattr(search, "CEILING", 256)
-    request = Request("rollout", "gemma3-tiny", "v5e-256", prompt_len=8, steps=8)
+    request = Request("rollout", "gemma3-tiny", "v5e-256", prompt_len=8, steps=8, layers=1)
     found = max_batch(request, progress=False)  # 256 fsdp ways do not divide tiny's 128 width
     assert found["mesh"] == "128x2" and found["multiple_of"] == 128
     # a rollout on a mesh of several devices is located at buffer assignment
