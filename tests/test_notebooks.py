@@ -35,10 +35,16 @@ from tools.notebooks import (
 # one trial, one family and a two-point frontier: more of each reruns the same code.
 SMOKE = {
     "01_rollout_sizing": [
-        {"BATCH_SIZES": [1, 4], "STEPS": [4, 8], "PROMPT_LEN": 8, "TRIALS": 1},
+        {
+            "MODEL": "gemma2-tiny",
+            "BATCH_SIZES": [1, 4],
+            "STEPS": [4, 8],
+            "PROMPT_LEN": 8,
+            "TRIALS": 1,
+        },
         {
             "MODE": "plan",
-            "MODEL": "gemma3-tiny",
+            "MODEL": "gemma2-tiny",
             "PLAN_BATCHES": [8],
             "STEPS": [8],
             "PROMPT_LEN": 8,
@@ -47,6 +53,7 @@ SMOKE = {
     ],
     "02_lora_overhead": [
         {
+            "MODEL": "gemma2-tiny",
             "RANK": 4,
             "BATCH_SIZES": [2],
             "STEPS": 4,
@@ -58,7 +65,7 @@ SMOKE = {
         },
         {
             "MODE": "plan",
-            "MODEL": "gemma3-tiny",
+            "MODEL": "gemma2-tiny",
             "RANK": 4,
             "STEPS": 8,
             "PROMPT_LEN": 8,
@@ -133,10 +140,10 @@ SMOKE = {
         },
     ],
     "07_grpo_budget": [
-        {"TRAIN_STEPS": 2, "OTHER_MODEL": None},
+        {"MODEL": "gemma2-tiny", "TRAIN_STEPS": 2, "OTHER_MODEL": None},
         {
             "MODE": "plan",
-            "MODEL": "gemma3-tiny",
+            "MODEL": "gemma2-tiny",
             "PROMPT_LEN": 8,
             "COMPLETION_LEN": 4,
             "NUM_GENERATIONS": 2,

@@ -38,12 +38,12 @@ def test_the_sft_workload_holds_every_weights_adam_state(tmp_path, monkeypatch):
     from shared.plan import verdict
 
     monkeypatch.setattr(verdict, "CACHE_DIR", tmp_path)
-    request = plan.Request("sft", "gemma3-tiny", "v5e-8", batch=8, seq=64, fast=True)
+    request = plan.Request("sft", "gemma3-tiny", "v5e-8", batch=8, seq=64, fast=True, layers=1)
     point = plan.plan_point(request)
     assert point["fits"] and set(point["executables"]) == {"sft_train_step"}
     weights, adam = point["resident"]["weights"], point["resident"]["optimizer state"]
     assert 3.9 * weights < adam < 4.1 * weights  # two fp32 moments of each bf16 weight
-    lora = plan.Request("lora-train", "gemma3-tiny", "v5e-8", seq=64, fast=True)
+    lora = plan.Request("lora-train", "gemma3-tiny", "v5e-8", seq=64, fast=True, layers=1)
     lora_point = plan.plan_point(lora)
     assert lora_point["resident"]["optimizer state"] < adam  # the adapters' state only
 

@@ -64,9 +64,9 @@ class WhichSlice:
         return cls(
             jobs=(
                 job(
-                    "LoRA fine-tune, tiny Gemma 3",
+                    "LoRA fine-tune, tiny Gemma 2",
                     "lora-train",
-                    "gemma3-tiny",
+                    "gemma2-tiny",
                     1e7,
                     seq=128,
                     lora_rank=4,
