@@ -180,6 +180,42 @@ def test_prompts_longer_than_prompt_len_fail_early(trained):
         run.check_prompts([{"prompts": np.array(["12+7=" * 4])}])
 
 
+def _layout(tree):
+    return [(x.shape, x.dtype, x.sharding) for x in jax.tree.leaves(tree)]
+
+
+def _same_layout(abstract, live):
+    assert len(abstract) == len(live)
+    for (shape, dtype, sharding), (live_shape, live_dtype, live_sharding) in zip(
+        abstract, live, strict=True
+    ):
+        assert (shape, dtype) == (live_shape, live_dtype)
+        assert sharding.is_equivalent_to(live_sharding, len(shape)), (sharding, live_sharding)
+
+
+def test_abstract_phases_take_what_the_live_run_holds(trained, mesh):
+    """Plan mode's arguments, built on the same CPU mesh, against the buffers tunix holds after
+    the run: the policy, its optimizer state, the reference and the Sampler's weights."""
+    run, _, _ = trained
+    vocab = models.family_of_model(run.policy).vocab_size(run.policy.config)
+    exes = {
+        e.label: e
+        for e in grpo_plan.abstract_phases(
+            "gemma3-tiny", TINY, mesh=mesh, tokenizer=run.tokenizer, vocab_size=vocab
+        )
+    }
+    model, optimizer, _ = exes["policy_update"].args
+    _same_layout(_layout(nnx.state(model)), _layout(nnx.state(run.policy)))
+    trainer = run.cluster.actor_trainer
+    _same_layout(_layout(nnx.state(optimizer)), _layout(nnx.state(trainer.optimizer)))
+    _same_layout(_layout(exes["reference_logps"].args[1]), _layout(nnx.state(run.reference)))
+    sampler = run.cluster.rollout._sampler
+    _same_layout(
+        _layout(exes["rollout_prefill"].args[0]), _layout(sampler._flattened_transformer_state)
+    )
+    assert exes["reference_logps"].fn is token_logprobs.compute_per_token_logps
+
+
 def test_ids_past_the_dummy_tokenizer_decode_as_its_unknown_piece():
     """Random weights of gemma3-1b (V = 262,144) sample ids the dummy weights' 4,096-piece
     tokenizer has no piece for: SentencePiece raised OUT_OF_RANGE inside tunix's Sampler on an
@@ -281,42 +317,6 @@ def test_chunked_logps_equal_tunix(name, dtype, atol):
 
 
 # ---------------------------------------------------------------------------- plan mode
-
-
-def _layout(tree):
-    return [(x.shape, x.dtype, x.sharding) for x in jax.tree.leaves(tree)]
-
-
-def _same_layout(abstract, live):
-    assert len(abstract) == len(live)
-    for (shape, dtype, sharding), (live_shape, live_dtype, live_sharding) in zip(
-        abstract, live, strict=True
-    ):
-        assert (shape, dtype) == (live_shape, live_dtype)
-        assert sharding.is_equivalent_to(live_sharding, len(shape)), (sharding, live_sharding)
-
-
-def test_abstract_phases_take_what_the_live_run_holds(trained, mesh):
-    """Plan mode's arguments, built on the same CPU mesh, against the buffers tunix holds after
-    the run: the policy, its optimizer state, the reference and the Sampler's weights."""
-    run, _, _ = trained
-    vocab = models.family_of_model(run.policy).vocab_size(run.policy.config)
-    exes = {
-        e.label: e
-        for e in grpo_plan.abstract_phases(
-            "gemma3-tiny", TINY, mesh=mesh, tokenizer=run.tokenizer, vocab_size=vocab
-        )
-    }
-    model, optimizer, _ = exes["policy_update"].args
-    _same_layout(_layout(nnx.state(model)), _layout(nnx.state(run.policy)))
-    trainer = run.cluster.actor_trainer
-    _same_layout(_layout(nnx.state(optimizer)), _layout(nnx.state(trainer.optimizer)))
-    _same_layout(_layout(exes["reference_logps"].args[1]), _layout(nnx.state(run.reference)))
-    sampler = run.cluster.rollout._sampler
-    _same_layout(
-        _layout(exes["rollout_prefill"].args[0]), _layout(sampler._flattened_transformer_state)
-    )
-    assert exes["reference_logps"].fn is token_logprobs.compute_per_token_logps
 
 
 REQUEST = plan.Request(
