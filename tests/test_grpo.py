@@ -329,12 +329,13 @@ REQUEST = plan.Request(
     num_generations=2,
     lora_rank=4,
     fast=True,
+    layers=1,  # what these tests read does not depend on depth; one layer compiles 3-4x faster
 )
 
 
 @pytest.fixture(scope="module")
 def plan_cache(tmp_path_factory):
-    """A fresh plan cache for this module's verdicts (the CLI test reads the compiled one)."""
+    """A fresh plan cache for this module's verdicts (the CLI test reads back its own)."""
     before = verdict.CACHE_DIR
     verdict.CACHE_DIR = tmp_path_factory.mktemp("plan")
     yield verdict.CACHE_DIR
@@ -359,7 +360,9 @@ def test_grpo_workload_compiles_for_v5e_8_and_counts_the_base_twice(plan_cache):
     ]
     assert set(point["resident"]) == {"weights", "reference weights", "optimizer state"}
     mesh = plan.target_mesh(parse_target("v5e-8"))
-    exes = grpo_plan.abstract_phases("gemma3-tiny", grpo_plan.settings(REQUEST), mesh=mesh)
+    exes = grpo_plan.abstract_phases(
+        "gemma3-tiny", grpo_plan.settings(REQUEST), mesh=mesh, layers=REQUEST.layers
+    )
     base = exes[2].args[1]  # the reference's state: the base alone
     assert point["resident"]["reference weights"] == bytes_per_device(base)
     assert point["resident"]["weights"] > point["resident"]["reference weights"]  # + adapters
@@ -393,29 +396,14 @@ def test_settings_from_a_request_count_sequences():
 
 
 def test_cli_prints_the_grpo_verdict(plan_cache, capsys):
-    # the verdict the CLI must read back; compiled here when the test that compiles it ran on
-    # another xdist worker (worksteal splits a module), else read from this module's cache
-    plan.plan_point(REQUEST)
-    plan_cli(
-        [
-            "grpo",
-            "--model",
-            "gemma3-tiny",
-            "--target",
-            "v5e-8",
-            "--batch",
-            "8",
-            "--prompt-len",
-            "8",
-            "--completion-len",
-            "4",
-            "--num-generations",
-            "2",
-            "--lora-rank",
-            "4",
-            "--fast",
-        ]
-    )
+    """The whole model's policy update alone (--phases: one executable), compiled, then read
+    back from the plan cache."""
+    args = ["grpo", "--model", "gemma3-tiny", "--target", "v5e-8", "--batch", "8"]
+    args += ["--prompt-len", "8", "--completion-len", "4", "--num-generations", "2"]
+    args += ["--lora-rank", "4", "--fast", "--phases", "update"]
+    plan_cli(args)
+    assert "[cached]" not in capsys.readouterr().out
+    plan_cli(args)
     out = capsys.readouterr().out
     assert "grpo gemma3-tiny" in out and "FITS" in out and "[cached]" in out
     assert "reference weights" in out and "policy_update" in out
@@ -428,7 +416,9 @@ def test_decode_takes_the_kv_cache_as_the_compiled_prefill_lays_it_out():
     compile, decode's arguments are split as far as the mesh allows: no more bytes a device,
     so a floor built from them stays a floor."""
     mesh = plan.target_mesh(parse_target("v5e-8"))
-    exes = grpo_plan.abstract_phases("gemma3-tiny", grpo_plan.settings(REQUEST), mesh=mesh)
+    exes = grpo_plan.abstract_phases(
+        "gemma3-tiny", grpo_plan.settings(REQUEST), mesh=mesh, layers=REQUEST.layers
+    )
     prefill, decode = exes[0], exes[1]
     assert decode.laid_out_by == prefill.label
     assert all(x.sharding.spec == P() for x in jax.tree.leaves(prefill.args[1].cache))
@@ -445,6 +435,8 @@ def test_decode_takes_the_kv_cache_as_the_compiled_prefill_lays_it_out():
 def test_a_prefill_too_big_for_the_chip_is_a_verdict_not_an_error(plan_cache):
     """Reading prefill's output layout compiles it; a batch whose prefill the compiler refuses
     must still come back as "does not fit" (the atlas's searches go through such batches)."""
-    huge = dataclasses.replace(REQUEST, model="gemma3-1b", batch=4096, steps=1024, phases="rollout")
+    huge = dataclasses.replace(
+        REQUEST, model="gemma3-1b", batch=4096, steps=1024, phases="rollout", layers=None
+    )
     point = plan.plan_point(huge)
     assert not point["fits"] and (point["refused"] or not point["compiled"])
