@@ -7,10 +7,16 @@ import pytest
 
 from shared.errors import BadInput
 from shared.hardware import parse_target
-from shared.plan import Request, max_batch, plan_point
+from shared.plan import Request, max_batch, plan_point, verdict
 from shared.plan.mesh import auto_shape, mesh_for, search_shape
 from shared.plan.target import target_devices
 from shared.plan.verdict import floor_verdict
+
+
+@pytest.fixture(autouse=True)
+def empty_cache(tmp_path, monkeypatch):
+    """Each test compiles what it checks: not read from the checkout's plan cache."""
+    monkeypatch.setattr(verdict, "CACHE_DIR", tmp_path / "plan")
 
 
 def _devices(target):
@@ -60,7 +66,9 @@ def test_a_given_mesh_is_kept_and_checked():
 
 def test_a_multi_host_verdict_names_its_hosts_and_mesh():
     point = plan_point(
-        Request("rollout", "gemma3-tiny", "v5e-16", batch=4, prompt_len=8, steps=8, fast=True)
+        Request(
+            "rollout", "gemma3-tiny", "v5e-16", batch=4, prompt_len=8, steps=8, fast=True, layers=1
+        )
     )
     assert point["hosts"] == 4 and point["mesh_shape"] == {"fsdp": 4, "tp": 4}
     assert any("4 hosts, one slice" in note for note in point["notes"])
