@@ -41,6 +41,8 @@ Parts (`--parts`, comma-separated):
   `--grpo-fit-batch`) compiled whole from nothing, against its update alone and then the whole
   step, which takes the update's compile, as a search compiles them at its answer: the walls in
   one run;
+- `refusals`: the 1B rollout's executables compiled exact, one at a time, at its v5e-1
+  boundary and the two batches above it: a refusal just over the HBM against one further over;
 - `compiler`: this process's libtpu on its own: the 1B rollout's executables compiled exact and
   fast at its v5e-1 boundary, and the field's tunix 0.1.6 bracket (batch 200 ran, 256 ran out
   of HBM). To compare a newer libtpu without changing the project's pins:
@@ -277,6 +279,7 @@ PARTS = (
     "breakdown",
     "big-lora",
     "compiler",
+    "refusals",
     "stages",
     "sparsecore",
     "locate",
@@ -309,6 +312,17 @@ def compiler(a) -> dict:
         point, wall = _timed(plan.plan_point, request, use_cache=False)
         bracket.append(_verdict_row(point, wall))
     return {"versions": plan.versions(), "boundary": timings, "field_bracket": bracket}
+
+
+def refusals(a) -> dict:
+    """Each executable's exact compile at the 1B boundary and the two batches above it, one
+    after another: how long the compiler takes to refuse a batch just over the HBM against one
+    a little further over. A failing exact compile beside the answer can cost what a fitting
+    one does, the check two units above far less; what the rest of a failing point costs is
+    what compiling its worst executable alone first saves (verdict.plan_points' `first`)."""
+    boundary = _boundary(a)
+    above = [dataclasses.replace(boundary, batch=boundary.batch + k) for k in (0, 1, 2)]
+    return {"versions": plan.versions(), "batches": [timing.time_executables(r) for r in above]}
 
 
 def breakdown(a) -> dict:
@@ -551,6 +565,8 @@ def main(argv: list[str] | None = None) -> int:
             _part(report, "big_lora", lambda: big_lora(args), args.out)
         if "compiler" in parts:
             _part(report, "compiler", lambda: compiler(args), args.out)
+        if "refusals" in parts:
+            _part(report, "refusals", lambda: refusals(args), args.out)
         if "stages" in parts:
             _part(report, "stages", lambda: stages(args), args.out)
         if "sparsecore" in parts:
