@@ -52,6 +52,15 @@ def one_cpu_device(monkeypatch):
         monkeypatch.delenv("XLA_FLAGS", raising=False)
 
 
+@pytest.fixture
+def empty_plan_cache(tmp_path, monkeypatch):
+    """The plan cache in this test's own folder: what a test checks is compiled here, never
+    read from the checkout's .cache/plan (a developer's earlier plans) or another test's."""
+    from shared.plan import verdict
+
+    monkeypatch.setattr(verdict, "CACHE_DIR", tmp_path / "plan-cache")
+
+
 # A short text for tokenizers trained inside the tests (no data download).
 SONNET = """\
 Shall I compare thee to a summer's day? Thou art more lovely and more temperate.

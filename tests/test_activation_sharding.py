@@ -12,7 +12,7 @@ from conftest import TEST_VOCAB as V
 
 from shared import lora, models, plan
 from shared.models import activation_sharding
-from shared.plan import buffers, verdict
+from shared.plan import buffers
 from shared.plan.workloads import lora_train
 from shared.rollout import sampler as rollout
 
@@ -86,10 +86,10 @@ def test_the_rollout_runs_under_its_mesh_as_plan_mode_compiles_it(mesh8, tok):
     assert ('<@mesh, [{"fsdp"}, {}, {}]>', "tensor<8x12x128xbf16>") in constraints(prefill)
 
 
-def test_the_largest_activation_is_split_over_the_batch(tmp_path, monkeypatch):
+@pytest.mark.usefixtures("empty_plan_cache")
+def test_the_largest_activation_is_split_over_the_batch():
     """gemma3-tiny's LoRA step on a v5e-8 at a global batch of 96: every one of its largest
     buffers holds 96 / 8 = 12 rows per chip, none the whole batch."""
-    monkeypatch.setattr(verdict, "CACHE_DIR", tmp_path)
     request = plan.Request(
         "lora-train", "gemma3-tiny", "v5e-8", batch=96, seq=256, lora_rank=RANK, fast=True, layers=1
     )
@@ -109,12 +109,10 @@ def _step_bytes(request) -> dict:
 
 
 @pytest.mark.parametrize(("target", "batch"), [("v5e-8", 16), ("v5e-1", 2)])
-def test_honouring_the_shardings_shrinks_multi_chip_steps_only(
-    target, batch, tmp_path, monkeypatch
-):
+@pytest.mark.usefixtures("empty_plan_cache")
+def test_honouring_the_shardings_shrinks_multi_chip_steps_only(target, batch):
     """The finding behind the fix, kept: with tunix's helpers the v5e-8 step gathers the whole
     batch on every chip; on one chip there is nothing to split and the two compile alike."""
-    monkeypatch.setattr(verdict, "CACHE_DIR", tmp_path)
     request = plan.Request(
         "lora-train",
         "gemma3-tiny",

@@ -693,8 +693,14 @@ def test_one_real_cell_for_a_tiny_model(tmp_path, monkeypatch):
     reaches a lowered ceiling (3 compiles of a tiny model), stored and rendered."""
     monkeypatch.setattr(verdict, "CACHE_DIR", tmp_path / "plan-cache")
     monkeypatch.setattr(search, "CEILING", 64)
-    short = {"workload": "rollout", "prompt_len": 8, "steps": 8, "cache_size": 16, "layers": 1}
-    short["tunix"] = "0.1.7"
+    short = {
+        "workload": "rollout",
+        "prompt_len": 8,
+        "steps": 8,
+        "cache_size": 16,
+        "layers": 1,
+        "tunix": "0.1.7",
+    }
     monkeypatch.setitem(atlas.RECIPES, "rollout", short)
     row = atlas.run_cell(atlas.Cell("gemma3-tiny", "v5e-1", "rollout"), progress=False)
     assert row["status"] == "ok", row.get("error")

@@ -10,10 +10,7 @@ from shared.plan.assigned import assigned_points, locates_at_assignment
 from shared.plan.workload_bytes import resident_bytes
 from shared.plan.workloads import build_workload
 
-
-@pytest.fixture(autouse=True)
-def empty_cache(tmp_path, monkeypatch):
-    monkeypatch.setattr(verdict, "CACHE_DIR", tmp_path / "plan")
+pytestmark = pytest.mark.usefixtures("empty_plan_cache")
 
 
 def test_bytes_at_buffer_assignment_hold_the_arguments_and_are_cached():

@@ -7,16 +7,12 @@ import pytest
 
 from shared.errors import BadInput
 from shared.hardware import parse_target
-from shared.plan import Request, max_batch, plan_point, verdict
+from shared.plan import Request, max_batch, plan_point
 from shared.plan.mesh import auto_shape, mesh_for, search_shape
 from shared.plan.target import target_devices
 from shared.plan.verdict import floor_verdict
 
-
-@pytest.fixture(autouse=True)
-def empty_cache(tmp_path, monkeypatch):
-    """Each test compiles what it checks: not read from the checkout's plan cache."""
-    monkeypatch.setattr(verdict, "CACHE_DIR", tmp_path / "plan")
+pytestmark = pytest.mark.usefixtures("empty_plan_cache")
 
 
 def _devices(target):

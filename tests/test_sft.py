@@ -34,10 +34,8 @@ def test_a_full_fine_tune_moves_every_weight_and_the_loss_falls(mesh1):
     assert all(moved), f"{moved.count(False)} of {len(moved)} weights did not move"
 
 
-def test_the_sft_workload_holds_every_weights_adam_state(tmp_path, monkeypatch):
-    from shared.plan import verdict
-
-    monkeypatch.setattr(verdict, "CACHE_DIR", tmp_path)
+@pytest.mark.usefixtures("empty_plan_cache")
+def test_the_sft_workload_holds_every_weights_adam_state():
     request = plan.Request("sft", "gemma3-tiny", "v5e-8", batch=8, seq=64, fast=True, layers=1)
     point = plan.plan_point(request)
     assert point["fits"] and set(point["executables"]) == {"sft_train_step"}
