@@ -4,15 +4,13 @@ candidate whose bound cannot beat the best is never compiled, and the answer is 
 verdict with hours, dollars and the commands that rent it."""
 
 import dataclasses
-import os
-import subprocess
-import sys
 
 import pytest
 
-from shared.errors import BadInput
+from shared.errors import BadInput, run_cli
 from shared.hardware import parse_target, rent
 from shared.plan import Request, candidate, cheapest, cheapest_view, slice_job
+from shared.plan.__main__ import main as plan_cli
 
 TINY = Request("lora-train", "gemma3-tiny", "v5e-1", seq=128, lora_rank=4)
 
@@ -154,17 +152,18 @@ def test_a_slice_too_small_for_the_weights_is_excluded_without_compiling(monkeyp
     assert compiled == [] and result["choice"] is None
 
 
-def test_cli_bad_input_for_cheapest_is_one_line(tmp_path):
-    base = [sys.executable, "-m", "shared.plan"]
-    env = {**os.environ, "TPU_BUDGET_LAB_PLAN_CACHE": str(tmp_path)}
+def test_cli_bad_input_for_cheapest_is_one_line(empty_plan_cache, capsys):
+    """Through the CLI's handler in this process (test_plan runs one bad input as its own)."""
     for args, message in (
         (["lora-train", "--model", "gemma3-tiny", "--cheapest"], "needs the job's size: --tokens"),
         (["forward", "--model", "gemma3-tiny", "--cheapest", "--tokens", "5"], "not forward"),
         (["lora-train", "--model", "gemma3-tiny"], "--target is required"),
     ):
-        run = subprocess.run(base + args, capture_output=True, text=True, timeout=300, env=env)
-        assert run.returncode == 2 and message in run.stderr, run.stderr
-        assert run.stderr.strip().count("\n") == 0
+        with pytest.raises(SystemExit) as exit_:
+            run_cli(plan_cli, args)
+        stderr = capsys.readouterr().err
+        assert exit_.value.code == 2 and message in stderr, stderr
+        assert stderr.strip().count("\n") == 0
 
 
 def test_every_rented_slice_has_a_topology_to_compile_for():

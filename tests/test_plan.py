@@ -18,7 +18,7 @@ import pytest
 from jax.sharding import NamedSharding, PartitionSpec
 
 from shared import plan, report
-from shared.errors import BadInput
+from shared.errors import BadInput, run_cli
 from shared.hardware import parse_target
 from shared.paths import ROOT
 from shared.plan import (
@@ -32,6 +32,7 @@ from shared.plan import (
     verdict,
 )
 from shared.plan import mesh as plan_mesh
+from shared.plan.__main__ import main as plan_cli
 from shared.plan.executable import Executable, Workload
 
 GIB = 2**30
@@ -911,7 +912,16 @@ def test_every_probe_of_a_search_compiles_on_the_mesh_it_answers_for(monkeypatch
         return _fake_verdict(request, used, usable, mesh=request.mesh)
 
     _fake_compiler(monkeypatch, verdict_of)
+    # the points located at buffer assignment too (in a child process each, 12 s of this test)
+    monkeypatch.setattr(
+        search,
+        "assigned_points",
+        lambda requests, use_cache: [
+            {**verdict_of(r), "compiled": True, "workload_executables": 2} for r in requests
+        ],
+    )
     result = search.max_batch(plan.Request("rollout", "gemma3-tiny", "v5e-8"), progress=False)
+    assert result["assigned_probes"], "the search located at buffer assignment"
     assert result["max_batch"] == 64 and result["mesh"] == "8x1"  # fewer tp wins the tie
     assert None not in meshes and set(result["mesh_answers"]) == meshes
 
@@ -1154,9 +1164,20 @@ def test_cli_rollout_json_and_table(tmp_path):
         ),
     ],
 )
-def test_cli_bad_input_exit_2(args, message, tmp_path):
-    run = _cli(*args, cache=str(tmp_path))
-    assert run.returncode == 2 and message in run.stderr
+def test_cli_bad_input_exit_2(args, message, empty_plan_cache, capsys):
+    """In this process (each `python -m shared.plan` costs seconds of imports): the CLI's
+    handler, run_cli, prints one line and exits 2; test_cli_bad_input_ends_the_process_in_one_line
+    runs one case as its own process."""
+    with pytest.raises(SystemExit) as exit_:
+        run_cli(plan_cli, args)
+    stderr = capsys.readouterr().err
+    assert exit_.value.code == 2 and message in stderr
+    assert stderr.strip().count("\n") == 0 and "Traceback" not in stderr
+
+
+def test_cli_bad_input_ends_the_process_in_one_line(tmp_path):
+    run = _cli("rollout", "--model", "gemma3-2b", "--target", "v5e-1", cache=str(tmp_path))
+    assert run.returncode == 2 and "unknown model" in run.stderr
     assert run.stderr.strip().count("\n") == 0 and "Traceback" not in run.stderr
 
 
