@@ -505,6 +505,33 @@ def test_only_selects_cells_and_names_the_valid_values():
         atlas.selected(grid, atlas.parse_only("model=gemma3-27b"))
 
 
+def test_the_page_says_how_often_the_older_searches_it_computed_again_were_wrong():
+    """Of the cells an older search answered (a '?' on the page), those computed again say how
+    far to trust the rest: 23 of the first 43 were too low, none too high. Each is counted
+    once, its answer before beside the newest after."""
+    older = _row(
+        "llama3.1-8b",
+        "v5e-8",
+        "lora-train",
+        max_batch=4,
+        first_not_fitting=6,
+        mesh="2x4",
+        mesh_answers={"8x1": 0, "4x2": 0, "2x4": 4},
+    )
+    del older["mesh_ceilings"]  # stored before the search asked every mesh
+    ceilings = {"mesh_ceilings": {"8x1": 9, "4x2": 9, "2x4": 9, "1x8": 9}}
+    again = {**older, **ceilings, "date": "2026-11-28T00:00:00Z", "max_batch": 6, "mesh": "1x8"}
+    same = {**older, "model": "qwen3-8b", "date": "2026-11-21T00:00:00Z"}
+    same_again = {**same, **ceilings, "date": "2026-11-29T00:00:00Z"}
+    rows = [older, again, same, same_again]
+    assert atlas.older_search(older) and not atlas.older_search(again)
+    md, _ = atlas.render(rows, ["llama3.1-8b"], ["v5e-8"], ["lora-train"], "cmd")
+    assert (
+        "Of the 2 such cells computed again so far, 1 was too low (the furthest: lora-train "
+        "llama3.1-8b on a v5e-8, 4 -> 6) and none too high: a `?` cell's N fits" in md
+    )
+
+
 def test_render_a_fake_store(tmp_path):
     store = tmp_path / "atlas.jsonl"
     for row in (

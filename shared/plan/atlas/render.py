@@ -19,6 +19,7 @@ from shared.plan.atlas.store import (
     needs_check,
     newest,
     older_search,
+    reasked,
     revision,
     stepped_units,
 )
@@ -186,7 +187,28 @@ def _by_mesh(values: dict) -> str:
     return " ".join(f"{mesh}:{n}" for mesh, n in by_tp)
 
 
-def _header(best: list[dict], command: str) -> str:
+def _reasked_text(pairs: list[tuple[dict, dict]]) -> str:
+    """What the cells an older search answered and today's answered again say about those
+    still marked '?' (store.reasked): how many were too low, the furthest off, how many too
+    high. Its N is an exact compile's fit either way, so a '?' cell fits at least N."""
+    if not pairs:
+        return ""
+    low = [(b, a) for b, a in pairs if a["max_batch"] > b["max_batch"]]
+    high = [(b, a) for b, a in pairs if a["max_batch"] < b["max_batch"]]
+    were = "was" if len(low) == 1 else "were"
+    text = f" Of the {len(pairs)} such cells computed again so far, {len(low)} {were} too low"
+    if scaled := [(b, a) for b, a in low if b["max_batch"]]:
+        b, a = max(scaled, key=lambda pair: pair[1]["max_batch"] / pair[0]["max_batch"])
+        text += (
+            f" (the furthest: {b['recipe']} {b['model']} on a {b['target']}, "
+            f"{b['max_batch']} -> {a['max_batch']})"
+        )
+    text += f" and {len(high)} too high" if high else " and none too high"
+    more = "more often than not more does" if 2 * len(low) > len(pairs) else "more may"
+    return text + f": a `?` cell's N fits (an exact compile), and {more}."
+
+
+def _header(best: list[dict], command: str, pairs: list[tuple[dict, dict]]) -> str:
     version_sets = sorted({json.dumps(r["versions"], sort_keys=True) for r in best})
     dates = sorted(r["date"][:10] for r in best) or ["—"]
     compiled = "; ".join(_versions_text(json.loads(v)) for v in version_sets) or "—"
@@ -214,7 +236,7 @@ def _header(best: list[dict], command: str) -> str:
         "mesh the weights divide (a wider tp was searched only where it doubled the room for "
         "the batch: llama3.1-8b rollouts on a v6e-8 said 360 on 8x1, and 2x4 fits 512), so a "
         "batch between the steps, or one on another mesh, may fit; the next run computes "
-        "these again.\n"
+        f"these again.{_reasked_text(pairs)}\n"
         "- `gap`: the search stopped with a gap between N and M, so a batch between may fit "
         "too (`--retry-gaps` closes it by compiles inside it); `✓ ≥N gap`: it stopped with "
         "every exact compile fitting, so more may fit.\n"
@@ -300,7 +322,7 @@ def render(
     lines = io.StringIO()
     table = csv.writer(lines, lineterminator="\n")
     table.writerow(CSV_COLUMNS)
-    md, missing = _header(list(best.values()), command), []
+    md, missing = _header(list(best.values()), command, reasked(rows)), []
     for recipe, (names, columns) in grids.items():
         text, holes = _section(recipe, best, names, columns, priced, table)
         md += text

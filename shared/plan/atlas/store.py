@@ -291,6 +291,28 @@ def older_search(row: dict) -> bool:
     return stepped_coarsely(row) or skipped_a_mesh(row)
 
 
+def reasked(rows: list[dict]) -> list[tuple[dict, dict]]:
+    """(before, after) for every cell an older search answered (older_search) and today's
+    search answered again at the same versions and revision: the answer a reader was shown
+    before, the newest older-search row, beside the newest row after it. How often the
+    older answers were wrong, read off the store, so the page says how far to trust the
+    cells still marked '?'."""
+    by_cell: dict[str, list[dict]] = {}
+    for row in rows:
+        if row.get("status") == "ok":
+            by_cell.setdefault(row_key(row), []).append(row)
+    pairs = []
+    for cell_rows in by_cell.values():
+        cell_rows.sort(key=lambda r: r["date"])
+        older = [r for r in cell_rows if older_search(r)]
+        after = [r for r in cell_rows if older and r["date"] > older[0]["date"]]
+        after = [r for r in after if not older_search(r)]
+        if after:
+            before = [r for r in older if r["date"] < after[-1]["date"]][-1]
+            pairs.append((before, after[-1]))
+    return pairs
+
+
 def stored_row(rows: list[dict], cell: Cell, versions: dict) -> dict | None:
     """The newest row for `cell` at these versions, or None."""
     key = cell.key(versions)
