@@ -240,23 +240,29 @@ def test_a_row_that_stepped_a_mesh_coarsely_is_computed_again_first():
     assert cell_text(new) == "✗ 0 (✗ 1)"  # the least batch a mesh was asked
 
 
-def test_a_row_that_left_a_mesh_unasked_is_computed_again():
-    """llama3.1-8b LoRA on a v5e-8, searched with each mesh's own step: nothing on 8x1 and 4x2,
-    4 on 2x4, where the room's arithmetic stopped the comparison before 1x8. Today's search
-    asks every mesh the weights divide, so the row is an older search's; with 1x8 asked it
-    stands, and so does a row that stored its meshes' ceilings (today's search)."""
-    answers = {"8x1": 0, "4x2": 0, "2x4": 4}
-    short = _row(
+def _left_1x8_unasked() -> dict:
+    """llama3.1-8b LoRA on a v5e-8 as stored on 2026-11-27: 4 on 2x4, 1x8 never asked."""
+    row = _row(
         "llama3.1-8b",
         "v5e-8",
         "lora-train",
         max_batch=4,
         first_not_fitting=6,
         mesh="2x4",
-        mesh_answers=answers,
+        mesh_answers={"8x1": 0, "4x2": 0, "2x4": 4},
         units={"8x1": 8, "4x2": 4, "2x4": 2},
     )
-    del short["mesh_ceilings"]  # stored before the search asked every mesh
+    del row["mesh_ceilings"]  # stored before the search asked every mesh
+    return row
+
+
+def test_a_row_that_left_a_mesh_unasked_is_computed_again():
+    """llama3.1-8b LoRA on a v5e-8, searched with each mesh's own step: nothing on 8x1 and 4x2,
+    4 on 2x4, where the room's arithmetic stopped the comparison before 1x8. Today's search
+    asks every mesh the weights divide, so the row is an older search's; with 1x8 asked it
+    stands, and so does a row that stored its meshes' ceilings (today's search)."""
+    short = _left_1x8_unasked()
+    answers = short["mesh_answers"]
     assert atlas.older_search(short) and not atlas.stepped_coarsely(short)
     asked = {**short, "mesh_answers": {**answers, "1x8": "<5"}}
     assert not atlas.older_search(asked)
@@ -509,16 +515,7 @@ def test_the_page_says_how_often_the_older_searches_it_computed_again_were_wrong
     """Of the cells an older search answered (a '?' on the page), those computed again say how
     far to trust the rest: 23 of the first 43 were too low, none too high. Each is counted
     once, its answer before beside the newest after."""
-    older = _row(
-        "llama3.1-8b",
-        "v5e-8",
-        "lora-train",
-        max_batch=4,
-        first_not_fitting=6,
-        mesh="2x4",
-        mesh_answers={"8x1": 0, "4x2": 0, "2x4": 4},
-    )
-    del older["mesh_ceilings"]  # stored before the search asked every mesh
+    older = _left_1x8_unasked()
     ceilings = {"mesh_ceilings": {"8x1": 9, "4x2": 9, "2x4": 9, "1x8": 9}}
     again = {**older, **ceilings, "date": "2026-11-28T00:00:00Z", "max_batch": 6, "mesh": "1x8"}
     same = {**older, "model": "qwen3-8b", "date": "2026-11-21T00:00:00Z"}
