@@ -104,8 +104,8 @@ def max_batch(
        goes on above it there. A mesh whose ceiling is below that batch is answered by
        arithmetic, without compiling (its verdict's floor is over the HBM). Until 2026-11-28
        a wider mesh was searched only where it doubled the room of the one before, so
-       llama3.1-8b rollouts on a v6e-8 answered 360 on 8x1, where 2x4 fits 512 (24.69 of 31.25
-       GiB a chip) and 1x8's ceiling is 1466.
+       llama3.1-8b rollouts on a v6e-8 answered 360 on 8x1, where 2x4 fits 674 (31.17 of 31.25
+       GiB a chip) and 1x8 fits 667 (its ceiling 1466).
     The answer is the mesh that fits the most, fewer tp on a tie (`mesh_shape`);
     `mesh_answers` gives every mesh asked and its largest batch ("<N" where it was only
     found not to fit N), `units` each one's step (unit_for), `mesh_ceilings` every mesh's

@@ -234,7 +234,7 @@ def _header(best: list[dict], command: str, pairs: list[tuple[dict, dict]]) -> s
         "- `?` on a multi-chip cell computed until 2026-11-28: its search stepped every mesh "
         "by the rule mesh's unit (8 on a v5e-8, where 1x8 runs batch 1), or did not ask every "
         "mesh the weights divide (a wider tp was searched only where it doubled the room for "
-        "the batch: llama3.1-8b rollouts on a v6e-8 said 360 on 8x1, and 2x4 fits 512), so a "
+        "the batch: llama3.1-8b rollouts on a v6e-8 said 360 on 8x1, and 2x4 fits 674), so a "
         "batch between the steps, or one on another mesh, may fit; the next run computes "
         f"these again.{_reasked_text(pairs)}\n"
         "- `gap`: the search stopped with a gap between N and M, so a batch between may fit "

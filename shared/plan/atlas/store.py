@@ -263,7 +263,7 @@ def skipped_a_mesh(row: dict) -> bool:
     weights divide (shared.plan.search.max_batch; rows store `mesh_ceilings` since
     2026-11-28). Until then a wider tp was searched only where it doubled the room of the mesh
     before it, or came past one that fit nothing, so llama3.1-8b rollouts on a v6e-8 answered
-    360 on 8x1, where 2x4 fits 512. Such a row is an older search's where one of those meshes
+    360 on 8x1, where 2x4 fits 674. Such a row is an older search's where one of those meshes
     is not among its `mesh_answers` (a mesh too narrow to hold the weights counts too, though
     today's search leaves it out: which meshes hold them is a workload's build, seconds a
     cell, where the page is rendered for every cell)."""
