@@ -304,9 +304,15 @@ def reasked(rows: list[dict]) -> list[tuple[dict, dict]]:
     pairs = []
     for cell_rows in by_cell.values():
         cell_rows.sort(key=lambda r: r["date"])
-        older = [r for r in cell_rows if older_search(r)]
-        after = [r for r in cell_rows if older and r["date"] > older[0]["date"]]
-        after = [r for r in after if not older_search(r)]
+        is_older = [older_search(r) for r in cell_rows]
+        older = [r for r, o in zip(cell_rows, is_older, strict=True) if o]
+        if not older:
+            continue
+        after = [
+            r
+            for r, o in zip(cell_rows, is_older, strict=True)
+            if not o and r["date"] > older[0]["date"]
+        ]
         if after:
             before = [r for r in older if r["date"] < after[-1]["date"]][-1]
             pairs.append((before, after[-1]))
