@@ -37,6 +37,17 @@ def without_forced_devices(env) -> dict:
     return {**env, "XLA_FLAGS": " ".join(flags)} if flags else env
 
 
+def cli_exit(main, argv: list[str], capsys) -> tuple[int, str]:
+    """A command line's `main` run through its handler (shared.errors.run_cli) in this process,
+    as `python -m` runs it without seconds of imports: its exit code and what it printed on
+    stderr."""
+    from shared.errors import run_cli
+
+    with pytest.raises(SystemExit) as exit_:
+        run_cli(main, argv)
+    return exit_.value.code, capsys.readouterr().err
+
+
 @pytest.fixture
 def one_cpu_device(monkeypatch):
     """Programs this test starts see one CPU device, as a user's CPU machine gives them.

@@ -6,8 +6,9 @@ verdict with hours, dollars and the commands that rent it."""
 import dataclasses
 
 import pytest
+from conftest import cli_exit
 
-from shared.errors import BadInput, run_cli
+from shared.errors import BadInput
 from shared.hardware import parse_target, rent
 from shared.plan import Request, candidate, cheapest, cheapest_view, slice_job
 from shared.plan.__main__ import main as plan_cli
@@ -159,10 +160,8 @@ def test_cli_bad_input_for_cheapest_is_one_line(empty_plan_cache, capsys):
         (["forward", "--model", "gemma3-tiny", "--cheapest", "--tokens", "5"], "not forward"),
         (["lora-train", "--model", "gemma3-tiny"], "--target is required"),
     ):
-        with pytest.raises(SystemExit) as exit_:
-            run_cli(plan_cli, args)
-        stderr = capsys.readouterr().err
-        assert exit_.value.code == 2 and message in stderr, stderr
+        code, stderr = cli_exit(plan_cli, args, capsys)
+        assert code == 2 and message in stderr, stderr
         assert stderr.strip().count("\n") == 0
 
 

@@ -15,10 +15,11 @@ import sys
 import jax
 import jax.numpy as jnp
 import pytest
+from conftest import cli_exit
 from jax.sharding import NamedSharding, PartitionSpec
 
 from shared import plan, report
-from shared.errors import BadInput, run_cli
+from shared.errors import BadInput
 from shared.hardware import parse_target
 from shared.paths import ROOT
 from shared.plan import (
@@ -1168,10 +1169,8 @@ def test_cli_bad_input_exit_2(args, message, empty_plan_cache, capsys):
     """In this process (each `python -m shared.plan` costs seconds of imports): the CLI's
     handler, run_cli, prints one line and exits 2; test_cli_bad_input_ends_the_process_in_one_line
     runs one case as its own process."""
-    with pytest.raises(SystemExit) as exit_:
-        run_cli(plan_cli, args)
-    stderr = capsys.readouterr().err
-    assert exit_.value.code == 2 and message in stderr
+    code, stderr = cli_exit(plan_cli, args, capsys)
+    assert code == 2 and message in stderr
     assert stderr.strip().count("\n") == 0 and "Traceback" not in stderr
 
 

@@ -8,9 +8,10 @@ import subprocess
 import sys
 
 import pytest
+from conftest import cli_exit
 
 from shared import report, sizing
-from shared.errors import BadInput, run_cli
+from shared.errors import BadInput
 from shared.findings import scaling as findings
 from shared.hardware import CHIPS
 from shared.sizing import cli as sizing_cli
@@ -332,10 +333,8 @@ _TRAIN = (
 def test_zero_or_negative_sizes_are_one_line_and_exit_2(args, message, capsys):
     with pytest.raises(BadInput, match=re.escape(message)):
         sizing_cli.main(list(args))
-    with pytest.raises(SystemExit) as exit_:
-        run_cli(sizing_cli.main, list(args))
-    err = capsys.readouterr().err
-    assert exit_.value.code == 2 and err.count("\n") == 1 and err.startswith("error: ")
+    code, err = cli_exit(sizing_cli.main, list(args), capsys)
+    assert code == 2 and err.count("\n") == 1 and err.startswith("error: ")
     assert message in err
 
 

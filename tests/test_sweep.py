@@ -17,9 +17,10 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
+from conftest import cli_exit
 
 from shared import sweep
-from shared.errors import BadInput, run_cli
+from shared.errors import BadInput
 from shared.paths import ROOT
 from shared.sweep import config as sweep_config
 from shared.sweep import runner as sweep_runner
@@ -201,10 +202,9 @@ def test_bad_configs_fail_in_one_line(tmp_path, text, message):
 
 
 def test_command_line_reports_bad_input_in_one_line(tmp_path, capsys):
-    with pytest.raises(SystemExit) as exit_:
-        run_cli(sweep.main, ["--config", str(tmp_path / "missing.yaml")])
-    assert exit_.value.code == 2
-    assert capsys.readouterr().err.strip().count("\n") == 0
+    code, err = cli_exit(sweep.main, ["--config", str(tmp_path / "missing.yaml")], capsys)
+    assert code == 2
+    assert err.strip().count("\n") == 0
 
 
 def test_trial_arguments_are_the_wandb_agents_and_typos_fail_early():
