@@ -849,6 +849,41 @@ def test_shards_split_the_cells_left_and_a_bad_shard_is_one_line(tmp_path, capsy
             cli.parse_shard(bad)
 
 
+def test_a_stored_answer_lacking_its_check_and_a_mesh_gets_both_in_one_run(
+    tmp_path, monkeypatch, capsys
+):
+    """--check-above takes a stored answer up where it left off, one kind of work after the
+    other: the check above it, then the mesh it left unasked, each stored as it comes, so the
+    cell leaves the run finished (until 2026-11-29 a run did one kind a cell, and the
+    check's row kept its '?' until another run asked the mesh)."""
+    from shared.plan.atlas import cli
+
+    store = tmp_path / "atlas.jsonl"
+    checked = {**_left_1x8_unasked(), "versions": plan.versions()}
+    stored = _before_the_check(checked)
+    atlas.append_row(store, stored)
+    works = []
+
+    def alone(cell, work):
+        works.append(work.func)
+        date = f"2026-11-29T0{len(works)}:00:00Z"
+        if work.func is atlas.check_row:
+            return {**checked, "date": date}  # 8 and 12 refused: the answer stands
+        return {**checked, "date": date, "mesh_answers": {**checked["mesh_answers"], "1x8": "<5"}}
+
+    monkeypatch.setattr(cli, "run_cell_alone", alone)
+    argv = ["--models", "llama3.1-8b", "--targets", "v5e-8", "--recipes", "lora-train"]
+    argv += ["--store", str(store), "--md", str(tmp_path / "page.md")]
+    argv += ["--csv", str(tmp_path / "table.csv"), "--figure", str(tmp_path / "atlas.png")]
+    assert cli.main([*argv, "--check-above"]) == 0
+    assert works == [atlas.check_row, atlas.mesh_row]
+    rows = atlas.read_store(store)
+    assert len(rows) == 3 and not atlas.todo(
+        atlas.cells(["llama3.1-8b"], ["v5e-8"], ["lora-train"]), rows, plan.versions()
+    )
+    assert capsys.readouterr().out.count("[1/1] lora-train llama3.1-8b on v5e-8") == 2
+
+
 @pytest.mark.parametrize("status", ["ok", "error"])
 def test_retry_gaps_closes_a_stored_gap_and_keeps_the_row_when_that_fails(
     tmp_path, monkeypatch, capsys, status

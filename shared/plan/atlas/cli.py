@@ -76,6 +76,31 @@ def from_stored(args, stored: dict | None) -> tuple[Callable, str] | None:
     return None
 
 
+def finish_cell(args, cell, versions: dict, retry: dict):
+    """The cell's work until the run has nothing left to do on it: each step's row, stored
+    as it comes (an error row is not stored: the stored answer stands). A stored answer is
+    taken up where it left off (from_stored), one kind of work after the other, so a cell
+    that lacked both the check above its answer and a mesh is finished in one run, not one
+    run a kind (gemma4-31b rollouts on a v5e-8 were checked on 2x4 on 2026-11-29 and kept
+    their '?' until a later run asked the other meshes). Each kind runs once a cell and run."""
+    done = set()
+    while True:
+        rows = read_store(args.store)
+        if not todo([cell], rows, versions, **retry):
+            return  # done, or another run sharing the store computed it meanwhile
+        resume = from_stored(args, stored_row(rows, cell, versions))
+        kind = resume[1] if resume else "the search"
+        if kind in done:
+            return
+        done.add(kind)
+        row = run_cell_alone(cell, resume[0] if resume else run_cell)
+        if resume and row["status"] != "ok":  # the stored answer stands
+            yield {**row, "error": f"{resume[1]} failed, {row['error']}"}
+            return
+        append_row(args.store, row)
+        yield row
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -162,21 +187,13 @@ def main(argv: list[str] | None = None) -> int:
                         flush=True,
                     )
                     break
-                rows = read_store(args.store)
-                if not todo([cell], rows, versions, **retry):
-                    continue  # another run sharing the store computed it meanwhile
-                resume = from_stored(args, stored_row(rows, cell, versions))
-                row = run_cell_alone(cell, resume[0] if resume else run_cell)
-                if resume and row["status"] != "ok":  # the stored answer stands
-                    row = {**row, "error": f"{resume[1]} failed, {row['error']}"}
-                else:
-                    append_row(args.store, row)
-                print(
-                    f"[{number}/{len(left)}] {cell.recipe} {cell.model} on {cell.target}: "
-                    f"{row.get('summary') or row.get('error')} ({row.get('compiles', 0)} "
-                    f"compiles, {row['wall_s']:.0f} s)",
-                    flush=True,
-                )
+                for row in finish_cell(args, cell, versions, retry):
+                    print(
+                        f"[{number}/{len(left)}] {cell.recipe} {cell.model} on {cell.target}: "
+                        f"{row.get('summary') or row.get('error')} ({row.get('compiles', 0)} "
+                        f"compiles, {row['wall_s']:.0f} s)",
+                        flush=True,
+                    )
         except KeyboardInterrupt:
             print("stopped: the cell in progress is not stored; rendering", flush=True)
     md, table = render(read_store(args.store), model_names, targets, recipes, command)
