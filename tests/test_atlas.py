@@ -449,6 +449,25 @@ def test_a_row_that_left_a_mesh_unasked_asks_it_alone(monkeypatch, on_4x2, answe
         assert "64 (batches 72, 80 and 96 do not)" in row["summary"]
 
 
+def test_a_row_whose_unasked_meshes_cannot_hold_the_weights_stands_asked(monkeypatch):
+    """gemma4-31b rollouts on a v5e-8, stored before the search asked every mesh: 2 on 2x4,
+    the rule's mesh, with 8x1 and 4x2 dividing the weights but holding too little of them
+    and 1x8 not dividing them. Today's search asks 2x4 alone, so mesh_row compiles nothing
+    and stores the answer as every mesh asked: the '?' goes (it raised a KeyError on
+    2026-11-29, since a search of one mesh names no ceilings)."""
+    monkeypatch.setattr(search_meshes, "wider_shapes", lambda request, devices, than: [])
+    monkeypatch.setattr(search_meshes, "search_shape", lambda request, devices: (2, 4))
+    asked = _made_up_compiler(monkeypatch, lambda r: r.batch <= 2)
+    stored = _row("gemma3-tiny", "v5e-8", max_batch=2, first_not_fitting=4, mesh="2x4")
+    stored["probes"] = [[4, False, False], [2, False, True]]
+    del stored["mesh_ceilings"]  # stored before the search asked every mesh
+    row = atlas.mesh_row(stored, atlas.Cell("gemma3-tiny", "v5e-8", "rollout"), progress=False)
+    assert row["status"] == "ok", row.get("error")
+    assert asked == [] and (row["max_batch"], row["mesh"]) == (2, "2x4")
+    assert list(row["mesh_ceilings"]) == ["2x4"] and row["mesh_answers"] == {"2x4": 2}
+    assert not atlas.older_search(row)
+
+
 @pytest.mark.parametrize(
     "stored_fail, asked_then, checked",
     [(128, [72, 40, 56, 64, 80, 96], "compiled"), (80, [48, 64, 72, 96], "known")],

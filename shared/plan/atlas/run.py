@@ -189,7 +189,11 @@ def mesh_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
         new = {
             **row,
             **head,
-            **{k: found[k] for k in ("mesh_answers", "units", "mesh_ceilings")},
+            **{k: found[k] for k in ("mesh_answers", "units")},
+            # every mesh today's search asks, a single one included (meshes_result names them
+            # only where there are several): a mesh narrower than the rule's cannot hold the
+            # weights by arithmetic (shared.plan.mesh.auto_shape), and no search asks it
+            "mesh_ceilings": {"{}x{}".format(*m): c for m, c in ceilings.items()},
             "mesh": "{}x{}".format(*shape),  # a row stored without it: the mesh it stood on
             "probes": [[p["batch"], p["fast"], p["fits"]] for p in probes],
             "assigned_probes": [
