@@ -26,6 +26,10 @@ Parts (`--parts`, comma-separated):
   v5e-8;
 - `mesh-search`: `--max-batch` for the two mesh cases of `locate-rollout` (`--model` on an 8x1
   v5e-8, `--locate-deep-model` on a 4x2), nothing cached: their compiles and wall time;
+- `builds`: what a deep LoRA search pays before and between its compiles, nothing compiled: the
+  meshes it compares and their ceilings (shared.plan.search_meshes.meshes_by_ceiling) for
+  `--breakdown-lora-model`'s step on `--lora-target`, then its workload built at four batches
+  on one mesh, each build's seconds;
 - `sparsecore`: the 1B LoRA step on a tpu7x-8 (batch 8, sequence 2048, rank 16) compiled fast
   with the SparseCore collective offload (as fast compiles were until 2026-11-26), fast as
   now (without it: shared.plan.compiled.fast_options) and exact: seconds and bytes of each;
@@ -285,6 +289,7 @@ PARTS = (
     "locate",
     "locate-rollout",
     "mesh-search",
+    "builds",
 )
 
 
@@ -449,6 +454,35 @@ def mesh_search(a) -> dict:
     return out
 
 
+def builds(a) -> dict:
+    """The `builds` part (module doc): seconds of the mesh comparison's arithmetic, then of each
+    build of the same step at rising batches on the rule's mesh."""
+    from shared.hardware import parse_target
+    from shared.hardware.sharding import make_mesh
+    from shared.plan.search_meshes import meshes_by_ceiling
+    from shared.plan.target import target_devices
+    from shared.plan.workloads import build_workload
+
+    request = plan.Request(
+        "lora-train", a.breakdown_lora_model, a.lora_target, seq=a.lora_seq, lora_rank=16
+    )
+    devices = target_devices(parse_target(a.lora_target))
+    ceilings, ceilings_s = _timed(meshes_by_ceiling, request, devices)
+    mesh = make_mesh(next(iter(ceilings)), devices)
+    build_s = {
+        batch: _timed(build_workload, dataclasses.replace(request, batch=batch), mesh)[1]
+        for batch in (4, 8, 12, 16)
+    }
+    print(f"builds: meshes {ceilings_s:.1f} s, then {list(build_s.values())}", flush=True)
+    return {
+        "request": dataclasses.asdict(request),
+        "mesh_ceilings": {"{}x{}".format(*m): c for m, c in ceilings.items()},
+        "meshes_by_ceiling_s": ceilings_s,
+        "mesh": dict(mesh.shape),
+        "build_s": build_s,
+    }
+
+
 def sparsecore(a) -> dict:
     """A fast compile with and without tpu7x's SparseCore collective offload, and the exact one
     (the offload on, as device mode compiles): the offload's compile seconds and bytes."""
@@ -577,6 +611,8 @@ def main(argv: list[str] | None = None) -> int:
             _part(report, "locate_rollout", lambda: locate_rollout(args), args.out)
         if "mesh-search" in parts:
             _part(report, "mesh_search", lambda: mesh_search(args), args.out)
+        if "builds" in parts:
+            _part(report, "builds", lambda: builds(args), args.out)
     return 0
 
 
