@@ -547,6 +547,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {**results.header("benchmarks/bench_plan.py", argv), "loads": {}}
     report["start_load"] = os.getloadavg()
     report["start_busy_cores"] = busy = results.busy_cores()
+    report["reference_s"] = results.reference_seconds()  # this machine's speed today
     report["quiet"] = report["start_load"][0] <= QUIET_LOAD and (busy or 0.0) <= QUIET_BUSY
     if not report["quiet"]:
         print(

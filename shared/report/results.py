@@ -59,3 +59,17 @@ def busy_cores(seconds: float = 2.0) -> float | None:
     except OSError:
         return None
     return (busy_after - busy) / max(total_after - total, 1) * (os.cpu_count() or 1)
+
+
+def reference_seconds(rounds: int = 3) -> float:
+    """Seconds one core takes for a fixed pure-Python loop, the best of `rounds`: how fast this
+    machine's cores are today, beside a benchmark's timings. `bench_plan.py --parts search`
+    on the same 2-core machine, both runs quiet (load under 1.5, no other process busy): the
+    1B rollout's fast verdict took 8.9 s and its exact one 25.7 s on 2026-11-26, 25 s and 74 s
+    on 2026-11-29. The load cannot tell such days apart; this can (1.2 s on the second)."""
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        sum(i * i for i in range(10**7))
+        best = min(best, time.perf_counter() - start)
+    return best
