@@ -1352,3 +1352,32 @@ def test_a_compile_splits_into_stages_read_from_xlas_dump():
         assert all(p > -0.05 for p in parts)
         assert sum(parts) == pytest.approx(exe["compile_s"], abs=0.1)
         assert exe["stages"]["memory_report_total_bytes"] > 0
+
+
+def test_a_line_from_an_exact_low_end_takes_its_slope_from_two_located_points(monkeypatch):
+    """A search whose first exact question fits (mesh_row's question to another mesh) has an
+    exact low end, and located bytes sit under exact ones (at buffer assignment 0.2-3% on one
+    chip, more on some meshes). qwen3-8b rollouts on a 1x8 v5e-8 fit 177 exactly at 10.98
+    GiB, and 184 was located at 9.62: the line through the two fell, crossed the HBM nowhere,
+    and the search compiled 389 and 314 exactly, both far over (10 and 11 minutes), as
+    llama3.1-8b's on a 1x8 v6e-8 compiled 1038 and 770, and on a 2x4 tpu7x-8 2654, 2497 and
+    2107. Made-up compiler on a v5e-8 (unit 1 on 1x8): exact bytes 2 GiB + 0.0505 a row (272
+    fit), located ones 12% under, and the floor (arguments only: 1.9 + 0.0225 a row, the
+    cell's 1478.5 GiB at 65536) where that alone is over the HBM; asked first at 177, the
+    search aims near 272 (the falling line had aimed at 65536, and the line from 177 to that
+    floor at 389, as in the cell)."""
+    usable = 15.75 * GIB
+
+    def verdict_of(request):
+        floor = (1.9 + 0.0225 * request.batch) * GIB
+        if floor > usable:  # answered by arithmetic
+            return _fake_verdict(request, floor, usable, compiled=False)
+        exact = (2 + 0.0505 * request.batch) * GIB
+        return _fake_verdict(request, 0.88 * exact if request.fast else exact, usable)
+
+    _fake_compiler(monkeypatch, verdict_of)
+    request = plan.Request("scale", "none", "v5e-8")
+    result = search.searcher(request, progress=False)((1, 8), exact_from=177)
+    exact = [p["batch"] for p in result["probes"] if not p["fast"] and p.get("compiled", True)]
+    assert (result["max_batch"], result["first_not_fitting"]) == (272, 273), exact
+    assert max(exact) <= 1.05 * 272, exact  # nothing compiled exactly far over the HBM

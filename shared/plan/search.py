@@ -259,7 +259,7 @@ def _max_batch_on(
         bar.update(len(points))
         return points
 
-    def at_buffer_assignment(batch: int) -> dict:
+    def at_buffer_assignment(*batches: int) -> list[dict]:
         """The whole model's bytes at buffer assignment (shared.plan.assigned): where the
         search looks, never an answer. gemma3-1b's full fine-tune step on a v5e-8 (batch 8):
         0.30x the exact verdict's seconds, 2.8% under its bytes, where a fast compile took
@@ -267,12 +267,14 @@ def _max_batch_on(
         2.4% under, where the cut depths' line took 0.50x (0.2% under) and a fast compile
         0.32x (14% under) (benchmarks/results/plan_locate.json). llama3.1-8b rollouts on a
         4x2 v5e-8 (128 rows): 0.34x, 0.3% under, a fast compile 0.30x and 13% over
-        (plan_locate_rollout.json). One quiet run each."""
-        bar.set_postfix(batch=batch, at="buffer assignment")
-        (point,) = assigned_points([dataclasses.replace(request, batch=batch)], use_cache=use_cache)
-        assigned_probes.append(point)
-        bar.update(1)
-        return point
+        (plan_locate_rollout.json). One quiet run each. Several at once compile side by side."""
+        bar.set_postfix(batch=",".join(map(str, batches)), at="buffer assignment")
+        points = assigned_points(
+            [dataclasses.replace(request, batch=b) for b in batches], use_cache=use_cache
+        )
+        assigned_probes.extend(points)
+        bar.update(len(points))
+        return points
 
     first = None if exact_from is None else min(max(unit, -(-exact_from // unit) * unit), ceiling)
     if first and not unit_floor_fits:
@@ -282,10 +284,14 @@ def _max_batch_on(
         bar.close()
         return search_result(request, shape, unit, ceiling, exact, probes, assigned_probes, start)
 
-    def fast_compiled(batch: int) -> dict:
-        return probe([batch], True)[0]
+    def fast_compiled(*batches: int) -> list[dict]:
+        return probe(list(batches), True)
 
-    locate = at_buffer_assignment if locates_at_assignment(request, shape) else fast_compiled
+    locate_all = at_buffer_assignment if locates_at_assignment(request, shape) else fast_compiled
+
+    def locate(batch: int) -> dict:
+        return locate_all(batch)[0]
+
     # The line's low end: one unit, located; or the batch compiled first, where it fits: an
     # exact point, and one unit under it would cost a compile more and aim no better
     # (sft gemma3-1b on a 4x2 v5e-8: 28 fit exactly, then 4 and 16 were located, 2.5 min each)
@@ -306,10 +312,22 @@ def _max_batch_on(
         # boundary is near, and the exact compiles below start at the low end, locating nothing
         candidate = low["batch"]
     elif low["fits"]:
-        high = locate(min(low["batch"] + 7 * unit, reach))  # 8 units from a located unit
+        aim = min(low["batch"] + 7 * unit, reach)  # 8 units from a located unit
+        if low_is_exact:
+            # Its slope from two located points, both at once, side by side: located bytes sit
+            # under exact ones, and a line from an exact point to a located one carries that
+            # gap over a few units as its slope. qwen3-8b rollouts on a 1x8 v5e-8 fit 177
+            # exactly at 10.98 GiB, and 184 was located at 9.62: the line fell, and the search
+            # compiled 389 and 314 exactly, far over the HBM (10 and 11 minutes; llama3.1-8b's
+            # on a 2x4 tpu7x-8 2654, 2497 and 2107). It aims from the exact point.
+            located_low, high = locate_all(low["batch"], aim)
+            located.append(located_low)
+        else:
+            located_low, high = low, locate(aim)
         located.append(high)
-        located_slope = slope(low, high)
-        candidate = crossing(high if high["fits"] else low, located_slope, usable, unit, ceiling)
+        located_slope = slope(located_low, high)
+        aim_from = low if low_is_exact or not high["fits"] else high
+        candidate = crossing(aim_from, located_slope, usable, unit, ceiling)
         if high["fits"] and 2 * high["batch"] < candidate < ceiling:  # far: a third point there
             near = locate(candidate)
             below = crossing(high, slope(high, near), usable, unit, ceiling)
