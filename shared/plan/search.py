@@ -7,10 +7,10 @@ Bytes per device grow close to linearly with the batch (KV cache, activations). 
    assignment (shared.plan.assigned: 0.2-3% under the exact bytes in 0.25-0.6x an exact
    verdict's time), or a fast compile (least optimisation effort) for a rollout on one device,
    as near there and cheaper (shared.plan.assigned.locates_at_assignment). When 1 unit does
-   not fit, 8 is not tried. Above an exact first question that fits (another mesh's answer),
-   its batch and 8 units above it are located together, and their slope aims from it. Small first: most fine-tunes fit a few units, and a probe far
+   not fit, 8 is not tried. Small first: most fine-tunes fit a few units, and a probe far
    over the HBM is the slowest compile of a search (the compiler works hardest to fit what
-   cannot);
+   cannot). Above an exact first question that fits (another mesh's answer), its batch and 8
+   units above it are located together, and their slope aims from it;
 2. confirm: exact compiles until a fitting batch and a failing one sit one unit apart. With
    one exact point, the located slope through it gives the next candidate; with two or more
    that all fit, the line through the largest two; with points on both sides, the line
