@@ -2,6 +2,7 @@
 left, the rendered atlas (from a small fake store, no compiles), and one real cell for a tiny
 model."""
 
+import argparse
 import csv
 import dataclasses
 import functools
@@ -466,6 +467,43 @@ def test_a_row_whose_unasked_meshes_cannot_hold_the_weights_stands_asked(monkeyp
     assert asked == [] and (row["max_batch"], row["mesh"]) == (2, "2x4")
     assert list(row["mesh_ceilings"]) == ["2x4"] and row["mesh_answers"] == {"2x4": 2}
     assert not atlas.older_search(row)
+
+
+def test_a_coarse_row_is_refined_at_its_meshs_own_step_then_asks_the_others(monkeypatch):
+    """A v5e-8 row stored while the atlas stepped every mesh by the rule mesh's 8: 56 on 2x4,
+    64 refused, 8x1 48. A run refines it (coarse_row) instead of searching every mesh again:
+    the bracket closed at 2x4's own step of 2 (60, 62), its check above (66; 64 is a known
+    failure), then 8x1 asked whether it fits 62, where it wins a tie (64, its least batch
+    above): nothing located, nothing else compiled. Made-up compiler: 62 fit on 2x4, 50 on
+    8x1."""
+    monkeypatch.setattr(search_meshes, "wider_shapes", lambda request, devices, than: [(2, 4)])
+    asked = _made_up_compiler(monkeypatch, lambda r: r.batch <= {"2x4": 62, "8x1": 50}[r.mesh])
+    stored = _before_units(
+        _row(
+            "gemma3-tiny",
+            "v5e-8",
+            max_batch=56,
+            first_not_fitting=64,
+            mesh="2x4",
+            mesh_answers={"8x1": 48, "2x4": 56},
+            probes=[[56, False, True], [64, False, False]],
+        )
+    )
+    del stored["mesh_ceilings"]  # stored before the search asked every mesh
+    assert atlas.stepped_coarsely(stored)
+    from shared.plan.atlas import cli
+
+    # before its checks: they come with it, at the mesh's own step
+    work, what = cli.from_stored(argparse.Namespace(check_above=True, retry_gaps=True), stored)
+    assert work.func is atlas.coarse_row and what == "refining the coarse steps"
+    cell = atlas.Cell("gemma3-tiny", "v5e-8", "rollout")
+    row = atlas.coarse_row(stored, cell, progress=False)
+    assert row["status"] == "ok", row.get("error")
+    assert asked == [(60, False), (62, False), (66, False), (64, False)], asked
+    assert (row["max_batch"], row["first_not_fitting"], row["mesh"]) == (62, 64, "2x4")
+    assert row["mesh_answers"] == {"2x4": 62, "8x1": "<64"}
+    assert row["units"] == {"8x1": 8, "2x4": 2} and not atlas.older_search(row)
+    assert row["compiles"] == 5 + len(asked) and row["probes"][:2] == stored["probes"]
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,14 @@ batch fits). Modules: `store` (the grid and the store), `run` (one cell), `rende
 
 from shared.plan.atlas.cli import main
 from shared.plan.atlas.render import render
-from shared.plan.atlas.run import check_row, gap_row, mesh_row, run_cell, run_cell_alone
+from shared.plan.atlas.run import (
+    check_row,
+    coarse_row,
+    gap_row,
+    mesh_row,
+    run_cell,
+    run_cell_alone,
+)
 from shared.plan.atlas.store import (
     MODELS,
     MULTI_DEVICE_REVISIONS,
@@ -51,6 +58,7 @@ __all__ = [
     "append_row",
     "cells",
     "check_row",
+    "coarse_row",
     "gap_row",
     "mesh_row",
     "has_gap",

@@ -24,7 +24,14 @@ from shared.errors import BadInput, choose
 from shared.hardware import parse_target
 from shared.plan.atlas import figure
 from shared.plan.atlas.render import FIGURE, MARKDOWN, TABLE, render
-from shared.plan.atlas.run import check_row, gap_row, mesh_row, run_cell, run_cell_alone
+from shared.plan.atlas.run import (
+    check_row,
+    coarse_row,
+    gap_row,
+    mesh_row,
+    run_cell,
+    run_cell_alone,
+)
 from shared.plan.atlas.store import (
     MODELS,
     RECIPES,
@@ -62,16 +69,29 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 def from_stored(args, stored: dict | None) -> tuple[Callable, str] | None:
     """The work on a cell that starts from its stored answer, compiling near it alone, and
-    what it does in words: the checks above it it lacks (--check-above), the gap it left
-    (--retry-gaps), or the meshes it left unasked (always: a question a mesh, where computing
-    the cell again searches every mesh from scratch). None: compute the cell."""
+    what it does in words: the coarse steps it took refined (always: its bracket closed at its
+    mesh's own step, then a question a mesh), the checks above it it lacks (--check-above),
+    the gap it left (--retry-gaps), or the meshes it left unasked (always: a question a mesh,
+    where computing the cell again searches every mesh from scratch). None: compute the
+    cell."""
     if not stored:
         return None
+    if stepped_coarsely(stored):
+        return partial(coarse_row, stored), "refining the coarse steps"
     if args.check_above and needs_check(stored):
         return partial(check_row, stored), "the check above"
     if args.retry_gaps and has_gap(stored):
         return partial(gap_row, stored), "closing the gap"
-    if skipped_a_mesh(stored) and not stepped_coarsely(stored):
+    if skipped_a_mesh(stored):
+        return partial(mesh_row, stored), "asking the other meshes"
+    return None
+    if args.check_above and needs_check(stored):
+        return partial(check_row, stored), "the check above"
+    if args.retry_gaps and has_gap(stored):
+        return partial(gap_row, stored), "closing the gap"
+    if stepped_coarsely(stored):
+        return partial(coarse_row, stored), "refining the coarse steps"
+    if skipped_a_mesh(stored):
         return partial(mesh_row, stored), "asking the other meshes"
     return None
 
