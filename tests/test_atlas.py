@@ -467,6 +467,7 @@ def test_a_row_whose_unasked_meshes_cannot_hold_the_weights_stands_asked(monkeyp
     assert asked == [] and (row["max_batch"], row["mesh"]) == (2, "2x4")
     assert list(row["mesh_ceilings"]) == ["2x4"] and row["mesh_answers"] == {"2x4": 2}
     assert not atlas.older_search(row)
+    assert "on v5e-8 (mesh 2x4): 2 (" in row["summary"]  # no other mesh to name
 
 
 def test_a_coarse_row_is_refined_at_its_meshs_own_step_then_asks_the_others(monkeypatch):

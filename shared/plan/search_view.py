@@ -43,7 +43,7 @@ def describe(search: dict) -> str:
         others = [
             f"{name} fits {mesh_answer_text(n)}" for name, n in answers.items() if name != mesh
         ]
-        where += f" (mesh {mesh}; {', '.join(others)})"
+        where += f" (mesh {mesh}; {', '.join(others)})" if others else f" (mesh {mesh})"
     if largest == 0:
         why = "the compiler's verdict" if search["compiles"] else "arithmetic, before any compile"
         units = search.get("units") or {}
