@@ -85,15 +85,6 @@ def from_stored(args, stored: dict | None) -> tuple[Callable, str] | None:
     if skipped_a_mesh(stored):
         return partial(mesh_row, stored), "asking the other meshes"
     return None
-    if args.check_above and needs_check(stored):
-        return partial(check_row, stored), "the check above"
-    if args.retry_gaps and has_gap(stored):
-        return partial(gap_row, stored), "closing the gap"
-    if stepped_coarsely(stored):
-        return partial(coarse_row, stored), "refining the coarse steps"
-    if skipped_a_mesh(stored):
-        return partial(mesh_row, stored), "asking the other meshes"
-    return None
 
 
 def finish_cell(args, cell, versions: dict, retry: dict):
