@@ -1360,7 +1360,7 @@ def test_a_line_from_an_exact_low_end_takes_its_slope_from_two_located_points(mo
     chip, more on some meshes). qwen3-8b rollouts on a 1x8 v5e-8 fit 177 exactly at 10.98
     GiB, and 184 was located at 9.62: the line through the two fell, crossed the HBM nowhere,
     and the search compiled 389 and 314 exactly, both far over (10 and 11 minutes), as
-    llama3.1-8b's on a 1x8 v6e-8 compiled 1038 and 770, and on a 2x4 tpu7x-8 2654, 2497 and
+    llama3.1-8b's on a 1x8 v6e-8 compiled 1038 and 770, and on a 1x8 tpu7x-8 2654, 2497 and
     2107. Made-up compiler on a v5e-8 (unit 1 on 1x8): exact bytes 2 GiB + 0.0505 a row (272
     fit), located ones 12% under, and the floor (arguments only: 1.9 + 0.0225 a row, the
     cell's 1478.5 GiB at 65536) where that alone is over the HBM; asked first at 177, the

@@ -320,7 +320,7 @@ def _max_batch_on(
             # gap over a few units as its slope. qwen3-8b rollouts on a 1x8 v5e-8 fit 177
             # exactly at 10.98 GiB, and 184 was located at 9.62: the line fell, and the search
             # compiled 389 and 314 exactly, far over the HBM (10 and 11 minutes; llama3.1-8b's
-            # on a 2x4 tpu7x-8 2654, 2497 and 2107). It aims from the exact point.
+            # on a 1x8 tpu7x-8 2654, 2497 and 2107). It aims from the exact point.
             located_low, high = locate_all(low["batch"], aim)
             located.append(located_low)
         else:
