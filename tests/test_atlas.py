@@ -507,6 +507,32 @@ def test_a_coarse_row_is_refined_at_its_meshs_own_step_then_asks_the_others(monk
     assert row["compiles"] == 5 + len(asked) and row["probes"][:2] == stored["probes"]
 
 
+def test_a_coarse_none_fits_is_refined_from_zero_without_checks_above_it(monkeypatch):
+    """A coarse "not even 8 fits on 4x2" (its own step is 4): the bracket from nothing to 8
+    closes at 4, refused, with no check above an answer of none (the next 4 rows a chip, 16,
+    would have been compiled: for a GRPO step the slowest compile of its search), then 8x1 is
+    searched as a mesh is where nothing fit elsewhere. Made-up compiler: nothing fits."""
+    monkeypatch.setattr(search_meshes, "wider_shapes", lambda request, devices, than: [(4, 2)])
+    asked = _made_up_compiler(monkeypatch, lambda r: False)
+    stored = _before_units(
+        _row(
+            "gemma3-tiny",
+            "v5e-8",
+            max_batch=0,
+            first_not_fitting=8,
+            mesh="4x2",
+            mesh_answers={"8x1": 0, "4x2": 0},
+            probes=[[8, False, False]],
+        )
+    )
+    del stored["mesh_ceilings"]  # stored before the search asked every mesh
+    row = atlas.coarse_row(stored, atlas.Cell("gemma3-tiny", "v5e-8", "rollout"), progress=False)
+    assert row["status"] == "ok", row.get("error")
+    assert asked[0] == (4, False) and 16 not in [b for b, _ in asked], asked
+    assert (row["max_batch"], row["first_not_fitting"]) == (0, 4) and row["units"]["4x2"] == 4
+    assert not atlas.older_search(row)
+
+
 @pytest.mark.parametrize(
     "stored_fail, asked_then, checked",
     [(128, [72, 40, 56, 64, 80, 96], "compiled"), (80, [48, 64, 72, 96], "known")],

@@ -281,7 +281,8 @@ def gap_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
         new["mesh_answers"] = {**row["mesh_answers"], "{fsdp}x{tp}".format(**mesh): fits}
     failed = {row["first_not_fitting"], *(p["batch"] for p in probes if not p["fits"])}
     new.update(checked_fields(fits, unit, shape[0], failed))  # not the stored answer's checks
-    if any(b not in failed for b in checks_above(fits, unit, shape[0])):
+    # no check above nothing: a bracket from 0 (a coarse row's "none fits", coarse_row)
+    if fits and any(b not in failed for b in checks_above(fits, unit, shape[0])):
         return check_row(new, cell, progress=progress)
     new["summary"] = plan.describe(
         {**new, "workload": cell.settings["workload"], "mesh_shape": mesh}
