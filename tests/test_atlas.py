@@ -470,6 +470,14 @@ def test_a_row_whose_unasked_meshes_cannot_hold_the_weights_stands_asked(monkeyp
     assert "on v5e-8 (mesh 2x4): 2 (" in row["summary"]  # no other mesh to name
 
 
+def _coarse_tiny_row(**fields) -> dict:
+    """A gemma3-tiny row on a v5e-8 as stored while the atlas stepped every mesh by the rule
+    mesh's 8 (no `units`) and before the search asked every mesh (no `mesh_ceilings`)."""
+    row = _before_units(_row("gemma3-tiny", "v5e-8", **fields))
+    del row["mesh_ceilings"]
+    return row
+
+
 def test_a_coarse_row_is_refined_at_its_meshs_own_step_then_asks_the_others(monkeypatch):
     """A v5e-8 row stored while the atlas stepped every mesh by the rule mesh's 8: 56 on 2x4,
     64 refused, 8x1 48. A run refines it (coarse_row) instead of searching every mesh again:
@@ -479,18 +487,13 @@ def test_a_coarse_row_is_refined_at_its_meshs_own_step_then_asks_the_others(monk
     8x1."""
     monkeypatch.setattr(search_meshes, "wider_shapes", lambda request, devices, than: [(2, 4)])
     asked = _made_up_compiler(monkeypatch, lambda r: r.batch <= {"2x4": 62, "8x1": 50}[r.mesh])
-    stored = _before_units(
-        _row(
-            "gemma3-tiny",
-            "v5e-8",
-            max_batch=56,
-            first_not_fitting=64,
-            mesh="2x4",
-            mesh_answers={"8x1": 48, "2x4": 56},
-            probes=[[56, False, True], [64, False, False]],
-        )
+    stored = _coarse_tiny_row(
+        max_batch=56,
+        first_not_fitting=64,
+        mesh="2x4",
+        mesh_answers={"8x1": 48, "2x4": 56},
+        probes=[[56, False, True], [64, False, False]],
     )
-    del stored["mesh_ceilings"]  # stored before the search asked every mesh
     assert atlas.stepped_coarsely(stored)
     from shared.plan.atlas import cli
 
@@ -514,18 +517,13 @@ def test_a_coarse_none_fits_is_refined_from_zero_without_checks_above_it(monkeyp
     searched as a mesh is where nothing fit elsewhere. Made-up compiler: nothing fits."""
     monkeypatch.setattr(search_meshes, "wider_shapes", lambda request, devices, than: [(4, 2)])
     asked = _made_up_compiler(monkeypatch, lambda r: False)
-    stored = _before_units(
-        _row(
-            "gemma3-tiny",
-            "v5e-8",
-            max_batch=0,
-            first_not_fitting=8,
-            mesh="4x2",
-            mesh_answers={"8x1": 0, "4x2": 0},
-            probes=[[8, False, False]],
-        )
+    stored = _coarse_tiny_row(
+        max_batch=0,
+        first_not_fitting=8,
+        mesh="4x2",
+        mesh_answers={"8x1": 0, "4x2": 0},
+        probes=[[8, False, False]],
     )
-    del stored["mesh_ceilings"]  # stored before the search asked every mesh
     row = atlas.coarse_row(stored, atlas.Cell("gemma3-tiny", "v5e-8", "rollout"), progress=False)
     assert row["status"] == "ok", row.get("error")
     assert asked[0] == (4, False) and 16 not in [b for b, _ in asked], asked
