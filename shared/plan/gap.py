@@ -11,15 +11,16 @@ not, unit 4: a compile at 204, which fits, and the check at 212 closed it in 15 
 its whole search had taken 11 compiles and 45).
 Halving, not a line: the gaps it closes are where lines failed (bytes that bend upward, or a
 compiler that squeezes near the HBM), and halving needs no bytes of the stored ends, which the
-store does not keep.
+store does not keep. `check_above` compiles the checks above a stored answer the same way:
+alone, from the row, nothing located below them.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from shared.plan.search import pinned_to
-from shared.plan.search_lines import bracket, compiles_alone
+from shared.plan.search import pinned_to, searcher
+from shared.plan.search_lines import bracket, checks_above, compiles_alone
 from shared.plan.verdict import Request, plan_points
 
 
@@ -44,7 +45,7 @@ def close_gap(
     until a fitting batch and a failing one sit one unit apart: `max_batch`,
     `first_not_fitting`, the failures below the answer (`dips`) and the exact verdicts
     compiled (`probes`), in order. The check two units above the answer is the caller's
-    (search.check_above, or nothing where that batch is a known failure)."""
+    (check_above, or nothing where that batch is a known failure)."""
     from tqdm.auto import tqdm
 
     request = pinned_to(request, shape)
@@ -72,3 +73,37 @@ def close_gap(
             parts = 3 if compiles_alone(points[0]) else 2
     dips = sorted(p["batch"] for p in probes if not p["fits"] and p["batch"] < fits)
     return {"max_batch": fits, "first_not_fitting": fails, "dips": dips, "probes": probes}
+
+
+def check_above(
+    request: Request,
+    shape: tuple[int, int],
+    answer: int,
+    multiple_of: int,
+    known_failures: set[int] = frozenset(),
+    *,
+    worst: str | None = None,
+    use_cache: bool = True,
+    progress: bool = True,
+) -> dict:
+    """max_batch's checks (step 3) for an `answer` found on the mesh `shape` without them (the
+    atlas's rows stored before 2026-11-27 lack both, those before 2026-11-28 the aligned one):
+    each batch of search_lines.checks_above not in `known_failures`, compiled exactly, in
+    order, `worst` (the executable worst at the answer) alone first; where one fits, the
+    search goes on above it, as max_batch's would. The mesh's search: max_batch 0 where the
+    answer stands, `checked` the batches compiled."""
+    mesh = {"fsdp": shape[0], "tp": shape[1]}
+    units = {"{fsdp}x{tp}".format(**mesh): multiple_of}
+    checks = [b for b in checks_above(answer, multiple_of, shape[0]) if b not in known_failures]
+    if not checks:
+        raise ValueError(f"every check above {answer} is a known failure: nothing to compile")
+    search = searcher(request, multiple_of, None, use_cache, progress)
+    searches = []
+    for batch in checks:
+        searches.append(search(shape, batch, worst))
+        if searches[-1]["max_batch"]:
+            break
+    together = {key: sum(s[key] for s in searches) for key in ("compiles", "wall_s")}
+    for key in ("probes", "assigned_probes"):
+        together[key] = [p for s in searches for p in s[key]]
+    return {**searches[-1], **together, "checked": checks, "mesh_shape": mesh, "units": units}

@@ -153,50 +153,6 @@ def searcher(
     return search
 
 
-def check_above(
-    request: Request,
-    shape: tuple[int, int],
-    answer: int,
-    multiple_of: int,
-    known_failures: set[int] = frozenset(),
-    *,
-    worst: str | None = None,
-    use_cache: bool = True,
-    progress: bool = True,
-) -> dict:
-    """max_batch's checks (step 3) for an `answer` found on the mesh `shape` without them (the
-    atlas's rows stored before 2026-11-27 lack both, those before 2026-11-28 the aligned one):
-    each batch of search_lines.checks_above not in `known_failures`, compiled exactly, in
-    order, `worst` (the executable worst at the answer) alone first; where one fits, the
-    search goes on above it, as max_batch's would. The mesh's search: max_batch 0 where the
-    answer stands, `checked` the batches compiled."""
-    mesh = {"fsdp": shape[0], "tp": shape[1]}
-    units = {"{fsdp}x{tp}".format(**mesh): multiple_of}
-    checks = [b for b in checks_above(answer, multiple_of, shape[0]) if b not in known_failures]
-    if not checks:
-        raise ValueError(f"every check above {answer} is a known failure: nothing to compile")
-    searches = []
-    for batch in checks:
-        searches.append(
-            _max_batch_on(
-                request,
-                shape,
-                multiple_of,
-                None,
-                use_cache,
-                progress,
-                exact_from=batch,
-                first_worst=worst,
-            )
-        )
-        if searches[-1]["max_batch"]:
-            break
-    together = {key: sum(s[key] for s in searches) for key in ("compiles", "wall_s")}
-    for key in ("probes", "assigned_probes"):
-        together[key] = [p for s in searches for p in s[key]]
-    return {**searches[-1], **together, "checked": checks, "mesh_shape": mesh, "units": units}
-
-
 def pinned_to(request: Request, shape: tuple[int, int]) -> Request:
     """`request` with every verdict on the (fsdp, tp) mesh `shape` it answers for, unless it
     names a mesh itself: left unset, each verdict takes the rule's mesh at its own batch, which

@@ -16,9 +16,9 @@ from shared.hardware import parse_target
 from shared.hardware.sharding import mesh_shape
 from shared.plan import verdict
 from shared.plan.atlas.store import Cell, stepped_units
-from shared.plan.gap import close_gap
+from shared.plan.gap import check_above, close_gap
 from shared.plan.mesh import search_shape
-from shared.plan.search import CEILING, check_above, pinned_to, searcher, unit_for
+from shared.plan.search import CEILING, pinned_to, searcher, unit_for
 from shared.plan.search_lines import checked_fields, checks_above
 from shared.plan.search_meshes import beat_on_other_meshes, meshes_by_ceiling, meshes_result
 from shared.plan.search_result import mesh_answer
@@ -71,7 +71,7 @@ def run_cell(cell: Cell, *, progress: bool = True) -> dict:
 
 def check_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
     """The stored `row`, computed before the search checked two units above its answer, with
-    that check (shared.plan.search.check_above, on the row's mesh): where the checked batch
+    that check (shared.plan.gap.check_above, on the row's mesh): where the checked batch
     fails, the row as it was, saying so; where it fits, the answer the search found above it,
     the row's old failure among its dips. An error is the error row (the CLI keeps the stored
     row then)."""
