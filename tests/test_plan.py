@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -1232,30 +1233,69 @@ def test_a_verdict_is_keyed_on_the_fields_its_workload_reads():
         assert set(reads) <= fields and name in plan.WORKLOADS
 
 
-def test_no_module_above_the_verdict_runs_in_one_and_a_change_to_it_keeps_the_cache(tmp_path):
-    """The cache key leaves out the modules above the verdict (search, atlas, views, command
-    line): a verdict computed in a fresh interpreter imports none of them, and each one named
-    exists (a renamed module would otherwise fall back into the key unnoticed)."""
+def test_a_verdict_loads_no_shared_module_outside_the_cache_keys_sources(tmp_path):
+    """The cache key hashes the modules shared.plan.verdict's imports reach (sources): a verdict
+    computed in a fresh interpreter loads no other module of shared/ (one it did load could
+    change without a recompile), and the search, the atlas, the views, the notebooks' helpers
+    and the benchmarks' are outside it (a change to them keeps the cache)."""
     from shared.plan import sources
 
-    shared = ROOT / "shared"
-    for name in sources.ABOVE_THE_VERDICT:
-        assert (shared / name).exists(), name
     program = (
         "import sys; from shared.plan.verdict import Request, plan_point; "
         "plan_point(Request('rollout', 'gemma3-tiny', 'v5e-1', batch=2, prompt_len=8, steps=8, "
         "cache_size=16, fast=True)); "
-        "print(' '.join(m for m in sys.modules if m.startswith('shared')))"
+        "plan_point(Request('lora-train', 'gemma3-tiny', 'v5e-1', batch=2, seq=16, fast=True)); "
+        "print(' '.join(m.__file__ for n, m in sys.modules.items() if n.startswith('shared')))"
     )
     env = {**os.environ, "TPU_BUDGET_LAB_PLAN_CACHE": str(tmp_path), "JAX_PLATFORMS": "cpu"}
     done = subprocess.run(
         [sys.executable, "-c", program], capture_output=True, text=True, env=env, check=True
     )
-    loaded = {m.removeprefix("shared.").replace(".", "/") for m in done.stdout.split()}
-    above = {n.removesuffix(".py").rstrip("/") for n in sources.ABOVE_THE_VERDICT}
-    assert "plan/verdict" in loaded and "plan/workloads/rollout" in loaded
-    ran = {m for m in loaded for a in above if m == a or m.startswith(f"{a}/")}
-    assert not ran, ran
+    loaded = {Path(f).resolve() for f in done.stdout.split()}
+    hashed = sources.verdict_files()
+    shared = ROOT / "shared"
+    assert {shared / "plan" / "verdict.py", shared / "plan/workloads/lora_train.py"} <= loaded
+    assert loaded <= hashed, loaded - hashed
+    outside = ["plan/search.py", "plan/atlas/run.py", "report/results.py", "findings/rollout.py"]
+    assert not {shared / name for name in outside} & hashed
+
+
+def test_the_sources_a_verdict_runs_follow_its_imports_through_shared(tmp_path, monkeypatch):
+    """Absolute, relative and function-level imports are followed, with each module's parent
+    packages; a module only the search imports is outside, and a change to it keeps the key."""
+    from shared.plan import sources
+
+    files = {
+        "__init__.py": "",
+        "plan/__init__.py": "",
+        "plan/verdict.py": "import json\nfrom shared.plan import helper\nfrom . import sub\n"
+        "def late():\n    from ..models.family import Family\n",
+        "plan/helper.py": "import shared.data.files\n",
+        "plan/sub/__init__.py": "",
+        "plan/search.py": "from shared.plan import verdict\nfrom shared.report import results\n",
+        "models/__init__.py": "",
+        "models/family.py": "class Family: ...\n",
+        "data/__init__.py": "",
+        "data/files.py": "",
+        "report/__init__.py": "",
+        "report/results.py": "",
+    }
+    shared = tmp_path / "shared"
+    for name, text in files.items():
+        (shared / name).parent.mkdir(parents=True, exist_ok=True)
+        (shared / name).write_text(text)
+    monkeypatch.setattr(sources, "SHARED", shared)
+    found = {p.relative_to(shared).as_posix() for p in sources.verdict_files()}
+    assert found == set(files) - {"plan/search.py", "report/__init__.py", "report/results.py"}
+    sources.verdict_sources_digest.cache_clear()
+    before = sources.verdict_sources_digest()
+    (shared / "plan/search.py").write_text("# the search changed\n")
+    sources.verdict_sources_digest.cache_clear()
+    assert sources.verdict_sources_digest() == before
+    (shared / "models/family.py").write_text("class Family: x = 1\n")
+    sources.verdict_sources_digest.cache_clear()
+    assert sources.verdict_sources_digest() != before
+    sources.verdict_sources_digest.cache_clear()  # the real shared/ for the tests after this
 
 
 def test_a_batch_whose_arguments_alone_exceed_the_hbm_is_refused_without_compiling():

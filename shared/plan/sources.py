@@ -1,51 +1,77 @@
-"""The source a verdict runs, for the plan cache's key (shared.plan.verdict.Request.key): all
-of shared/ but the modules above the verdict, which choose what to compile and say what it
-means, so that a change to them keeps every cached verdict."""
+"""The source a verdict runs, for the plan cache's key (shared.plan.verdict.Request.key and
+cache_entries.executable_key): the modules of shared/ that shared.plan.verdict imports, directly
+or through each other, found by reading their import statements (function bodies included).
+
+Why not all of shared/: a change to a module no verdict runs must keep every cached verdict.
+Until 2026-11-27 the key hashed all of shared/, so each change to the search compiled again
+every verdict an atlas run had cached; from then until 2026-11-29 it hashed all of shared/ but
+a hand-kept list of the modules above the verdict (the searches, the atlas, the views), so a
+change to a notebook's helpers (shared/findings, the settings, the plots) or to a benchmark's
+(shared/report/results.py, 2026-11-29) still did: an atlas run started before it compiled
+rollouts of qwen3-8b on a tpu7x-8 at 1449 again, a verdict the cache held. What the reading
+finds is what a verdict can run; tests/test_plan.py checks it against the shared modules a
+verdict computed in a fresh interpreter loads.
+"""
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 from pathlib import Path
 
-# The modules above the verdict: they choose which requests to compile (the searches, the
-# atlas, the cheapest slice) and say what verdicts mean (the views, the command line), and no
-# verdict runs them (tests/test_plan.py computes verdicts and finds none of them imported). A
-# change to them keeps the cached verdicts: the key hashed all of shared/ until 2026-11-27, so
-# each change to the search compiled again every verdict an atlas run had cached.
-ABOVE_THE_VERDICT = (
-    "plan/__main__.py",
-    # its probes only aim a search (their own cache entries keep their bytes across a change)
-    "plan/assigned.py",
-    "plan/atlas/",
-    "plan/budget.py",
-    "plan/candidate.py",
-    "plan/cheapest.py",
-    "plan/cheapest_view.py",
-    "plan/cut_depth.py",
-    "plan/field.py",
-    "plan/frontier.py",
-    "plan/gap.py",
-    "plan/jobs.py",
-    "plan/lookup.py",
-    "plan/point_view.py",
-    "plan/search.py",
-    "plan/search_lines.py",
-    "plan/search_meshes.py",
-    "plan/search_phases.py",
-    "plan/search_result.py",
-    "plan/search_view.py",
-    "plan/slice_job.py",
-    # what a compile's seconds go to, for the benchmarks
-    "plan/timing.py",
-)
+SHARED = Path(__file__).resolve().parents[1]
+ROOT_MODULE = "shared.plan.verdict"  # the verdict: Request, plan_point, the workloads it builds
+
+
+def module_file(name: str) -> Path | None:
+    """The file of module or package `name` inside shared/, or None (another package's, or an
+    attribute a `from` import names)."""
+    parts = name.split(".")
+    if parts[0] != SHARED.name:
+        return None
+    path = SHARED.parent.joinpath(*parts)
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def imported_names(path: Path) -> set[str]:
+    """Every module name the file's import statements can load, relative ones resolved: for
+    `from a import b`, both `a` and `a.b` (b may be a submodule or an attribute)."""
+    package = path.relative_to(SHARED.parent).with_suffix("").parts
+    package = package[:-1]  # a module's package, or for __init__ the package itself
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package[: len(package) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+    return names
+
+
+def verdict_files() -> set[Path]:
+    """The files of shared/ a verdict can run: ROOT_MODULE's imports followed through shared/,
+    each module's parent packages included (importing a.b.c runs a and a.b first)."""
+    found: set[Path] = set()
+    pending = [ROOT_MODULE]
+    while pending:
+        parts = pending.pop().split(".")
+        for depth in range(1, len(parts) + 1):
+            path = module_file(".".join(parts[:depth]))
+            if path is not None and path not in found:
+                found.add(path)
+                pending.extend(imported_names(path))
+    return found
 
 
 @functools.cache
 def verdict_sources_digest() -> str:
-    """A digest of shared/'s source but the modules above the verdict (ABOVE_THE_VERDICT), read
-    once a process."""
-    shared = Path(__file__).resolve().parents[1]
-    paths = sorted(shared.rglob("*.py"))
-    kept = [p for p in paths if not p.relative_to(shared).as_posix().startswith(ABOVE_THE_VERDICT)]
-    return hashlib.sha256(b"".join(p.read_bytes() for p in kept)).hexdigest()
+    """A digest of the source a verdict runs (verdict_files), read once a process."""
+    return hashlib.sha256(b"".join(p.read_bytes() for p in sorted(verdict_files()))).hexdigest()
