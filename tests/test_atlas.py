@@ -844,6 +844,27 @@ def test_lookup_answers_one_cell_from_the_committed_table_or_says_how_to_compute
         lookup.read_table(lookup.TABLE.with_name("missing.csv"))
 
 
+@pytest.mark.parametrize("recipe", sorted(atlas.RECIPES))
+def test_lookup_gives_the_plan_command_that_asks_a_missing_cell_with_its_recipe(recipe):
+    """A cell not computed yet comes with `python -m shared.plan ... --max-batch` too: the
+    command line parses it into the atlas's own request for the cell, flag for flag."""
+    from shared.plan import lookup
+    from shared.plan.__main__ import build_parser, check_flags_apply, request_from
+
+    row = next(r for r in lookup.read_table() if r["recipe"] == recipe)
+    text = lookup.describe({**row, "status": "not computed yet", "error": ""})
+    command = text.splitlines()[-1].split(": ", 1)[1]
+    assert command.startswith(f"python -m shared.plan {atlas.RECIPES[recipe]['workload']} ")
+    argv = command.split()[3:]
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    check_flags_apply(parser, args.workload, argv)
+    request = request_from(args, args.workload, args.target)
+    assert args.max_batch and (request.model, request.target) == (row["model"], row["target"])
+    expected = plan.Request(model=row["model"], target=row["target"], **atlas.RECIPES[recipe])
+    assert request == expected
+
+
 def test_lookup_words_each_other_mesh_searched():
     """A mesh the search only asked whether it fits the answer ('<N' in mesh_answers) reads as
     fewer than N; one that fit not even a unit, as none."""

@@ -48,6 +48,7 @@ from shared.hardware import rent  # noqa: E402
 from shared.lora import LOSSES  # noqa: E402
 from shared.plan import budget, cheapest, cheapest_view, frontier, slice_job  # noqa: E402
 from shared.plan.atlas import answer  # noqa: E402
+from shared.plan.flags import FLAG_FIELDS, flag_for  # noqa: E402
 from shared.plan.point_view import describe_committed, print_point, print_search  # noqa: E402
 from shared.rollout.sampler import SEMANTICS  # noqa: E402
 
@@ -65,10 +66,6 @@ def print_bill(point: dict, args) -> None:
         )
 
 
-# A Request field whose flag is named otherwise on the command line.
-FLAG_FIELDS = {"tunix_semantics": "tunix"}
-
-
 def check_flags_apply(parser: argparse.ArgumentParser, workload: str, argv: list[str]) -> None:
     """BadInput for a flag the workload does not read (`--beta` on a rollout): silently
     ignoring it would answer a question the user did not ask."""
@@ -78,10 +75,7 @@ def check_flags_apply(parser: argparse.ArgumentParser, workload: str, argv: list
         field = FLAG_FIELDS.get(action.dest, action.dest)
         given = any(t == o or t.startswith(o + "=") for t in argv for o in action.option_strings)
         if given and field in fields and field not in reads:
-            flag_of = {field: flag for flag, field in FLAG_FIELDS.items()}
-            valid = ", ".join(
-                "--" + flag_of.get(f, f).replace("_", "-") for f in plan.READS[workload]
-            )
+            valid = ", ".join(flag_for(f) for f in plan.READS[workload])
             raise BadInput(
                 f"{action.option_strings[0]} does not apply to the {workload} workload "
                 f"(it reads {valid})"

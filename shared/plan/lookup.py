@@ -62,7 +62,10 @@ def describe(row: dict) -> str:
     where = f"{row['model']} {row['recipe']} on {row['target']}"
     if row["status"] != "ok":
         why = f": {row['error']}" if row["error"] else ""
-        return f"{where}: {row['status']}{why}\n  compute it: {command(*_cell(row))}"
+        text = f"{where}: {row['status']}{why}\n  compute it: {command(*_cell(row))}"
+        if row.get("plan_command"):  # a table rendered before 2026-11-29 has none
+            text += f"\n  or the plan engine alone (not added to the atlas): {row['plan_command']}"
+        return text
     largest, first_fail = int(row["max_batch"]), row["first_not_fitting"]
     units = [pair.split(":") for pair in (row.get("units") or "").split()]  # '8x1:8 1x8:1'
     if largest == 0 and len({unit for _, unit in units}) > 1:

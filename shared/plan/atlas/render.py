@@ -13,6 +13,7 @@ from shared import plan
 from shared.errors import BadInput
 from shared.hardware import parse_target, prices
 from shared.paths import ROOT
+from shared.plan import flags
 from shared.plan.atlas.store import (
     RECIPES,
     model_params,
@@ -150,6 +151,7 @@ CSV_COLUMNS = [
     "units",
     "older_search",
     "needs_check",
+    "plan_command",
 ]
 
 
@@ -176,7 +178,18 @@ def csv_row(recipe: str, model: str, target: str, row: dict | None, price: dict)
         _by_mesh(stepped_units(row)) if row["status"] == "ok" else "",
         older_search(row),
         needs_check(row),
+        plan_command(recipe, model, target),
     ]
+
+
+def plan_command(recipe: str, model: str, target: str) -> str:
+    """`python -m shared.plan` searching the cell's largest batch, with the recipe's settings
+    its workload reads (the GRPO recipe also names tunix semantics, which only a rollout takes
+    as a flag): the answer for whoever asks, where bench_atlas grows the atlas."""
+    settings = RECIPES[recipe]
+    workload = settings["workload"]
+    reads = {k: v for k, v in settings.items() if k in plan.READS[workload]}
+    return flags.plan_command(workload, model, target, reads)
 
 
 def _by_mesh(values: dict) -> str:
