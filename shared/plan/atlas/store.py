@@ -35,7 +35,8 @@ MODELS = (
 )
 TARGETS = ("v5e-1", "v6e-1", "v5e-8", "v6e-8", "v5p-8", "tpu7x-8")
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(plan.Request)}
-# What a GRPO step's default recipe is made of (the fields shared.plan.workloads.grpo reads).
+# What a GRPO step's default recipe is made of: the fields shared.plan.workloads.grpo reads,
+# and `tunix`, which it does not (kept: the recipe is part of every stored GRPO row's key).
 _GRPO_FIELDS = (
     "prompt_len",
     "steps",
