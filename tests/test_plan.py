@@ -6,6 +6,7 @@ row, in whole TPU tiles) make byte counts exact and compiles fast.
 """
 
 import dataclasses
+import functools
 import json
 import os
 import re
@@ -1285,9 +1286,11 @@ def test_the_sources_a_verdict_runs_follow_its_imports_through_shared(tmp_path, 
         (shared / name).parent.mkdir(parents=True, exist_ok=True)
         (shared / name).write_text(text)
     monkeypatch.setattr(sources, "SHARED", shared)
+    # a digest cached for this tree only: the real one is back after the test, even a failed one
+    digest = functools.cache(sources.verdict_sources_digest.__wrapped__)
+    monkeypatch.setattr(sources, "verdict_sources_digest", digest)
     found = {p.relative_to(shared).as_posix() for p in sources.verdict_files()}
     assert found == set(files) - {"plan/search.py", "report/__init__.py", "report/results.py"}
-    sources.verdict_sources_digest.cache_clear()
     before = sources.verdict_sources_digest()
     (shared / "plan/search.py").write_text("# the search changed\n")
     sources.verdict_sources_digest.cache_clear()
@@ -1295,7 +1298,6 @@ def test_the_sources_a_verdict_runs_follow_its_imports_through_shared(tmp_path, 
     (shared / "models/family.py").write_text("class Family: x = 1\n")
     sources.verdict_sources_digest.cache_clear()
     assert sources.verdict_sources_digest() != before
-    sources.verdict_sources_digest.cache_clear()  # the real shared/ for the tests after this
 
 
 def test_a_batch_whose_arguments_alone_exceed_the_hbm_is_refused_without_compiling():

@@ -1,7 +1,8 @@
 """The plan command line's flag for each Request field, shared by the command line
-(shared.plan.__main__, which refuses a flag its workload does not read) and the atlas lookup
-(shared.plan.lookup, which prints the command that computes a cell). Imports nothing heavy:
-the lookup answers without jax."""
+(shared.plan.__main__, which refuses a flag its workload does not read) and the atlas's
+renderer (shared.plan.atlas.render, which writes the command that computes a cell into
+docs/atlas.csv for the lookup to print). Its own module: importing __main__ sets the JAX
+platform, which a renderer must not."""
 
 from __future__ import annotations
 
