@@ -844,6 +844,23 @@ def test_lookup_answers_one_cell_from_the_committed_table_or_says_how_to_compute
         lookup.read_table(lookup.TABLE.with_name("missing.csv"))
 
 
+def test_lookup_describes_every_cell_of_the_committed_table():
+    """Every cell a reader can ask about answers in words, a slice without a public price
+    (tpu7x: 'n/a' in the table) too: until 2026-11-29 its price line raised ValueError."""
+    from shared.plan import lookup
+
+    rows = lookup.read_table()
+    texts = {(r["model"], r["target"], r["recipe"]): lookup.describe(r) for r in rows}
+    assert len(texts) == len(atlas.MODELS) * len(atlas.TARGETS) * len(atlas.RECIPES)
+    unpriced = [r for r in rows if r["usd_per_hour_on_demand"] == "n/a" and r["status"] == "ok"]
+    for row in unpriced:
+        text = texts[row["model"], row["target"], row["recipe"]]
+        assert f"no public on-demand and spot price for {row['target']}" in text
+        assert "/h on demand" not in text
+    priced = next(r for r in rows if r["usd_per_hour_on_demand"] not in ("", "n/a"))
+    assert "/h on demand" in lookup.describe(priced)
+
+
 @pytest.mark.parametrize("recipe", sorted(atlas.RECIPES))
 def test_lookup_gives_the_plan_command_that_asks_a_missing_cell_with_its_recipe(recipe):
     """A cell not computed yet comes with `python -m shared.plan ... --max-batch` too: the

@@ -119,15 +119,25 @@ def describe(row: dict) -> str:
         used, allowed = float(row["bytes_per_device"]), float(row["hbm_bytes"])
         lines.append(f"  at {largest}: {used / GiB:.2f} of the {allowed / GiB:.2f} GiB per device")
     if row["usd_per_hour_on_demand"]:
-        lines.append(
-            f"  ${float(row['usd_per_hour_on_demand']):.2f}/h on demand, "
-            f"${float(row['usd_per_hour_spot'] or 'nan'):.2f}/h spot (read {row['prices_read']})"
-        )
+        lines.append(f"  {_price_line(row)}")
     lines.append(
         f"  the compiler's verdict ({row['compiles']} compiles, {row['date'][:10]}): jax "
         f"{row['jax']}, libtpu {row['libtpu']}, tunix {row['google-tunix']}, qwix {row['qwix']}"
     )
     return "\n".join(lines)
+
+
+def _price_line(row: dict) -> str:
+    """The slice's dollars an hour as the table has them: a price, or "n/a" where the source
+    publishes none (tpu7x: ask an account team), whose reason the atlas page's prices give."""
+    prices = {kind: row[f"usd_per_hour_{kind}"] for kind in ("on_demand", "spot")}
+    if "n/a" in prices.values():
+        named = " and ".join(k.replace("_", "-") for k, v in prices.items() if v == "n/a")
+        return f"no public {named} price for {row['target']} (docs/atlas.md's Prices say why)"
+    return (
+        f"${float(prices['on_demand']):.2f}/h on demand, ${float(prices['spot']):.2f}/h spot "
+        f"(read {row['prices_read']})"
+    )
 
 
 def _cell(row: dict) -> tuple[str, str, str]:
