@@ -22,7 +22,7 @@ STATES = {
     "none": (1, "not even the smallest batch fits"),
     "failed": (2, "failed (see the tables)"),
     "not yet": (3, "not computed yet"),
-    "older": (4, "?: an older search (until 2026-11-27), computed again next"),
+    "older": (4, "?: an older search (until 2026-11-28), computed again next"),
 }
 COLOURS = ListedColormap(["#7fc97f", "#f0027f", "#fdc086", "#dddddd", "#ffff99"])
 
