@@ -1035,6 +1035,50 @@ def test_retry_gaps_closes_a_stored_gap_and_keeps_the_row_when_that_fails(
         assert "closing the gap failed, RuntimeError: x" in capsys.readouterr().out
 
 
+def test_a_search_near_an_atlas_cell_names_it_and_still_compiles(tmp_path, monkeypatch, capsys):
+    """A --max-batch whose settings differ from a committed cell's in a field or two (the
+    rollout's cache_size left unset, where the recipe holds 1312 slots) is told the cell's
+    answer and the lookup before its own search compiles; three fields apart, a pinned mesh,
+    an older search's row or other versions say nothing."""
+    from shared.plan import __main__ as cli
+    from shared.plan.atlas import answer
+
+    store = tmp_path / "atlas.jsonl"
+    atlas.append_row(store, _row("gemma3-1b", "v5e-8", "rollout", versions=plan.versions()))
+    request = plan.Request("rollout", "gemma3-1b", "v5e-8")  # cache_size None: prompt + steps
+    row, differences = answer.nearby_cell(request, store)
+    assert row["max_batch"] == 8 and differences == {"cache_size": (1312, None)}
+    assert answer.recipe_of(request) is None  # near, not the cell: the search compiles
+    two_apart = dataclasses.replace(request, steps=512)
+    assert answer.nearby_cell(two_apart, store)[1]["steps"] == (1024, 512)
+    assert answer.nearby_cell(dataclasses.replace(two_apart, prompt_len=128), store) is None
+    assert answer.nearby_cell(dataclasses.replace(request, mesh="8x1"), store) is None
+    other_versions = tmp_path / "other.jsonl"
+    old = _row("gemma3-1b", "v5e-8", "rollout", versions=VERSIONS | {"jax": "0"})
+    atlas.append_row(other_versions, old)
+    assert answer.nearby_cell(request, other_versions) is None
+    coarse = tmp_path / "coarse.jsonl"  # an older search's row (1x8 stepped by 8): a "?" cell
+    older = _row("gemma3-1b", "v5e-8", "rollout", mesh_answers={"8x1": 8, "1x8": 0})
+    atlas.append_row(coarse, _before_units({**older, "versions": plan.versions()}))
+    assert answer.nearby_cell(request, coarse) is None
+
+    class Searched(Exception):
+        pass
+
+    def search(*args, **kwargs):
+        raise Searched
+
+    nearby = answer.nearby_cell
+    monkeypatch.setattr(answer, "nearby_cell", lambda r: nearby(r, store))
+    monkeypatch.setattr(plan, "max_batch", search)
+    with pytest.raises(Searched):
+        cli.main(["rollout", "--model", "gemma3-1b", "--target", "v5e-8", "--max-batch"])
+    note = capsys.readouterr().out
+    assert "the committed atlas answers at once with --cache-size 1312 (you asked " in note
+    assert "--cache-size unset): gemma3-1b on v5e-8" in note
+    assert "python -m shared.plan lookup gemma3-1b v5e-8 rollout; compiling" in note
+
+
 def test_a_search_that_is_an_atlas_cell_is_answered_from_the_store(tmp_path):
     """Only the exact cell answers: its recipe's settings, the same versions and steps (by
     default each mesh's least batch); any other flag (a longer sequence, a mesh, a fast

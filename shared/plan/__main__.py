@@ -49,7 +49,12 @@ from shared.lora import LOSSES  # noqa: E402
 from shared.plan import budget, cheapest, cheapest_view, frontier, slice_job  # noqa: E402
 from shared.plan.atlas import answer  # noqa: E402
 from shared.plan.flags import FLAG_FIELDS, flag_for  # noqa: E402
-from shared.plan.point_view import describe_committed, print_point, print_search  # noqa: E402
+from shared.plan.point_view import (  # noqa: E402
+    describe_committed,
+    describe_nearby,
+    print_point,
+    print_search,
+)
 from shared.rollout.sampler import SEMANTICS  # noqa: E402
 
 
@@ -323,6 +328,8 @@ def main(argv: list[str] | None = None) -> int:
             print(describe_committed(row, args.json))
             return 0
     if args.max_batch:
+        if not args.json and (nearby := answer.nearby_cell(request)) is not None:
+            print(describe_nearby(*nearby), flush=True)
         result = plan.max_batch(
             request,
             multiple_of=args.multiple_of,

@@ -4,6 +4,7 @@ dicts), kept apart from the command line that parses flags and chooses what to r
 import json
 
 from shared.plan import buffers
+from shared.plan.flags import flag_for
 from shared.plan.search_view import describe
 from shared.sizing import human
 
@@ -81,6 +82,22 @@ def describe_committed(row: dict, as_json: bool) -> str:
         f"{row['summary']}{at}\n  from the committed atlas (benchmarks/results/atlas.jsonl: "
         f"{row['compiles']} compiles on {row['date'][:10]}, the same versions and settings); "
         "--no-cache compiles it again"
+    )
+
+
+def describe_nearby(row: dict, differences: dict) -> str:
+    """A committed atlas cell near a search's settings (atlas.answer.nearby_cell), shown
+    before the search compiles: the reader may take the atlas's settings instead."""
+
+    def setting(name: str, value) -> str:
+        return f"{flag_for(name)} {value}" if value is not None else f"{flag_for(name)} unset"
+
+    where = " and ".join(setting(name, cell) for name, (cell, _) in differences.items())
+    asked = " and ".join(setting(name, asked) for name, (_, asked) in differences.items())
+    return (
+        f"note: the committed atlas answers at once with {where} (you asked {asked}): "
+        f"{row['summary']}\n  python -m shared.plan lookup {row['model']} {row['target']} "
+        f"{row['recipe']}; compiling your settings now"
     )
 
 
