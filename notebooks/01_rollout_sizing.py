@@ -86,7 +86,7 @@ from packaging.version import Version
 from shared import hardware, models, plan, sizing
 from shared.findings import rollout as findings
 from shared.hardware.sharding import make_mesh, mesh_shape
-from shared.plan import budget
+from shared.plan import budget, lookup
 from shared.report import ledger
 from shared.rollout import sampler as rollout
 from shared.rollout import sweep as rollout_sweep
@@ -241,6 +241,17 @@ if drawn:
                   usable_bytes=shown_target.chip.compiler_hbm_bytes or shown_target.chip.hbm_bytes)
     report.save_figure(fig, out, "predicted_bytes", key="01_tunix_bytes" if KEY_FIGURES else None)
     plt.show()
+
+# %% [markdown]
+# Every other model on this slice, answered at once from the committed atlas (`docs/atlas.md`,
+# compiled the same way at 256-token prompts, 1,024 steps and a 1,312-slot cache): on a v5e-1,
+# gemma3-1b fits 374 rows there, gemma2-2b 41 and gemma3-4b 27; the 8B models fit one row, and
+# gemma4-e4b and every model from 12B up none.
+
+# %%
+column = lookup.slice_column("rollout", TARGET)
+if column:
+    report.show(column, out, "atlas_rollout")
 
 # %% [markdown]
 # ## 4 · What the compiler adds to the closed form

@@ -93,7 +93,7 @@ from shared.grpo import plots as grpo_plots
 from shared.grpo.settings import GRPOBudget
 from shared.hardware import measure
 from shared.hardware.sharding import make_mesh
-from shared.plan import budget
+from shared.plan import budget, lookup
 from shared.plan.workloads import grpo as grpo_plan
 from shared.report import ledger
 
@@ -180,6 +180,23 @@ if results:
 # (4.43 GiB of its own: its loss forms the [B, T, V] logits, V = 262,144), then prefill
 # (2.45 GiB), decode (2.13 GiB) and the reference log-probs (1.87 GiB). Compiled without
 # tunix's activation shardings, as the plan did until 2026-11-24, the same step needed 8.50 GiB.
+
+# %% [markdown]
+# Before anything compiles, the committed atlas answers for every model on this slice, in well
+# under a second, in every mode (`docs/atlas.md`; `python -m shared.plan lookup MODEL TARGET
+# grpo` for one cell). Its GRPO column is the `grpo` workload's defaults (256-token prompts,
+# 1,024-token completions, 4 generations, LoRA rank 8, tunix's log-probs), not the demo recipe:
+# a first answer for the model to pick. On a v5e-8, gemma3-1b fits 56 sequences a call and
+# gemma2-2b 28 (on a 4x2 mesh); gemma4-31b fits none. A `?` is an older search's answer,
+# which a larger batch may beat.
+
+# %%
+column = lookup.slice_column("grpo", setting.target)
+if column:
+    report.show(column, out, "atlas_grpo")
+    if any(row["model"] == setting.model for row in column):
+        print(lookup.describe(lookup.find(lookup.read_table(), setting.model, setting.target,
+                                          "grpo")))
 
 # %%
 point = plan.plan_point(request) if MODE != "local" else None

@@ -861,6 +861,35 @@ def test_lookup_describes_every_cell_of_the_committed_table():
     assert "/h on demand" in lookup.describe(priced)
 
 
+def test_a_slice_column_words_each_models_cell_as_the_page_marks_it():
+    """A notebook's at-a-glance table: one row per model of the grid, in its order, each
+    cell's largest batch marked as docs/atlas.md marks it."""
+    from shared.plan import lookup
+
+    column = lookup.slice_column("grpo", "v5e-8")
+    assert [row["model"] for row in column] == list(atlas.MODELS)
+    rows = lookup.read_table()
+    for shown in column:
+        row = lookup.find(rows, shown["model"], "v5e-8", "grpo")
+        assert shown["largest batch"] == lookup.short_answer(row)
+        assert bool(shown["GiB per device"]) == (row["status"] == "ok" and row["max_batch"] != "0")
+    done = next(r for r in rows if r["status"] == "ok" and r["max_batch"] not in ("", "0"))
+    clean = {**done, "at_least": "False", "converged": "True", "older_search": "False"}
+    clean["needs_check"] = "False"
+    n = done["max_batch"]
+    assert lookup.short_answer(clean) == n
+    assert lookup.short_answer({**clean, "older_search": "True"}) == f"{n}?"
+    assert lookup.short_answer({**clean, "needs_check": "True"}) == f"{n}?"
+    assert lookup.short_answer({**clean, "converged": "False"}) == f"{n}, gap"
+    assert lookup.short_answer({**clean, "at_least": "True"}) == f"≥{n}"
+    assert lookup.short_answer({**clean, "max_batch": "0", "older_search": "True"}) == "none?"
+    assert lookup.short_answer({**clean, "status": "not computed yet"}) == "not yet"
+    assert lookup.short_answer({**clean, "status": "error"}) == "failed"
+    with pytest.raises(BadInput, match="unknown recipe 'lora'"):
+        lookup.slice_column("lora", "v5e-8")
+    assert lookup.slice_column("grpo", "h200") is None  # a slice the atlas does not cover
+
+
 @pytest.mark.parametrize("recipe", sorted(atlas.RECIPES))
 def test_lookup_gives_the_plan_command_that_asks_a_missing_cell_with_its_recipe(recipe):
     """A cell not computed yet comes with `python -m shared.plan ... --max-batch` too: the

@@ -3,6 +3,8 @@
 It reads the committed `docs/atlas.csv` (every cell of the grid, rendered from the store by
 shared.plan.atlas), so it imports no compiler and no model code and answers in well under a
 second. A cell not computed yet, or one that failed, comes with the command that computes it.
+`slice_column` gives every model's cell of one recipe on one slice, which notebooks 01 and 07
+show before they compile anything.
 
     python -m shared.plan.lookup gemma3-1b v5e-8 grpo
 """
@@ -125,6 +127,45 @@ def describe(row: dict) -> str:
         f"{row['jax']}, libtpu {row['libtpu']}, tunix {row['google-tunix']}, qwix {row['qwix']}"
     )
     return "\n".join(lines)
+
+
+def short_answer(row: dict) -> str:
+    """A cell's largest batch in a word or two, marked as the atlas page marks it: "none"
+    (not even the smallest batch fits), "≥N" (the search's ceiling), "N?" (an older search, or
+    one not checked above its answer: a larger batch may fit), "N, gap" (a gap left below the
+    first failure), "not yet", "failed"."""
+    if row["status"] == "not computed yet":
+        return "not yet"
+    if row["status"] != "ok":
+        return "failed"
+    largest = int(row["max_batch"])
+    word = "none" if largest == 0 else f"≥{largest}" if row["at_least"] == "True" else f"{largest}"
+    if "True" in (row.get("older_search"), row.get("needs_check")):
+        return f"{word}?"
+    return word if row["converged"] == "True" or largest == 0 else f"{word}, gap"
+
+
+def slice_column(recipe: str, target: str, table: Path = TABLE) -> list[dict] | None:
+    """Every model's committed cell of `recipe` on `target` (a column of the atlas page), in
+    the page's order: what a notebook shows before it compiles anything. None for a slice the
+    atlas does not cover (a GPU, a larger slice)."""
+    rows = read_table(table)
+    choose("recipe", recipe, sorted({row["recipe"] for row in rows}))
+    column = []
+    for row in rows:
+        if (row["recipe"], row["target"]) != (recipe, target):
+            continue
+        used = row["bytes_per_device"] if row["status"] == "ok" else ""
+        column.append(
+            {
+                "model": row["model"],
+                "largest batch": short_answer(row),
+                "mesh": row["mesh"] if used else "",
+                "GiB per device": f"{float(used) / GiB:.2f}" if used else "",
+                "computed": row["date"][:10],
+            }
+        )
+    return column or None
 
 
 def _price_line(row: dict) -> str:
