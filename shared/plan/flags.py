@@ -1,7 +1,8 @@
 """The plan command line's flag for each Request field, shared by the command line
-(shared.plan.__main__, which refuses a flag its workload does not read) and the atlas's
-renderer (shared.plan.atlas.render, which writes the command that computes a cell into
-docs/atlas.csv for the lookup to print). Its own module: importing __main__ sets the JAX
+(shared.plan.__main__, which refuses a flag its workload does not read), the atlas's renderer
+(shared.plan.atlas.render, which writes the command that computes a cell into docs/atlas.csv
+for the lookup to print) and the note a search near an atlas cell prints first
+(shared.plan.point_view.describe_nearby). Its own module: importing __main__ sets the JAX
 platform, which a renderer must not."""
 
 from __future__ import annotations
