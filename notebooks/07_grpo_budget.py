@@ -186,9 +186,9 @@ if results:
 # under a second, in every mode (`docs/atlas.md`; `python -m shared.plan lookup MODEL TARGET
 # grpo` for one cell). Its GRPO column is the `grpo` workload's defaults (256-token prompts,
 # 1,024-token completions, 4 generations, LoRA rank 8, tunix's log-probs), not the demo recipe:
-# a first answer for the model to pick. On a v5e-8, gemma3-1b fits 56 sequences a call and
-# gemma2-2b 28 (on a 4x2 mesh); gemma4-31b fits none. A `?` is an older search's answer,
-# which a larger batch may beat.
+# a first answer for the model to pick. On a v5e-8, gemma3-1b fits 56 sequences a call,
+# gemma2-2b 28 and gemma3-4b 16 (both on a 4x2 mesh); gemma4-31b fits none. A `?` is an older
+# search's answer, which a larger batch may beat.
 
 # %%
 column = lookup.slice_column("grpo", setting.target)
