@@ -60,16 +60,24 @@ def nearby_cell(request: Request, store: Path = STORE) -> tuple[dict, dict] | No
     for the request's model, target and workload at settings that differ from the request's in
     at most NEARBY_FIELDS fields, with those differences (name -> (the cell's, the request's)):
     a pointer while the request's own search compiles, never its answer."""
-    rows = None
     for name in _recipes_for(request):
         differences = _differences(request, RECIPES[name])
         if not differences or len(differences) > NEARBY_FIELDS:
             continue
-        rows = newest(read_store(store)) if rows is None else rows
-        row = rows.get((name, request.model, parse_target(request.target).name))
-        if row and row["status"] == "ok" and row["versions"] == versions():
+        row = _current_row(name, request, store)
+        if row is not None:
             return None if older_search(row) else (row, differences)
     return None
+
+
+def _current_row(recipe: str, request: Request, store: Path) -> dict | None:
+    """The store's newest row of the recipe's cell for the request's model and target, where
+    it succeeded at these versions; else None."""
+    key = (recipe, request.model, parse_target(request.target).name)
+    row = newest(read_store(store)).get(key)
+    if row is None or row["status"] != "ok" or row["versions"] != versions():
+        return None
+    return row
 
 
 def committed_search(request: Request, multiple_of: int | None, store: Path = STORE) -> dict | None:
@@ -79,9 +87,8 @@ def committed_search(request: Request, multiple_of: int | None, store: Path = ST
     recipe = recipe_of(request)
     if recipe is None:
         return None
-    key = (recipe, request.model, parse_target(request.target).name)
-    row = newest(read_store(store)).get(key)
-    if row is None or row["status"] != "ok" or row["versions"] != versions():
+    row = _current_row(recipe, request, store)
+    if row is None:
         return None
     if multiple_of is None:
         return None if older_search(row) else row
