@@ -82,7 +82,7 @@ from shared.hardware import measure
 from shared.hardware.sharding import check_batch, make_mesh
 from shared.lora.plots import plot_hbm_stages, plot_scale_boundaries
 from shared.lora.settings import LoraOverhead
-from shared.plan import budget, frontier
+from shared.plan import budget, frontier, lookup
 from shared.report import ledger
 from shared.rollout import sweep as rollout_sweep
 from shared.rollout.sampler import make_sampler
@@ -255,9 +255,13 @@ if measured:
 # the base rollout plus the adapters' bytes, because the clone shares the base's buffers; a
 # gap of a whole model would mean the compiled program copies the weights. The LoRA step adds
 # the adapters' AdamW state and the activations its backward pass keeps, the part remat and
-# micro-batches trade for time in section 6.
+# micro-batches trade for time in section 6. First, at once, the committed atlas's LoRA column
+# for `TARGET` (`docs/atlas.md`: rank 16, 2,048-token rows, no remat): on a v5e-1, gemma3-1b
+# fits 5 rows, gemma2-2b and gemma3-4b one, and every model from gemma4-e4b up none.
 
 # %%
+if column := lookup.slice_column("lora-train", TARGET):
+    report.show(column, out, "atlas_lora")
 train_request = plan.Request("lora-train", MODEL, TARGET, batch=setting.train_batch,
                              seq=setting.train_seq, lora_rank=RANK, mesh=MESH)
 requests = [plan.Request(w, MODEL, TARGET, batch=setting.batch_sizes[-1], lora_rank=RANK,

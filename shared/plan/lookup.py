@@ -3,8 +3,8 @@
 It reads the committed `docs/atlas.csv` (every cell of the grid, rendered from the store by
 shared.plan.atlas), so it imports no compiler and no model code and answers in well under a
 second. A cell not computed yet, or one that failed, comes with the command that computes it.
-`slice_column` gives every model's cell of one recipe on one slice, which notebooks 01 and 07
-show before they compile anything.
+`slice_column` gives every model's cell of one recipe on one slice, which notebooks 01, 02
+and 07 show before they compile anything.
 
     python -m shared.plan.lookup gemma3-1b v5e-8 grpo
 """
