@@ -33,9 +33,10 @@
 # ## How this notebook answers it
 # A person with a budget starts from a job, not a slice. For each job below,
 # `shared.plan.cheapest` looks at every slice Cloud TPU rents (v5e and v6e from 1 to 256 chips,
-# v5p-8 to v5p-128, tpu7x-8 to tpu7x-64), each on the mesh a verdict chooses. It excludes a
-# slice whose devices cannot hold the weights and optimizer state (exact arithmetic from
-# shapes, no compile), bounds every other slice's cost from below (the matmul FLOPs the job
+# v5p-8 to v5p-128, tpu7x-8 to tpu7x-64), each on the mesh a verdict chooses or, where nothing
+# fits there, the first with more tp that does (a smaller least batch). It excludes a slice
+# whose devices cannot hold the weights and optimizer state (exact arithmetic from shapes, no
+# compile), bounds every other slice's cost from below (the matmul FLOPs the job
 # cannot avoid, its backward included, at the slice's peak, times its price), compiles the
 # slices that can still win, chip by chip, with the real TPU compiler for at most `MINUTES`,
 # and answers with the cheapest exact verdict: its batch, hours and

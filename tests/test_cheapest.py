@@ -4,6 +4,7 @@ candidate whose bound cannot beat the best is never compiled, and the answer is 
 verdict with hours, dollars and the commands that rent it."""
 
 import dataclasses
+import re
 
 import pytest
 from conftest import cli_exit
@@ -269,6 +270,51 @@ def test_a_remat_that_keeps_more_is_not_compiled_where_a_lighter_one_does_not_fi
     assert remats == ["block"] and row["status"] == "does not fit"
     assert row["remats_tried"] == {"block": False}
     assert "remat none, which keeps more, not compiled" in row["why"]
+
+
+def _verdict_on(request, fits: bool) -> dict:
+    """A compute-bound verdict of `request` (so no larger batch is compiled), on its mesh."""
+    fsdp, tp = map(int, (request.mesh or "8x1").split("x"))
+    chip = parse_target(request.target).chip
+    flops, accessed = 1e15 * request.batch, 1e6
+    return {
+        "fits": fits,
+        **{"batch": request.batch, "seq": request.seq, "remat": request.remat},
+        **{"target": request.target, "workload": request.workload, "cached": False},
+        **{"devices": 8, "hosts": 1, "mesh_shape": {"fsdp": fsdp, "tp": tp}},
+        **{"bytes_per_device": 2 if not fits else 1, "hbm_bytes": 1, "compile_s": 1.0},
+        **{"flops_per_device": flops, "bytes_accessed_per_device": accessed},
+        "roofline_lower_bound_s": max(chip.roofline_terms(flops, accessed)),
+    }
+
+
+@pytest.mark.parametrize("fitting_mesh", ["2x4", "none"])
+def test_a_slice_that_fits_nothing_on_its_mesh_tries_the_wider_meshes(fitting_mesh, monkeypatch):
+    """A tiny LoRA step on a v5e-8 whose one sequence a chip fits no remat on 8x1: each mesh
+    with more tp, tp rising, at its own least batch (4 on 4x2, 2 on 2x4), the remat that keeps
+    least first; the first that fits is the slice's answer, on that mesh. Where none fits, the
+    row says why on every mesh."""
+    asked = []
+
+    def plan_point(request, use_cache):
+        asked.append((request.mesh, request.batch, request.remat))
+        return _verdict_on(request, fits=request.mesh == fitting_mesh)
+
+    monkeypatch.setattr(candidate, "plan_point", plan_point)
+    small = cheapest._smallest(TINY, "v5e-8")
+    row = candidate.compile_candidate(
+        small, slice_job.Job(1e6, "tokens"), "on-demand", use_cache=False
+    )
+    chosen = [(None, 8, "none"), (None, 8, "block"), ("4x2", 4, "block")]
+    if fitting_mesh == "2x4":
+        assert asked == [*chosen, ("2x4", 2, "block"), ("2x4", 2, "none")]
+        assert row["status"] == "fits" and row["mesh_shape"] == {"fsdp": 2, "tp": 4}
+        assert row["batch"] == 2 and row["compiles"] == 5
+        assert row["why"].startswith("fits on 2x4, not on 8x1: batch 8 needs")
+    else:
+        assert asked == [*chosen, ("2x4", 2, "block")]
+        assert row["status"] == "does not fit" and row["compiles"] == 4
+        assert re.findall(r"(\dx\d): ", row["why"]) == ["8x1", "4x2", "2x4"]
 
 
 @pytest.mark.parametrize(("fits_up_to", "searched"), [(10**6, False), (60, True)])

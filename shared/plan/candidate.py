@@ -1,9 +1,10 @@
 """One candidate slice of `--cheapest`, compiled: the exact verdicts that price it.
 
-The smallest batch first (with the remat that fits); when that step is memory-bound, twice the
-batch, and then the largest batch up to the one whose cost per unit of work is within
-COST_TOLERANCE of the least any batch could reach (`large_enough`; that one itself when it
-fits, else a search below it). The cheapest of those
+On the mesh a verdict chooses, or where nothing fits there, the first wider one that fits
+(more tp, a smaller least batch). The smallest batch first (with the remat that fits); when
+that step is memory-bound, twice the batch, and then the largest batch up to the one whose
+cost per unit of work is within COST_TOLERANCE of the least any batch could reach
+(`large_enough`; that one itself when it fits, else a search below it). The cheapest of those
 verdicts is priced for the whole job: the roofline (a lower bound) divided by the workload's
 stated efficiency (shared.plan.budget), times the dated price.
 """
@@ -13,11 +14,14 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from shared.errors import BadInput
 from shared.hardware import parse_target
 from shared.plan import budget
-from shared.plan.search import max_batch
+from shared.plan.mesh import auto_shape, least_batch, wider_shapes
+from shared.plan.search import max_batch, pinned_to
 from shared.plan.slice_job import Job, runs
-from shared.plan.verdict import Request, plan_point
+from shared.plan.target import target_devices
+from shared.plan.verdict import Request, floor_verdict, plan_point
 
 # tried in this order until one fits; each keeps less than the one before it
 REMATS = {"lora-train": ("none", "block"), "sft": ("none", "block"), "train": ("none", "block")}
@@ -73,7 +77,54 @@ def large_enough(small: dict, double: dict) -> int:
 def compile_candidate(
     request: Request, job: Job, kind: str, *, use_cache: bool, lightest_first: bool = False
 ) -> dict:
-    """Exact verdicts for one slice: the smallest batch with the remat that fits (REMATS in
+    """Exact verdicts for one slice (`_on_one_mesh`), on the mesh a verdict chooses (the least
+    tp that holds the weights: shared.plan.mesh); where nothing fits there, on each mesh with
+    more tp, tp rising, at that mesh's own least batch, until one fits. A wider mesh splits a
+    sequence's activations over its tp chips and needs fewer sequences a step: GRPO of
+    gemma3-4b on a v5e-8 fits 16 on 4x2 where 8x1 fits 8, and gemma3-27b's LoRA on a v5p-8 6
+    on 2x2 where 4x1 fits 4 (docs/atlas.md). A mesh whose floor (arguments alone, by
+    arithmetic) does not fit is not compiled; on the wider meshes the remat that keeps least
+    compiles first (where it does not fit, none does). A slice that fits on no mesh says why
+    on each."""
+    first = _on_one_mesh(request, job, kind, use_cache=use_cache, lightest_first=lightest_first)
+    if first["status"] == "fits" or request.mesh is not None:
+        return first
+    devices = target_devices(parse_target(request.target))
+    chosen = auto_shape(request, devices)[0]
+    compiles, seconds = first["compiles"], first["compile_s"]
+    why = [f"{_mesh_text(chosen)}: {first['why']}"]
+    for shape in wider_shapes(request, devices, chosen):
+        wider = pinned_to(request, shape)
+        if request.workload != "grpo":  # GRPO keeps its recipe's batch
+            wider = dataclasses.replace(wider, batch=least_batch(wider, shape[0]))
+        try:
+            floor = floor_verdict(wider)
+        except BadInput as err:  # the batch does not divide this mesh's fsdp
+            why.append(f"{_mesh_text(shape)}: {err}")
+            continue
+        if not floor["fits"]:
+            why.append(
+                f"{_mesh_text(shape)}: batch {wider.batch}'s arguments alone need "
+                f"{floor['floor_bytes'] / 2**30:.2f} GiB a device (arithmetic, no compile)"
+            )
+            continue
+        row = _on_one_mesh(wider, job, kind, use_cache=use_cache, lightest_first=True)
+        compiles, seconds = compiles + row["compiles"], seconds + row["compile_s"]
+        if row["status"] == "fits":
+            fitted = f"fits on {_mesh_text(shape)}, not on {'; '.join(why)}"
+            return {**row, "compiles": compiles, "compile_s": seconds, "why": fitted}
+        why.append(f"{_mesh_text(shape)}: {row['why']}")
+    return {**first, "compiles": compiles, "compile_s": seconds, "why": "; ".join(why)}
+
+
+def _mesh_text(shape: tuple[int, int]) -> str:
+    return f"{shape[0]}x{shape[1]}"
+
+
+def _on_one_mesh(
+    request: Request, job: Job, kind: str, *, use_cache: bool, lightest_first: bool = False
+) -> dict:
+    """Exact verdicts on the request's mesh: the smallest batch with the remat that fits (REMATS in
     order; with `lightest_first`, the remat that keeps least first, and the others only when it
     fits: one that keeps more cannot fit where it does not); when its step is memory-bound,
     twice that, and then the largest batch up to the one that is large enough
