@@ -80,12 +80,13 @@ def compile_candidate(
     """Exact verdicts for one slice (`_on_one_mesh`), on the mesh a verdict chooses (the least
     tp that holds the weights: shared.plan.mesh); where nothing fits there, on each mesh with
     more tp, tp rising, at that mesh's own least batch, until one fits. A wider mesh splits a
-    sequence's activations over its tp chips and needs fewer sequences a step: GRPO of
-    gemma3-4b on a v5e-8 fits 16 on 4x2 where 8x1 fits 8, and gemma3-27b's LoRA on a v5p-8 6
-    on 2x2 where 4x1 fits 4 (docs/atlas.md). A mesh whose floor (arguments alone, by
-    arithmetic) does not fit is not compiled; on the wider meshes the remat that keeps least
-    compiles first (where it does not fit, none does). A slice that fits on no mesh says why
-    on each."""
+    sequence's activations over its tp chips and needs fewer sequences a step: on a v5e-8,
+    llama3.1-8b's LoRA step fits nothing on 8x1 or 4x2 and 4 on 2x4, its full fine-tune 2 on
+    2x4 only, its GRPO step 8 on 1x8 only (docs/atlas.md). A mesh whose floor (arguments
+    alone, by arithmetic) does not fit is not compiled; on the wider meshes the remat that
+    keeps least compiles first (where it does not fit, none does). A slice that fits on no mesh
+    says why on each (GRPO of gemma3-4b at 8 on a v5e-4: 17.76 GiB a chip on 4x1, 18.40 on
+    2x2)."""
     first = _on_one_mesh(request, job, kind, use_cache=use_cache, lightest_first=lightest_first)
     if first["status"] == "fits" or request.mesh is not None:
         return first
