@@ -20,8 +20,12 @@
 # **A rank-16 LoRA of gemma3-27b on 5e7 tokens at 4,096 tokens: rent a v6e-4.** The TPU
 # compiler fits it at batch 4 with block remat (30.24 of 31.25 GiB a chip): about 2.9 h and
 # $32 on demand at an assumed 40% MFU (at least 1.17 h and $12.66 at the roofline). A v5p-8
-# also fits (block, batch 4) for $49; v5e-4 and v5e-8 do not fit one sequence a chip, and one
-# v5e or v6e chip cannot hold the weights (51 GiB, known without a compile). The search
+# also fits (block, batch 4) for $49, and so does a v5e-8, Kaggle's: one sequence a step on a
+# 1x8 mesh with block remat (12.62 of 15.75 GiB a chip; 8x1, 4x2 and 2x4 need 24.96, 15.83 and
+# 18.15 GiB at their least batch), about 5.6 h and $54 (at least 2.24 h), inside a 9-hour
+# Kaggle session at that efficiency. v5e-4 does not fit one sequence a chip on 4x1 (its wider
+# meshes not compiled yet), and one v5e or v6e chip cannot hold the weights (51 GiB, known
+# without a compile). The search
 # answered in 10 min on 2 quiet cores from an empty cache: one 27B slice takes ~9 min of
 # compiles here, so its 12-minute budget left v5e and v5p to a second run (`MINUTES`). Gemma 4
 # 31B (seed 001's recipe): a v6e-4 too, 6.8 h and $73; GRPO on gemma3-4b for 2,000 steps: a
@@ -153,7 +157,8 @@ report.table(summary, out, "summary")
 # ## Evidence
 # The Takeaway's numbers are `benchmarks/results/08_which_slice.json` (the four jobs, each timed
 # on a quiet 2-core CPU from an empty plan cache with its load average, 2026-11-26) and
-# `benchmarks/results/08_27b_other_chips.json` (v5e-4, v5e-8 and v5p-8 for the 27B job), in
+# `benchmarks/results/08_27b_other_chips.json` (v5e-4, v5e-8 and v5p-8 for the 27B job, each on
+# its chosen mesh) and `08_27b_v5e8_meshes.json` (the v5e-8 on every mesh, 2026-11-29), in
 # plan mode with jax 0.10.2, libtpu 0.0.42.1 and tunix 0.1.7; prices in us-central1, read
 # 2026-11-22.
 #
@@ -161,6 +166,8 @@ report.table(summary, out, "summary")
 #         --out benchmarks/results/08_which_slice.json --figure docs/figures/08_which_slice.png
 #     python -m shared.plan lora-train --model gemma3-27b --seq 4096 --lora-rank 16 --cheapest \
 #         --tokens 5e7 --slices v5e-4,v5e-8,v5p-8 --minutes 25 --json
+#     python -m shared.plan lora-train --model gemma3-27b --seq 4096 --lora-rank 16 --cheapest \
+#         --tokens 5e7 --slices v5e-8 --minutes 60 --json
 
 # %%
 report.evidence("08_which_slice")
