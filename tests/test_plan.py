@@ -793,7 +793,9 @@ def test_past_a_mesh_that_fits_nothing_each_wider_mesh_is_asked_for_one_unit_mor
     worth searching, and 1x8 does not double 2x4's. Once a mesh fit nothing the room stops
     deciding: 1x8 is asked one exact question, whether it fits 5. Where it fits 6 it is
     searched on and answers; where it fits 4, that one compile is its whole answer and 2x4's
-    4 stands."""
+    4 stands. Each mesh's question compiles beside the next mesh's (two cores, one executable
+    each): 2x4's one unit beside 1x8's, which 2x4's answer then passed, so 1x8 is asked again,
+    and the first of its compiles is counted, never its answer."""
     shapes = [(4, 2), (2, 4), (1, 8)]
     for module in (search_meshes, plan_mesh):
         monkeypatch.setattr(
@@ -801,21 +803,28 @@ def test_past_a_mesh_that_fits_nothing_each_wider_mesh_is_asked_for_one_unit_mor
             "wider_shapes",
             lambda request, devices, than: [s for s in shapes if s[1] > than[1]],
         )
-    usable, most = 15.75 * GIB, {"2x4": 4, "1x8": on_1x8}
-    _fake_compiler(
-        monkeypatch,
-        lambda r: _fake_verdict(
-            r, (GIB if r.batch <= most.get(r.mesh, 0) else 16 * GIB), usable, mesh=r.mesh
-        ),
-    )
+    usable, most, together = 15.75 * GIB, {"2x4": 4, "1x8": on_1x8}, []
+
+    def plan_points(requests, use_cache, first=None):
+        together.append([(r.mesh, r.batch) for r in requests if not r.fast])
+        return [
+            _fake_verdict(
+                r, (GIB if r.batch <= most.get(r.mesh, 0) else 16 * GIB), usable, mesh=r.mesh
+            )
+            for r in requests
+        ]
+
+    monkeypatch.setattr(search, "plan_points", plan_points)
     result = search.max_batch(plan.Request("tp-hungry", "none", "v5e-8"), progress=False)
     answer = answer or {"mesh": "2x4", "max_batch": 4}
     assert {k: result[k] for k in answer} == answer
     assert result["units"] == {"8x1": 8, "4x2": 4, "2x4": 2, "1x8": 1}
+    assert [("2x4", 2), ("1x8", 1)] in together and [("1x8", 5)] in together
     asked = [(p["batch"], p["fast"]) for p in result["probes"] if p["mesh"] == "1x8"]
-    assert asked[0] == (5, False)
+    assert asked[:2] == [(1, False), (5, False)]
+    assert result["compiles"] == len(result["probes"])  # the unused question counted too
     if on_1x8 == 4:
-        assert asked == [(5, False)] and result["mesh_answers"]["1x8"] == "<5"
+        assert len(asked) == 2 and result["mesh_answers"]["1x8"] == "<5"
 
 
 def test_the_mesh_that_reaches_furthest_is_searched_first_and_the_others_asked_once(monkeypatch):
@@ -823,9 +832,17 @@ def test_the_mesh_that_reaches_furthest_is_searched_first_and_the_others_asked_o
     and has little room beside them; 4x2 halves them and reaches furthest by arithmetic
     (mesh.batch_ceiling), so it is searched first and is the answer; 8x1 and 2x4 are then
     asked once each, 8x1 whether it fits as many (with fewer tp it wins a tie), 2x4 whether it
-    fits one unit more (one compile each, and neither fits). Weights that leave most of the
-    chip free (tp-light) reach furthest on all fsdp, and 4x2 is asked once for one unit more."""
+    fits one unit more (one compile each, and neither fits), the two side by side. Weights that
+    leave most of the chip free (tp-light) reach furthest on all fsdp, and 4x2 is asked once
+    for one unit more."""
     _wider_shapes(monkeypatch, [(4, 2), (2, 4)])
+    together, plan_points = [], search.plan_points
+
+    def recorded(requests, **options):
+        together.append(sorted((r.mesh, r.batch) for r in requests))
+        return plan_points(requests, **options)
+
+    monkeypatch.setattr(search, "plan_points", recorded)
     result = search.max_batch(plan.Request("tp-crowded", "none", "v5e-8"), progress=False)
     answers, largest, ceilings = (
         result["mesh_answers"],
@@ -839,6 +856,7 @@ def test_the_mesh_that_reaches_furthest_is_searched_first_and_the_others_asked_o
     for tp, batch in ((1, asked), (4, above)):
         on_it = [(p["batch"], p["fast"]) for p in result["probes"] if p["mesh_shape"]["tp"] == tp]
         assert on_it == [(batch, False)]
+    assert together[-1] == [("2x4", above), ("8x1", asked)]  # one call: compiled side by side
     assert f"(mesh 4x2; 8x1 fits fewer than {asked}" in search_view.describe(result)
     _wider_shapes(monkeypatch, [(4, 2)])
     light = search.max_batch(plan.Request("tp-light", "none", "v5e-8"), progress=False)

@@ -101,7 +101,8 @@ def max_batch(
     1. it searches first the mesh whose floor leaves the most room for the batch, by arithmetic
        (mesh.batch_ceiling, an upper bound on what can fit there), fewer tp on a tie;
     2. every other mesh, in that order, is asked one exact question: does it fit more than the
-       answer so far (as many, where it has fewer tp: it wins a tie)? Where it does, the search
+       answer so far (as many, where it has fewer tp: it wins a tie)? Each question compiles
+       beside the next mesh's (search_meshes.beat_on_other_meshes). Where it does, the search
        goes on above it there. A mesh whose ceiling is below that batch is answered by
        arithmetic, without compiling (its verdict's floor is over the HBM). Until 2026-11-28
        a wider mesh was searched only where it doubled the room of the one before, so
@@ -112,6 +113,7 @@ def max_batch(
     found not to fit N), `units` each one's step (unit_for), `mesh_ceilings` every mesh's
     ceiling, and the probes and compiles are all of theirs. Where no mesh fits a unit, the
     answer is the rule's mesh's."""
+    start = time.perf_counter()
     devices = target_devices(parse_target(request.target))
     shape = search_shape(request, devices)
     ceilings = meshes_by_ceiling(request, devices)
@@ -122,7 +124,9 @@ def max_batch(
     best = beat_on_other_meshes(
         answers, first, others, worst_at_answer(answers[first]), search, cap
     )
-    return meshes_result(answers, best if answers[best]["max_batch"] else shape, ceilings)
+    result = meshes_result(answers, best if answers[best]["max_batch"] else shape, ceilings)
+    # the whole search's: the meshes' own walls leave out the questions asked side by side
+    return {**result, "wall_s": time.perf_counter() - start}
 
 
 def searcher(
@@ -131,26 +135,71 @@ def searcher(
     ceiling: int | None = None,
     use_cache: bool = True,
     progress: bool = True,
-):
-    """max_batch's search on one mesh, as a function of the (fsdp, tp) mesh, the batch its
-    one exact question starts at (`exact_from`, see _max_batch_on) and the executable that
-    question compiles alone first (`first_worst`)."""
+) -> MeshSearch:
+    """max_batch's search on one mesh, as a callable of the (fsdp, tp) mesh (MeshSearch)."""
+    return MeshSearch(request, multiple_of, ceiling, use_cache, progress)
 
-    def search(
-        mesh: tuple[int, int], exact_from: int | None = None, first_worst: str | None = None
+
+@dataclasses.dataclass(frozen=True)
+class MeshSearch:
+    """max_batch's search of `request` on one mesh at a time: called with the mesh, the batch
+    its one exact question starts at (`exact_from`, see _max_batch_on), the executable that
+    question compiles alone first (`first_worst`) and that question's verdict where it was
+    compiled already (`asked`, see `ask`)."""
+
+    request: Request
+    multiple_of: int | None = None
+    ceiling: int | None = None
+    use_cache: bool = True
+    progress: bool = True
+
+    def __call__(
+        self,
+        mesh: tuple[int, int],
+        exact_from: int | None = None,
+        first_worst: str | None = None,
+        asked: dict | None = None,
     ) -> dict:
         return _max_batch_on(
-            request,
+            self.request,
             mesh,
-            multiple_of,
-            ceiling,
-            use_cache,
-            progress,
+            self.multiple_of,
+            self.ceiling,
+            self.use_cache,
+            self.progress,
             exact_from=exact_from,
             first_worst=first_worst,
+            asked=asked,
         )
 
-    return search
+    def ask(self, questions: list[tuple[tuple[int, int], int]], first_worst: str | None) -> list:
+        """The one exact question of each (mesh, exact_from) in `questions`, compiled at once,
+        as calling this search with them would compile each alone: a LoRA or full fine-tune
+        step is one executable, and the meshes after the first were asked one after the other
+        with a core idle (gemma3-27b LoRA on a v5p-8: 8 on 4x1 in 53 s, then 7 on 1x4 in 52 s:
+        benchmarks/results/plan_speed_goals.json)."""
+        requests = []
+        for mesh, exact_from in questions:
+            pinned = pinned_to(self.request, mesh)
+            unit = unit_for(pinned, self.multiple_of)
+            top = _top(unit, self.ceiling)
+            floor_fits = floor_verdict(dataclasses.replace(pinned, batch=unit))["fits"]
+            first = _first_batch(unit, top, exact_from, floor_fits)
+            requests.append(dataclasses.replace(pinned, batch=first, fast=False))
+        return plan_points(requests, use_cache=self.use_cache, first=first_worst)
+
+
+def _top(unit: int, ceiling: int | None) -> int:
+    """The largest batch a search on a mesh of step `unit` tries: `ceiling` (by default
+    CEILING) rounded down to the unit, one unit at least."""
+    return max(unit, (CEILING if ceiling is None else ceiling) // unit * unit)
+
+
+def _first_batch(unit: int, top: int, exact_from: int, unit_floor_fits: bool) -> int:
+    """The batch a mesh's one exact question compiles: the least multiple of `unit` of at least
+    `exact_from`, at most `top`; one unit where arithmetic says not even that fits ("none" says
+    more than "<first")."""
+    return min(max(unit, -(-exact_from // unit) * unit), top) if unit_floor_fits else unit
 
 
 def pinned_to(request: Request, shape: tuple[int, int]) -> Request:
@@ -173,6 +222,7 @@ def _max_batch_on(
     progress: bool,
     exact_from: int | None = None,
     first_worst: str | None = None,
+    asked: dict | None = None,
 ) -> dict:
     """max_batch's search with every probe on the (fsdp, tp) mesh `shape`. With `exact_from`
     it first compiles exactly the least batch of at least `exact_from` (one unit at least),
@@ -182,12 +232,15 @@ def _max_batch_on(
     meshes). Where it does not fit, that one compile is the mesh's whole answer, where
     locating first cost two cut compiles more; where it fits, the search goes on as usual,
     above it. `first_worst`: the executable that one compile compiles alone first (a check
-    above a stored answer, most likely a failure: verdict.plan_points' `first`)."""
+    above a stored answer, most likely a failure: verdict.plan_points' `first`). `asked`: that
+    question's verdict, compiled beside another mesh's (MeshSearch.ask); one at another batch
+    (asked before another mesh raised the answer to beat) is a compile of this search's, not
+    its question."""
     from tqdm.auto import tqdm
 
     request = pinned_to(request, shape)
     unit = unit_for(request, multiple_of)
-    ceiling = max(unit, (CEILING if ceiling is None else ceiling) // unit * unit)
+    ceiling = _top(unit, ceiling)
     bar = tqdm(
         desc=f"max batch {request.workload} {request.model} on {request.target}",
         unit="compile",
@@ -233,10 +286,15 @@ def _max_batch_on(
         bar.update(len(points))
         return points
 
-    first = None if exact_from is None else min(max(unit, -(-exact_from // unit) * unit), ceiling)
-    if first and not unit_floor_fits:
-        first = unit  # by arithmetic, not even one unit: "none" says more than "<first"
-    exact: dict[int, dict] = {first: probe([first], False, first_worst)[0]} if first else {}
+    first = None if exact_from is None else _first_batch(unit, ceiling, exact_from, unit_floor_fits)
+    if asked is not None:
+        probes.append(asked)
+        bar.update(1)
+        if asked["batch"] != first:
+            asked = None
+    exact: dict[int, dict] = {}
+    if first:
+        exact[first] = asked or probe([first], False, first_worst)[0]
     if first and not exact[first]["fits"]:
         bar.close()
         return search_result(request, shape, unit, ceiling, exact, probes, assigned_probes, start)

@@ -29,22 +29,39 @@ def beat_on_other_meshes(
 ) -> tuple[int, int]:
     """max_batch's step 2: each mesh of `others`, in order, asked whether it fits more than the
     answer on `best` (as many, where it has fewer tp), the executable `worst` at that answer
-    compiled alone first; where one does, `search` (a mesh's search: shape, exact_from,
-    first_worst) goes on above it there, up to the search's ceiling `cap`. Adds each mesh's
-    search to `answers` (mesh -> its search) and returns the best mesh."""
-    for other in others:
+    compiled alone first; where one does, `search` (shared.plan.search.MeshSearch) goes on
+    above it there, up to the search's ceiling `cap`. Each question compiles beside the next
+    mesh's, asked for the same answer (search.ask): most are refusals, one executable each, so
+    two meshes are asked in the time of one; where the first does fit more, the next is asked
+    again for its new answer. Adds each mesh's search to `answers` (mesh -> its search) and
+    returns the best mesh."""
+    asked: dict[tuple[int, int], dict] = {}
+    for i, other in enumerate(others):
         fitted = answers[best]["max_batch"]
-        wins_a_tie = other[1] < best[1]
-        least = fitted if wins_a_tie and fitted else fitted + 1  # the least that beats it
+        least = _least_to_beat(other, best, fitted)
         if least > cap:
             break  # the answer is the search's ceiling: no mesh can beat it
-        # most likely a failure; a mesh whose ceiling is under `least` is answered by
-        # arithmetic (its verdict's floor)
-        answers[other] = search(other, fitted and least, worst)
+        if other not in asked:
+            # most likely a failure; a mesh whose ceiling is under `least` is answered by
+            # arithmetic (its verdict's floor)
+            pair = [m for m in others[i : i + 2] if _least_to_beat(m, best, fitted) <= cap]
+            questions = [(m, fitted and _least_to_beat(m, best, fitted)) for m in pair]
+            asked.update(zip(pair, search.ask(questions, worst), strict=True))
+        answers[other] = search(other, fitted and least, worst, asked.pop(other))
         found = answers[other]["max_batch"]
-        if found > fitted or (found and found == fitted and wins_a_tie):
+        if found > fitted or (found and found == fitted and _wins_a_tie(other, best)):
             best, worst = other, worst_at_answer(answers[other])
     return best
+
+
+def _wins_a_tie(mesh: tuple[int, int], best: tuple[int, int]) -> bool:
+    """Whether `mesh` is the answer where it fits as many as `best`: it has fewer tp."""
+    return mesh[1] < best[1]
+
+
+def _least_to_beat(mesh: tuple[int, int], best: tuple[int, int], fitted: int) -> int:
+    """The least batch `mesh` must fit to be the answer over `best`, which fits `fitted`."""
+    return fitted if _wins_a_tie(mesh, best) and fitted else fitted + 1
 
 
 def meshes_result(answers: dict, best: tuple[int, int], ceilings: dict) -> dict:
