@@ -29,8 +29,9 @@
 # answered in 10 min on 2 quiet cores from an empty cache: one 27B slice takes ~9 min of
 # compiles here, so its 12-minute budget left v5e and v5p to a second run (`MINUTES`). Gemma 4
 # 31B (seed 001's recipe): a v6e-4 too, 6.8 h and $73; GRPO on gemma3-4b for 2,000 steps: a
-# v6e-4, 19 h and $207; the 130M run: one v6e chip, 2.2 h and $6. GPU rows are the TPU
-# program's roofline at GPU peaks, not compiler-checked.
+# v6e-4, 19 h and $207 (Kaggle's v5e-8 fits it too, batch 8 on 8x1 at 12.09 of 15.75 GiB a
+# chip, but takes 52 h and $498: `08_grpo_v5e8.json`); the 130M run: one v6e chip, 2.2 h and
+# $6. GPU rows are the TPU program's roofline at GPU peaks, not compiler-checked.
 #
 # ![Hours against dollars, one point per slice](../docs/figures/08_which_slice.png)
 #
