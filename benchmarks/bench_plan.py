@@ -458,7 +458,7 @@ def builds(a) -> dict:
     """The `builds` part (module doc): seconds of the mesh comparison's arithmetic, then of each
     build of the same step at rising batches on the rule's mesh."""
     from shared.hardware import parse_target
-    from shared.hardware.sharding import make_mesh
+    from shared.hardware.sharding import make_mesh, mesh_name
     from shared.plan.search_meshes import meshes_by_ceiling
     from shared.plan.target import target_devices
     from shared.plan.workloads import build_workload
@@ -476,7 +476,7 @@ def builds(a) -> dict:
     print(f"builds: meshes {ceilings_s:.1f} s, then {list(build_s.values())}", flush=True)
     return {
         "request": dataclasses.asdict(request),
-        "mesh_ceilings": {"{}x{}".format(*m): c for m, c in ceilings.items()},
+        "mesh_ceilings": {mesh_name(m): c for m, c in ceilings.items()},
         "meshes_by_ceiling_s": ceilings_s,
         "mesh": dict(mesh.shape),
         "build_s": build_s,

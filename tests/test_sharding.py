@@ -26,6 +26,10 @@ def test_mesh_shapes():
     for bad in ("3x3", "8", "axb", (0, 8)):
         with pytest.raises(BadInput, match="8x1"):
             sharding.make_mesh(bad)
+    for shape in ((2, 4), (8, 1)):  # a name reads back as its shape, from either form
+        as_dict = dict(zip(sharding.AXES, shape, strict=True))
+        named = {sharding.mesh_name(shape), sharding.mesh_name(as_dict)}
+        assert [sharding.mesh_shape(name, 8) for name in named] == [shape]
 
 
 def test_batch_must_divide_fsdp():

@@ -41,6 +41,13 @@ def mesh_shape(spec: str | tuple[int, int] | None, n_devices: int) -> tuple[int,
     return shape
 
 
+def mesh_name(shape: tuple[int, int] | dict) -> str:
+    """(2, 4) or {"fsdp": 2, "tp": 4} -> '2x4': mesh_shape's inverse, the name every report,
+    store row and --mesh flag uses."""
+    fsdp, tp = (shape["fsdp"], shape["tp"]) if isinstance(shape, dict) else shape
+    return f"{fsdp}x{tp}"
+
+
 def make_mesh(shape: str | tuple[int, int] | None = None, devices=None) -> Mesh:
     """An ("fsdp", "tp") mesh with Auto axes over `devices` (default: this process's devices)."""
     devices = list(jax.devices() if devices is None else devices)

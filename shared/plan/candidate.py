@@ -16,6 +16,7 @@ import math
 
 from shared.errors import BadInput
 from shared.hardware import parse_target
+from shared.hardware.sharding import mesh_name
 from shared.plan import budget
 from shared.plan.mesh import auto_shape, least_batch, wider_shapes
 from shared.plan.search import max_batch, pinned_to
@@ -93,7 +94,7 @@ def compile_candidate(
     devices = target_devices(parse_target(request.target))
     chosen = auto_shape(request, devices)[0]
     compiles, seconds = first["compiles"], first["compile_s"]
-    why = [f"{_mesh_text(chosen)}: {first['why']}"]
+    why = [f"{mesh_name(chosen)}: {first['why']}"]
     for shape in wider_shapes(request, devices, chosen):
         wider = pinned_to(request, shape)
         if request.workload != "grpo":  # GRPO keeps its recipe's batch
@@ -101,25 +102,21 @@ def compile_candidate(
         try:
             floor = floor_verdict(wider)
         except BadInput as err:  # the batch does not divide this mesh's fsdp
-            why.append(f"{_mesh_text(shape)}: {err}")
+            why.append(f"{mesh_name(shape)}: {err}")
             continue
         if not floor["fits"]:
             why.append(
-                f"{_mesh_text(shape)}: batch {wider.batch}'s arguments alone need "
+                f"{mesh_name(shape)}: batch {wider.batch}'s arguments alone need "
                 f"{floor['floor_bytes'] / 2**30:.2f} GiB a device (arithmetic, no compile)"
             )
             continue
         row = _on_one_mesh(wider, job, kind, use_cache=use_cache, lightest_first=True)
         compiles, seconds = compiles + row["compiles"], seconds + row["compile_s"]
         if row["status"] == "fits":
-            fitted = f"fits on {_mesh_text(shape)}, not on {'; '.join(why)}"
+            fitted = f"fits on {mesh_name(shape)}, not on {'; '.join(why)}"
             return {**row, "compiles": compiles, "compile_s": seconds, "why": fitted}
-        why.append(f"{_mesh_text(shape)}: {row['why']}")
+        why.append(f"{mesh_name(shape)}: {row['why']}")
     return {**first, "compiles": compiles, "compile_s": seconds, "why": "; ".join(why)}
-
-
-def _mesh_text(shape: tuple[int, int]) -> str:
-    return f"{shape[0]}x{shape[1]}"
 
 
 def _on_one_mesh(

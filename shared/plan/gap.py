@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from shared.hardware.sharding import mesh_name
 from shared.plan.search import pinned_to, searcher
 from shared.plan.search_lines import bracket, checks_above, compiles_alone
 from shared.plan.verdict import Request, plan_points
@@ -93,7 +94,7 @@ def check_above(
     search goes on above it, as max_batch's would. The mesh's search: max_batch 0 where the
     answer stands, `checked` the batches compiled."""
     mesh = {"fsdp": shape[0], "tp": shape[1]}
-    units = {"{fsdp}x{tp}".format(**mesh): multiple_of}
+    units = {mesh_name(mesh): multiple_of}
     checks = [b for b in checks_above(answer, multiple_of, shape[0]) if b not in known_failures]
     if not checks:
         raise ValueError(f"every check above {answer} is a known failure: nothing to compile")

@@ -24,7 +24,7 @@ from jax.sharding import Mesh
 
 from shared import models
 from shared.errors import BadInput
-from shared.hardware.sharding import make_mesh, mesh_shape
+from shared.hardware.sharding import make_mesh, mesh_name, mesh_shape
 from shared.plan.floor import holds
 
 # Workloads that build a tunix model, and those of them whose weights are laid out as tunix
@@ -92,7 +92,7 @@ def auto_shape(
         if fits:
             return shape, _why(shape, dividing, too_big, len(devices))
         too_big = too_big or (
-            f"on {dividing[0]}x{dividing[1]} {request.model} needs {floor / 2**30:.1f} GiB per "
+            f"on {mesh_name(dividing)} {request.model} needs {floor / 2**30:.1f} GiB per "
             f"device before any activation, over the {usable / 2**30:.2f} GiB the compiler allows"
         )
     if dividing is None:
@@ -119,7 +119,7 @@ def mesh_for(request, devices: list) -> tuple[Mesh, str | None]:
         check_batch_on(request, mesh)
         return mesh, None
     (fsdp, tp), why = auto_shape(request, devices)
-    note = f"mesh {fsdp}x{tp} chosen: {why}; see shared.plan.mesh" if why else None
+    note = f"mesh {mesh_name((fsdp, tp))} chosen: {why}; see shared.plan.mesh" if why else None
     return make_mesh((fsdp, tp), devices), note
 
 

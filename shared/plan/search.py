@@ -35,6 +35,7 @@ import time
 
 from shared.errors import BadInput
 from shared.hardware import parse_target
+from shared.hardware.sharding import mesh_name
 from shared.plan.assigned import assigned_points, locates_at_assignment
 from shared.plan.mesh import least_batch, search_shape
 from shared.plan.search_lines import (
@@ -207,9 +208,8 @@ def pinned_to(request: Request, shape: tuple[int, int]) -> Request:
     names a mesh itself: left unset, each verdict takes the rule's mesh at its own batch, which
     moves a tunix model to a wider tp once its floor outgrows the all-fsdp mesh (a search on
     8x1 fit llama3.1-8b rollouts "192" on 4x2)."""
-    fsdp, tp = shape
-    if request.mesh is None and fsdp * tp > 1:
-        return dataclasses.replace(request, mesh=f"{fsdp}x{tp}")
+    if request.mesh is None and shape[0] * shape[1] > 1:
+        return dataclasses.replace(request, mesh=mesh_name(shape))
     return request
 
 

@@ -5,6 +5,7 @@ atlas completes a stored answer that left a mesh unasked with the same loop
 
 from __future__ import annotations
 
+from shared.hardware.sharding import mesh_name
 from shared.plan.mesh import batch_ceiling, search_shape, wider_shapes
 from shared.plan.search_result import mesh_answer, worst_at_answer
 from shared.plan.verdict import Request
@@ -70,15 +71,15 @@ def meshes_result(answers: dict, best: tuple[int, int], ceilings: dict) -> dict:
     result = {
         **answers[best],
         "mesh_shape": {"fsdp": best[0], "tp": best[1]},
-        "units": {f"{f}x{t}": s["multiple_of"] for (f, t), s in answers.items()},
+        "units": {mesh_name(m): s["multiple_of"] for m, s in answers.items()},
     }
     if len(ceilings) > 1:
-        result["mesh_ceilings"] = {f"{f}x{t}": c for (f, t), c in ceilings.items()}
+        result["mesh_ceilings"] = {mesh_name(m): c for m, c in ceilings.items()}
     if len(answers) > 1:
         by_tp = sorted(answers.items(), key=lambda item: item[0][1])
         for key in ("probes", "assigned_probes"):
             result[key] = [p for _, s in by_tp for p in s[key]]
         for key in ("compiles", "wall_s"):
             result[key] = sum(s[key] for _, s in by_tp)
-        result["mesh_answers"] = {f"{f}x{t}": mesh_answer(s) for (f, t), s in by_tp}
+        result["mesh_answers"] = {mesh_name(m): mesh_answer(s) for m, s in by_tp}
     return result

@@ -2,6 +2,7 @@
 it (`probe_rows`), as the command line, the notebooks, the atlas and the benchmarks show it;
 the search itself is shared.plan.search."""
 
+from shared.hardware.sharding import mesh_name
 from shared.plan.lookup import mesh_answer_text
 from shared.plan.search import MAX_EXACT
 
@@ -39,7 +40,7 @@ def describe(search: dict) -> str:
     if answers and largest == 0:
         where += f" on any mesh its weights divide ({', '.join(answers)})"
     elif answers:
-        mesh = "{fsdp}x{tp}".format(**search["mesh_shape"])
+        mesh = mesh_name(search["mesh_shape"])
         others = [
             f"{name} fits {mesh_answer_text(n)}" for name, n in answers.items() if name != mesh
         ]

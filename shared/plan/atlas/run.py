@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from shared import plan
 from shared.hardware import parse_target
-from shared.hardware.sharding import mesh_shape
+from shared.hardware.sharding import mesh_name, mesh_shape
 from shared.plan import verdict
 from shared.plan.atlas.store import Cell, stepped_units
 from shared.plan.gap import check_above, close_gap
@@ -100,7 +100,7 @@ def check_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
         return _error_row(head, err, start)
     wall_s = time.perf_counter() - start
     if check["max_batch"]:  # two units above fits: the search went on above it
-        name = "{fsdp}x{tp}".format(**check["mesh_shape"])
+        name = mesh_name(check["mesh_shape"])
         found = {
             **check,
             "dips": sorted({*row.get("dips", []), *check["dips"], row["first_not_fitting"]}),
@@ -177,8 +177,8 @@ def mesh_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
     asked_now = {m: s for m, s in answers.items() if m != shape}
     found = meshes_result(answers, best, ceilings)
     found["mesh_answers"] = {
-        **(row.get("mesh_answers") or {"{}x{}".format(*shape): row["max_batch"]}),
-        **{"{}x{}".format(*m): mesh_answer(s) for m, s in asked_now.items()},
+        **(row.get("mesh_answers") or {mesh_name(shape): row["max_batch"]}),
+        **{mesh_name(m): mesh_answer(s) for m, s in asked_now.items()},
     }
     found["units"] = {**stepped_units(row), **found["units"]}
     if best != shape:  # a mesh fits more: its search is the answer
@@ -193,8 +193,8 @@ def mesh_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
             # every mesh today's search asks, a single one included (meshes_result names them
             # only where there are several): a mesh narrower than the rule's cannot hold the
             # weights by arithmetic (shared.plan.mesh.auto_shape), and no search asks it
-            "mesh_ceilings": {"{}x{}".format(*m): c for m, c in ceilings.items()},
-            "mesh": "{}x{}".format(*shape),  # a row stored without it: the mesh it stood on
+            "mesh_ceilings": {mesh_name(m): c for m, c in ceilings.items()},
+            "mesh": mesh_name(shape),  # a row stored without it: the mesh it stood on
             "probes": [[p["batch"], p["fast"], p["fits"]] for p in probes],
             "assigned_probes": [
                 [p["batch"], p["fits"]] for s in asked_now.values() for p in s["assigned_probes"]
@@ -222,7 +222,7 @@ def coarse_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
         return run_cell(cell, progress=progress)
     request, shape = _stored_request(row, cell)
     fine = unit_for(pinned_to(request, shape), None)
-    name = "{}x{}".format(*shape)
+    name = mesh_name(shape)
     closed = gap_row(
         {**row, "multiple_of": fine, "units": {**stepped_units(row), name: fine}},
         cell,
@@ -278,7 +278,7 @@ def gap_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
     }
     mesh = {"fsdp": shape[0], "tp": shape[1]}
     if row.get("mesh_answers"):  # the other meshes' answers stand; this one's moved
-        new["mesh_answers"] = {**row["mesh_answers"], "{fsdp}x{tp}".format(**mesh): fits}
+        new["mesh_answers"] = {**row["mesh_answers"], mesh_name(mesh): fits}
     failed = {row["first_not_fitting"], *(p["batch"] for p in probes if not p["fits"])}
     new.update(checked_fields(fits, unit, shape[0], failed))  # not the stored answer's checks
     # no check above nothing: a bracket from 0 (a coarse row's "none fits", coarse_row)
@@ -322,7 +322,7 @@ def search_row(head: dict, search: dict, wall_s: float) -> dict:
             )
         },
         "devices": probes[0]["devices"],
-        "mesh": "{fsdp}x{tp}".format(**mesh),
+        "mesh": mesh_name(mesh),
         "mesh_answers": search.get("mesh_answers"),  # every mesh searched: its largest batch
         "units": search["units"],  # every mesh searched: its step (stored since 2026-11-27)
         # every mesh the weights divide: the largest batch its floor holds (since 2026-11-28)

@@ -15,7 +15,7 @@ from pathlib import Path
 from shared import models, plan, sizing
 from shared.errors import BadInput, choose
 from shared.hardware import parse_target
-from shared.hardware.sharding import mesh_shape
+from shared.hardware.sharding import mesh_name, mesh_shape
 from shared.paths import ROOT
 from shared.plan.mesh import least_batch, wider_shapes
 from shared.plan.search_lines import checks_above
@@ -282,7 +282,7 @@ def _dividing_meshes(model: str, target: str, settings: str) -> tuple[str, ...]:
     """Every mesh of the target whose axes divide the cell's weights, as 'FxT'."""
     request = plan.Request(model=model, target=target, **json.loads(settings))
     devices = target_devices(parse_target(target))
-    return tuple(f"{f}x{t}" for f, t in wider_shapes(request, devices, than=(len(devices), 0)))
+    return tuple(mesh_name(m) for m in wider_shapes(request, devices, than=(len(devices), 0)))
 
 
 def older_search(row: dict) -> bool:
