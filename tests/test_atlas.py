@@ -342,7 +342,7 @@ def _made_up_compiler(monkeypatch, fits) -> list[tuple[int, bool | str]]:
     monkeypatch.setattr(
         search,
         "assigned_points",
-        lambda requests, use_cache: [verdict_of(r, "assigned") for r in requests],
+        lambda requests, use_cache, finish=False: [verdict_of(r, "assigned") for r in requests],
     )
     return asked
 

@@ -614,7 +614,7 @@ def test_a_one_executable_step_compiles_the_batch_above_each_candidate_beside_it
     monkeypatch.setattr(
         search,
         "assigned_points",
-        lambda requests, use_cache: [
+        lambda requests, use_cache, finish=False: [
             {**verdict_of(r), "workload_executables": 1, "probe": "assigned"} for r in requests
         ],
     )
@@ -937,7 +937,7 @@ def test_every_probe_of_a_search_compiles_on_the_mesh_it_answers_for(monkeypatch
     monkeypatch.setattr(
         search,
         "assigned_points",
-        lambda requests, use_cache: [
+        lambda requests, use_cache, finish=False: [
             {**verdict_of(r), "compiled": True, "workload_executables": 2} for r in requests
         ],
     )

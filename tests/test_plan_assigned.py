@@ -5,7 +5,7 @@ import pytest
 
 from shared import plan
 from shared.hardware import parse_target
-from shared.plan import verdict
+from shared.plan import assigned, verdict
 from shared.plan.assigned import assigned_points, locates_at_assignment
 from shared.plan.workload_bytes import resident_bytes
 from shared.plan.workloads import build_workload
@@ -82,10 +82,16 @@ def test_which_searches_locate_at_buffer_assignment(workload, shape, probed):
 
 def test_a_fine_tune_step_is_located_at_buffer_assignment_and_answered_exactly():
     """max_batch on a LoRA step locates with the whole model's bytes at buffer assignment, not
-    fast or cut compiles, and every verdict it answers with is exact."""
+    fast or cut compiles, and every verdict it answers with is exact. The point it aims at (8,
+    the ceiling here) is where it compiles exactly first, and that verdict takes the compile
+    the probe's child went on with past buffer assignment, rather than compiling it again;
+    no child outlives the search."""
     request = plan.Request("lora-train", "gemma3-tiny", "v5e-1", seq=64, lora_rank=4, layers=1)
     found = plan.max_batch(request, ceiling=8, progress=False)
     assert [p["batch"] for p in found["assigned_probes"]] == [1, 8]
     assert all(not p["fast"] for p in found["probes"])
     assert found["max_batch"] == 8 and found["at_least"]
     assert found["compiles"] == len(found["assigned_probes"]) + len(found["probes"])
+    (at_answer,) = [p for p in found["probes"] if p["batch"] == 8]
+    assert [e.get("compiled_before") for e in at_answer["executables"].values()] == [True]
+    assert not assigned._FINISHING

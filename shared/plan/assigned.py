@@ -29,10 +29,12 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 from shared.hardware import parse_target
+from shared.plan import verdict
 from shared.plan.compiled import report_hbm_bytes
 from shared.plan.target import target_devices
 from shared.plan.verdict import Request, check_request, floor_verdict, read_cache, write_cache
@@ -52,6 +54,8 @@ LOCATES = ("rollout", "lora-rollout", "lora-train", "sft", "grpo")
 ROLLOUTS = ("rollout", "lora-rollout")
 KIND = "assigned"  # the plan cache's name for these probes, beside the verdicts
 _POLL_S = 0.2
+# Probes whose compiles go on past buffer assignment (assigned_points' `finish`), by request
+_FINISHING: dict[Request, _Child] = {}
 
 
 def locates_at_assignment(request: Request, mesh_shape: tuple[int, int]) -> bool:
@@ -61,9 +65,17 @@ def locates_at_assignment(request: Request, mesh_shape: tuple[int, int]) -> bool
     return request.workload in LOCATES and not (one_device and request.workload in ROLLOUTS)
 
 
-def assigned_points(requests: list[Request], *, use_cache: bool = True) -> list[dict]:
+def assigned_points(
+    requests: list[Request], *, use_cache: bool = True, finish: bool = False
+) -> list[dict]:
     """Each request's bytes per device at buffer assignment, one child each, all compiling
-    side by side (a search asks for one at a time: each located point aims the next). A point has
+    side by side (a search asks for one at a time: each located point aims the next).
+    `finish` (with the plan cache): each child's compiles go on past buffer assignment, in the
+    background, into the plan cache's compile entries an exact verdict of the same request
+    reads (shared.plan.verdict.executable_path), until finish_compile or stop_finishing: a
+    search's aimed point is often its answer (gemma3-27b LoRA on a v5p-8 located 6 in 63 s,
+    then compiled 6 exactly from the start, 174 s: benchmarks/results/plan_speed_goals_after.json).
+    A point has
     the verdict's fields a search aims with: `batch`, `bytes_per_device`, `hbm_bytes`, `fits`,
     `compiled` (False where arithmetic answered: the arguments alone exceed the HBM), `cached`,
     `compile_s`, the seconds until the last report, `probed` (each executable compiled and its
@@ -79,25 +91,54 @@ def assigned_points(requests: list[Request], *, use_cache: bool = True) -> list[
         for r in requests
     ]
     missing = [i for i, point in enumerate(points) if point is None]
-    for i, point in zip(missing, _probe_all([requests[i] for i in missing]), strict=True):
+    probed = _probe_all([requests[i] for i in missing], finish=finish and use_cache)
+    for i, point in zip(missing, probed, strict=True):
         write_cache(requests[i], point, KIND)
         points[i] = {**point, "cached": False}
     return points
 
 
-def _probe_all(requests: list[Request]) -> list[dict]:
+def finish_compile(request: Request) -> bool:
+    """Wait until the probe of `request` that assigned_points left finishing has written its
+    compile entries (an exact verdict of `request` then reads them), and whether one was."""
+    child = _FINISHING.pop(request, None)
+    if child is None:
+        return False
+    child.process.wait()
+    child.close()
+    return True
+
+
+def finishing(request: Request) -> bool:
+    """Whether a probe of `request` is finishing its compiles (assigned_points' `finish`)."""
+    return request in _FINISHING
+
+
+def stop_finishing(keep: Request | None = None) -> None:
+    """Kill every probe left finishing but `keep`'s: their compiles would answer nothing."""
+    for request in [r for r in _FINISHING if r != keep]:
+        _FINISHING.pop(request).close()
+
+
+def _probe_all(requests: list[Request], finish: bool = False) -> list[dict]:
     """The reports of `requests`, one child each, all at once; every child is gone on return,
-    whatever happened (an interrupt kills the compiles with it)."""
+    whatever happened (an interrupt kills the compiles with it), but those left `finish`ing
+    (assigned_points), which finish_compile or stop_finishing end."""
     children: list[_Child] = []
     try:
         for request in requests:
-            children.append(_Child(request, floor_verdict(request)))
+            children.append(_Child(request, floor_verdict(request), finish))
         while not all(child.done() for child in children):
             time.sleep(_POLL_S)
-        return [child.point() for child in children]
+        points = [child.point() for child in children]
+        for child in children:
+            if child.finishing():
+                _FINISHING[child.request] = child
+        return points
     finally:
         for child in children:
-            child.close()
+            if _FINISHING.get(child.request) is not child:
+                child.close()
 
 
 class _Child:
@@ -107,10 +148,12 @@ class _Child:
     (`shape.json`), then each one's compiled bytes if it lives to finish it (`{label}.json`);
     its stderr (libtpu's logs) goes to a file, which no pipe fills up."""
 
-    def __init__(self, request: Request, floor: dict):
+    def __init__(self, request: Request, floor: dict, finish: bool = False):
         """`floor`: floor_verdict's, whose HBM the point is read against; where it does not
-        fit, arithmetic answered and no child starts."""
+        fit, arithmetic answered and no child starts. `finish`: the compiles go on past their
+        reports, into the plan cache's compile entries (assigned_points)."""
         self.request, self.floor, self.started = request, floor, time.perf_counter()
+        self.finish = finish
         self.shape: dict | None = None
         self.numbers: dict[str, dict] = {}  # label -> its bytes: a report's, or a compile's
         self.seconds = 0.0
@@ -124,9 +167,13 @@ class _Child:
         # a compile allocates nothing on a device, and on a GPU the parent's jax already holds
         # most of its memory (it preallocates 75%): the child must not try to take its own
         env = {**os.environ, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+        entries = str(verdict.CACHE_DIR) if finish else ""
         with self.log.open("w") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "shared.plan.assigned", request_json, self.folder.name],
+                [
+                    sys.executable,
+                    *("-m", "shared.plan.assigned", request_json, self.folder.name, entries),
+                ],
                 stdout=subprocess.DEVNULL,
                 stderr=log,
                 env=env,
@@ -141,7 +188,8 @@ class _Child:
         self._read_numbers()
         if self.shape is not None and len(self.numbers) == len(self.shape["not_held"]):
             self.seconds = time.perf_counter() - self.started
-            self.process.kill()
+            if not self.finish:
+                self.process.kill()
             return True
         if not ended:
             return False
@@ -165,6 +213,10 @@ class _Child:
             for report in (self.root / label).glob("*memory-usage-report.txt"):
                 if (total := report_hbm_bytes(report.read_text())) is not None:
                     self.numbers[label] = {"total_bytes": total, "refused": None}
+
+    def finishing(self) -> bool:
+        """Whether this child's compiles go on past the reports it has given."""
+        return self.finish and self.process is not None and self.process.poll() is None
 
     def point(self) -> dict:
         request, hbm = self.request, self.floor["hbm_bytes"]
@@ -205,16 +257,20 @@ def _write_json(path: Path, value: dict) -> None:
     os.replace(partial, path)
 
 
-def _compile_dumped(request: Request, folder: str) -> None:
+def _compile_dumped(request: Request, folder: str, entries: str = "") -> None:
     """The child's part: build the workload on its mesh, write which executables it probes
     (probed_executables), how many the workload has and the resident bytes each probed one
     does not take, then compile them exactly, as many at once as a verdict would
     (verdict.workers_for), each module dumped to a folder of its own, and write each one's
-    compiled bytes where the parent has not killed it yet."""
+    compiled bytes where the parent has not killed it yet; with `entries` (a plan cache's
+    folder), each whole compile too, where an exact verdict of `request` reads it
+    (verdict.executable_path: the dump option changes nothing the compiler makes). It ends
+    itself if its parent ends first."""
     from concurrent.futures import ThreadPoolExecutor
 
     import jax
 
+    from shared.plan.cache_entries import write_entry
     from shared.plan.compiled import compile_lowered
     from shared.plan.executable import lower
     from shared.plan.mesh import mesh_for
@@ -222,6 +278,9 @@ def _compile_dumped(request: Request, folder: str) -> None:
     from shared.plan.workload_bytes import resident_bytes, takes_of
     from shared.plan.workloads import build_workload
 
+    _end_with_parent()
+    if entries:
+        verdict.CACHE_DIR = Path(entries)  # the parent's plan cache, wherever it set it
     root = Path(folder)
     mesh, _ = mesh_for(request, target_devices(parse_target(request.target)))
     workload = build_workload(request, mesh)
@@ -237,10 +296,15 @@ def _compile_dumped(request: Request, folder: str) -> None:
     with jax.set_mesh(mesh):
         lowered = {exe.label: lower(exe, {}) for exe in probed}
 
+    # an exact verdict caches no compile whose layout another executable takes (its path)
+    laid_out = {exe.laid_out_by for exe in workload.executables}
+
     def compile_dumped(label: str) -> None:
         summary = compile_lowered(lowered[label], {"xla_dump_to": str(root / label)})
         numbers = {"total_bytes": summary["total_bytes"], "refused": summary["refused"]}
         _write_json(root / f"{label}.json", numbers)
+        if entries and label not in laid_out:
+            write_entry(verdict.executable_path(lowered[label], request.target, None), summary)
 
     with ThreadPoolExecutor(workers_for(request.target)) as pool:
         list(pool.map(compile_dumped, lowered))
@@ -260,5 +324,18 @@ def probed_executables(workload) -> list:
     return worst
 
 
+def _end_with_parent() -> None:
+    """A thread that ends this child once its parent is gone (a search killed mid-compile,
+    say), so no finishing compile outlives the search that wanted it."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 if __name__ == "__main__":
-    _compile_dumped(Request(**json.loads(sys.argv[1])), sys.argv[2])
+    _compile_dumped(Request(**json.loads(sys.argv[1])), *sys.argv[2:])

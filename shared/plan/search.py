@@ -36,7 +36,13 @@ import time
 from shared.errors import BadInput
 from shared.hardware import parse_target
 from shared.hardware.sharding import mesh_name
-from shared.plan.assigned import assigned_points, locates_at_assignment
+from shared.plan.assigned import (
+    assigned_points,
+    finish_compile,
+    finishing,
+    locates_at_assignment,
+    stop_finishing,
+)
 from shared.plan.mesh import least_batch, search_shape
 from shared.plan.search_lines import (
     bracket,
@@ -161,17 +167,20 @@ class MeshSearch:
         first_worst: str | None = None,
         asked: dict | None = None,
     ) -> dict:
-        return _max_batch_on(
-            self.request,
-            mesh,
-            self.multiple_of,
-            self.ceiling,
-            self.use_cache,
-            self.progress,
-            exact_from=exact_from,
-            first_worst=first_worst,
-            asked=asked,
-        )
+        try:
+            return _max_batch_on(
+                self.request,
+                mesh,
+                self.multiple_of,
+                self.ceiling,
+                self.use_cache,
+                self.progress,
+                exact_from=exact_from,
+                first_worst=first_worst,
+                asked=asked,
+            )
+        finally:
+            stop_finishing()  # an aimed probe's compile the search did not take
 
     def ask(self, questions: list[tuple[tuple[int, int], int]], first_worst: str | None) -> list:
         """The one exact question of each (mesh, exact_from) in `questions`, compiled at once,
@@ -269,7 +278,7 @@ def _max_batch_on(
         bar.update(len(points))
         return points
 
-    def at_buffer_assignment(*batches: int) -> list[dict]:
+    def at_buffer_assignment(*batches: int, aimed: bool = False) -> list[dict]:
         """The whole model's bytes at buffer assignment (shared.plan.assigned): where the
         search looks, never an answer. gemma3-1b's full fine-tune step on a v5e-8 (batch 8):
         0.30x the exact verdict's seconds, 2.8% under its bytes, where a fast compile took
@@ -277,10 +286,15 @@ def _max_batch_on(
         2.4% under, where the cut depths' line took 0.50x (0.2% under) and a fast compile
         0.32x (14% under) (benchmarks/results/plan_locate.json). llama3.1-8b rollouts on a
         4x2 v5e-8 (128 rows): 0.34x, 0.3% under, a fast compile 0.30x and 13% over
-        (plan_locate_rollout.json). One quiet run each. Several at once compile side by side."""
+        (plan_locate_rollout.json). One quiet run each. Several at once compile side by side.
+        `aimed`: a point the line aims at, where the exact compiles most often start: its
+        compile goes on in the background (assigned_points' `finish`), and the exact verdict
+        there takes it (the exact round below)."""
         bar.set_postfix(batch=",".join(map(str, batches)), at="buffer assignment")
         points = assigned_points(
-            [dataclasses.replace(request, batch=b) for b in batches], use_cache=use_cache
+            [dataclasses.replace(request, batch=b) for b in batches],
+            use_cache=use_cache,
+            finish=aimed,
         )
         assigned_probes.extend(points)
         bar.update(len(points))
@@ -299,13 +313,13 @@ def _max_batch_on(
         bar.close()
         return search_result(request, shape, unit, ceiling, exact, probes, assigned_probes, start)
 
-    def fast_compiled(*batches: int) -> list[dict]:
-        return probe(list(batches), True)
+    def fast_compiled(*batches: int, aimed: bool = False) -> list[dict]:
+        return probe(list(batches), True)  # a fast compile is not the exact one: nothing to go on
 
     locate_all = at_buffer_assignment if locates_at_assignment(request, shape) else fast_compiled
 
-    def locate(batch: int) -> dict:
-        return locate_all(batch)[0]
+    def locate(batch: int, aimed: bool = False) -> dict:
+        return locate_all(batch, aimed=aimed)[0]
 
     # The line's low end: one unit, located; or the batch compiled first, where it fits: an
     # exact point, and one unit under it would cost a compile more and aim no better
@@ -335,23 +349,23 @@ def _max_batch_on(
             # exactly at 10.98 GiB, and 184 was located at 9.62: the line fell, and the search
             # compiled 389 and 314 exactly, far over the HBM (10 and 11 minutes; llama3.1-8b's
             # on a 1x8 tpu7x-8 2654, 2497 and 2107). It aims from the exact point.
-            located_low, high = locate_all(low["batch"], aim)
+            located_low, high = locate_all(low["batch"], aim, aimed=True)
             located.append(located_low)
         else:
-            located_low, high = low, locate(aim)
+            located_low, high = low, locate(aim, aimed=True)
         located.append(high)
         located_slope = slope(located_low, high)
         aim_from = low if low_is_exact or not high["fits"] else high
         candidate = crossing(aim_from, located_slope, usable, unit, ceiling)
         if high["fits"] and 2 * high["batch"] < candidate < ceiling:  # far: a third point there
-            near = locate(candidate)
+            near = locate(candidate, aimed=True)
             below = crossing(high, slope(high, near), usable, unit, ceiling)
             if not near.get("compiled", True) and high["batch"] < below < near["batch"]:
                 # answered by arithmetic: its bytes are a floor (arguments only), too flat a
                 # slope to aim exact compiles with (gemma3-1b rollouts on a v5e-1: a floor at
                 # 514 sent them to 426, 368, 374 and 375). Where the line to that floor
                 # crosses the HBM is still past the boundary and near it: locate there.
-                near = locate(below)
+                near = locate(below, aimed=True)
             located.append(near)
             located_slope = slope(high, near)
             candidate = crossing(near, located_slope, usable, unit, ceiling)
@@ -384,7 +398,17 @@ def _max_batch_on(
             # a check compiles first the executable that was worst at the answer
             worst = exact[bracket(exact)[0]].get("worst") if checking else None
             phases = None if checking else phase_alone(request, latest_worst(probes, request))
-            exact.update(zip(batches, probe(batches, False, worst, phases), strict=True))
+            # where a located point's compile goes on at the candidate (at_buffer_assignment's
+            # `aimed`), the others compile beside it, and the candidate's verdict takes it
+            aimed = dataclasses.replace(request, batch=candidate)
+            stop_finishing(keep=None if phases else aimed)
+            if not phases and finishing(aimed):
+                beside_it = probe(batches[1:], False, worst) if batches[1:] else []
+                finish_compile(aimed)
+                points = probe([candidate], False, worst) + beside_it
+            else:
+                points = probe(batches, False, worst, phases)
+            exact.update(zip(batches, points, strict=True))
             checking = False
         point = exact[candidate]
         best, worst = bracket(exact)
