@@ -69,19 +69,18 @@ def assigned_points(
     requests: list[Request], *, use_cache: bool = True, finish: bool = False
 ) -> list[dict]:
     """Each request's bytes per device at buffer assignment, one child each, all compiling
-    side by side (a search asks for one at a time: each located point aims the next).
+    side by side (a search asks for one at a time: each located point aims the next). A point
+    has the verdict's fields a search aims with: `batch`, `bytes_per_device`, `hbm_bytes`,
+    `fits`, `compiled` (False where arithmetic answered: the arguments alone exceed the HBM),
+    `cached`, `compile_s`, the seconds until the last report, `probed` (each executable
+    compiled and its point's bytes) and `workload_executables` (how many the verdict compiles:
+    shared.plan.search pairs exact compiles of a one-executable step).
+
     `finish` (with the plan cache): each child's compiles go on past buffer assignment, in the
     background, into the plan cache's compile entries an exact verdict of the same request
-    reads (shared.plan.verdict.executable_path), until finish_compile or stop_finishing: a
-    search's aimed point is often its answer (gemma3-27b LoRA on a v5p-8 located 6 in 63 s,
-    then compiled 6 exactly from the start, 174 s: benchmarks/results/plan_speed_goals_after.json).
-    A point has
-    the verdict's fields a search aims with: `batch`, `bytes_per_device`, `hbm_bytes`, `fits`,
-    `compiled` (False where arithmetic answered: the arguments alone exceed the HBM), `cached`,
-    `compile_s`, the seconds until the last report, `probed` (each executable compiled and its
-    point's bytes) and
-    `workload_executables` (how many the verdict compiles: shared.plan.search pairs exact
-    compiles of a one-executable step)."""
+    reads (verdict.executable_path), until finish_compile or stop_finishing: a search's aimed
+    point is often its answer (gemma3-27b LoRA on a v5p-8 located 6 in 63 s, then compiled 6
+    exactly from the start in 174 s: benchmarks/results/plan_speed_goals_after.json)."""
     for request in requests:
         check_request(request)
     points: list[dict | None] = [
@@ -98,15 +97,12 @@ def assigned_points(
     return points
 
 
-def finish_compile(request: Request) -> bool:
-    """Wait until the probe of `request` that assigned_points left finishing has written its
-    compile entries (an exact verdict of `request` then reads them), and whether one was."""
-    child = _FINISHING.pop(request, None)
-    if child is None:
-        return False
-    child.process.wait()
-    child.close()
-    return True
+def finish_compile(request: Request) -> None:
+    """Wait until the probe of `request` that assigned_points left finishing (if one is) has
+    written its compile entries: an exact verdict of `request` then reads them."""
+    if (child := _FINISHING.pop(request, None)) is not None:
+        child.process.wait()
+        child.close()
 
 
 def finishing(request: Request) -> bool:
