@@ -95,3 +95,15 @@ def test_a_fine_tune_step_is_located_at_buffer_assignment_and_answered_exactly()
     (at_answer,) = [p for p in found["probes"] if p["batch"] == 8]
     assert [e.get("compiled_before") for e in at_answer["executables"].values()] == [True]
     assert not assigned._FINISHING
+
+
+def test_an_answer_at_the_located_low_end_takes_its_probes_compile():
+    """Where the exact compiles start at the low end (here nothing above it to try), the
+    verdict there takes the compile the first probe's child went on with."""
+    request = plan.Request("lora-train", "gemma3-tiny", "v5e-1", seq=64, lora_rank=4, layers=1)
+    found = plan.max_batch(request, ceiling=1, progress=False)
+    assert [p["batch"] for p in found["assigned_probes"]] == [1]
+    (exact,) = found["probes"]
+    assert exact["batch"] == 1 and exact["fits"] and not exact["fast"]
+    assert [e.get("compiled_before") for e in exact["executables"].values()] == [True]
+    assert not assigned._FINISHING

@@ -17,9 +17,9 @@ Bytes per device grow close to linearly with the batch (KV cache, activations). 
    through the nearest two (regula falsi); with failures only, the line through two compiled
    ones, else from the largest located fit to the nearest failure.
    A point that fails stops compiling at its first failing executable; a GRPO step compiles
-   its worst phase alone below the answer, every phase at it (search_phases). Where the line
-   aimed at a located point, that probe's compile goes on past buffer assignment in its child,
-   and the exact verdict there takes it rather than compiling the program again.
+   its worst phase alone below the answer, every phase at it (search_phases). A located
+   point's compile goes on past buffer assignment in its child, and where the exact compiles
+   start there, that verdict takes it rather than compiling the program again.
 3. check: bytes are not monotone in the batch, so the batch two units above the answer is
    compiled too, and the next batch of 4 rows a device where that is further
    (search_lines.checks_above); where one fits (a dip: one more row a device cost more than
@@ -182,7 +182,7 @@ class MeshSearch:
                 asked=asked,
             )
         finally:
-            stop_finishing()  # an aimed probe's compile the search did not take
+            stop_finishing()  # a probe's compile the search did not take
 
     def ask(self, questions: list[tuple[tuple[int, int], int]], first_worst: str | None) -> list:
         """The one exact question of each (mesh, exact_from) in `questions`, compiled at once,
@@ -280,7 +280,7 @@ def _max_batch_on(
         bar.update(len(points))
         return points
 
-    def at_buffer_assignment(*batches: int, aimed: bool = False) -> list[dict]:
+    def at_buffer_assignment(*batches: int) -> list[dict]:
         """The whole model's bytes at buffer assignment (shared.plan.assigned): where the
         search looks, never an answer. gemma3-1b's full fine-tune step on a v5e-8 (batch 8):
         0.30x the exact verdict's seconds, 2.8% under its bytes, where a fast compile took
@@ -289,14 +289,16 @@ def _max_batch_on(
         0.32x (14% under) (benchmarks/results/plan_locate.json). llama3.1-8b rollouts on a
         4x2 v5e-8 (128 rows): 0.34x, 0.3% under, a fast compile 0.30x and 13% over
         (plan_locate_rollout.json). One quiet run each. Several at once compile side by side.
-        `aimed`: a point the line aims at, where the exact compiles most often start: its
-        compile goes on in the background (assigned_points' `finish`), and the exact verdict
-        there takes it (the exact round below)."""
+        Each probe's compile goes on in the background (assigned_points' `finish`): the exact
+        compiles most often start at a located point (the low end where the boundary is near
+        or it does not fit, else where the line aims), and the exact verdict there takes it
+        (the exact round below); the others are killed then, having used a core that the
+        next probe, aimed by this one, would have left idle."""
         bar.set_postfix(batch=",".join(map(str, batches)), at="buffer assignment")
         points = assigned_points(
             [dataclasses.replace(request, batch=b) for b in batches],
             use_cache=use_cache,
-            finish=aimed,
+            finish=True,
         )
         assigned_probes.extend(points)
         bar.update(len(points))
@@ -315,13 +317,13 @@ def _max_batch_on(
         bar.close()
         return search_result(request, shape, unit, ceiling, exact, probes, assigned_probes, start)
 
-    def fast_compiled(*batches: int, aimed: bool = False) -> list[dict]:
-        return probe(list(batches), True)  # a fast compile is not the exact one: nothing to go on
+    def fast_compiled(*batches: int) -> list[dict]:
+        return probe(list(batches), True)
 
     locate_all = at_buffer_assignment if locates_at_assignment(request, shape) else fast_compiled
 
-    def locate(batch: int, aimed: bool = False) -> dict:
-        return locate_all(batch, aimed=aimed)[0]
+    def locate(batch: int) -> dict:
+        return locate_all(batch)[0]
 
     # The line's low end: one unit, located; or the batch compiled first, where it fits: an
     # exact point, and one unit under it would cost a compile more and aim no better
@@ -351,23 +353,23 @@ def _max_batch_on(
             # exactly at 10.98 GiB, and 184 was located at 9.62: the line fell, and the search
             # compiled 389 and 314 exactly, far over the HBM (10 and 11 minutes; llama3.1-8b's
             # on a 1x8 tpu7x-8 2654, 2497 and 2107). It aims from the exact point.
-            located_low, high = locate_all(low["batch"], aim, aimed=True)
+            located_low, high = locate_all(low["batch"], aim)
             located.append(located_low)
         else:
-            located_low, high = low, locate(aim, aimed=True)
+            located_low, high = low, locate(aim)
         located.append(high)
         located_slope = slope(located_low, high)
         aim_from = low if low_is_exact or not high["fits"] else high
         candidate = crossing(aim_from, located_slope, usable, unit, ceiling)
         if high["fits"] and 2 * high["batch"] < candidate < ceiling:  # far: a third point there
-            near = locate(candidate, aimed=True)
+            near = locate(candidate)
             below = crossing(high, slope(high, near), usable, unit, ceiling)
             if not near.get("compiled", True) and high["batch"] < below < near["batch"]:
                 # answered by arithmetic: its bytes are a floor (arguments only), too flat a
                 # slope to aim exact compiles with (gemma3-1b rollouts on a v5e-1: a floor at
                 # 514 sent them to 426, 368, 374 and 375). Where the line to that floor
                 # crosses the HBM is still past the boundary and near it: locate there.
-                near = locate(below, aimed=True)
+                near = locate(below)
             located.append(near)
             located_slope = slope(high, near)
             candidate = crossing(near, located_slope, usable, unit, ceiling)
@@ -400,13 +402,13 @@ def _max_batch_on(
             # a check compiles first the executable that was worst at the answer
             worst = exact[bracket(exact)[0]].get("worst") if checking else None
             phases = None if checking else phase_alone(request, latest_worst(probes, request))
-            # where a located point's compile goes on at the candidate (at_buffer_assignment's
-            # `aimed`), the others compile beside it, and the candidate's verdict takes it
-            aimed = dataclasses.replace(request, batch=candidate)
-            stop_finishing(keep=None if phases else aimed)
-            if not phases and finishing(aimed):
+            # where a located point's compile goes on at the candidate (at_buffer_assignment),
+            # the others compile beside it, and the candidate's verdict takes it
+            at_candidate = dataclasses.replace(request, batch=candidate)
+            stop_finishing(keep=None if phases else at_candidate)
+            if not phases and finishing(at_candidate):
                 beside_it = probe(batches[1:], False, worst) if batches[1:] else []
-                finish_compile(aimed)
+                finish_compile(at_candidate)
                 points = probe([candidate], False, worst) + beside_it
             else:
                 points = probe(batches, False, worst, phases)
