@@ -9,7 +9,9 @@ and 0.15% under the compiled bytes there, and it is written for a program over t
 (the same step at batch 64: 26.08 GiB, where the exact compile only says it needs more), so a
 point past the boundary still gives a slope. XLA has no option to stop after buffer
 assignment, so the compiles run in a child process that dumps each module (`xla_dump_to`, a
-per-compile option), and the parent kills the child once every report is written.
+per-compile option), and the parent reads the point once every report is written, then kills
+the child, or (`finish`) lets it compile on into the plan cache, where an exact verdict of the
+same request takes that compile (a search's exact compiles most often start at a located point).
 
 Which executables (probed_executables): all of a workload whose executables each take only
 their own arguments (a fine-tune step's one; a rollout's prefill and decode, compiled side by
