@@ -289,11 +289,13 @@ def _max_batch_on(
         0.32x (14% under) (benchmarks/results/plan_locate.json). llama3.1-8b rollouts on a
         4x2 v5e-8 (128 rows): 0.34x, 0.3% under, a fast compile 0.30x and 13% over
         (plan_locate_rollout.json). One quiet run each. Several at once compile side by side.
-        Each probe's compile goes on in the background (assigned_points' `finish`): the exact
-        compiles most often start at a located point (the low end where the boundary is near
-        or it does not fit, else where the line aims), and the exact verdict there takes it
-        (the exact round below); the others are killed then, having used a core that the
-        next probe, aimed by this one, would have left idle."""
+        The latest probes' compiles go on in the background (assigned_points' `finish`): the
+        exact compiles most often start at a located point (the low end where the boundary is
+        near or it does not fit, else where the line aims), and the exact verdict there takes
+        it (the exact round below). An earlier probe's is killed when the next starts: the two
+        compiles side by side slowed the second probe of gemma3-27b LoRA on a v5p-8 from 61 to
+        90 s (benchmarks/results/plan_speed_goals_finish.json, plan_speed_goals_low.json)."""
+        stop_finishing()
         bar.set_postfix(batch=",".join(map(str, batches)), at="buffer assignment")
         points = assigned_points(
             [dataclasses.replace(request, batch=b) for b in batches],
