@@ -17,9 +17,9 @@ Bytes per device grow close to linearly with the batch (KV cache, activations). 
    through the nearest two (regula falsi); with failures only, the line through two compiled
    ones, else from the largest located fit to the nearest failure.
    A point that fails stops compiling at its first failing executable; a GRPO step compiles
-   its worst phase alone below the answer, every phase at it (search_phases). A located
-   point's compile goes on past buffer assignment in its child, and where the exact compiles
-   start there, that verdict takes it rather than compiling the program again.
+   its worst phase alone below the answer, every phase at it (search_phases). The latest
+   located point's compile goes on past buffer assignment in its child, and where the exact
+   compiles start there, that verdict takes it rather than compiling the program again.
 3. check: bytes are not monotone in the batch, so the batch two units above the answer is
    compiled too, and the next batch of 4 rows a device where that is further
    (search_lines.checks_above); where one fits (a dip: one more row a device cost more than
