@@ -37,7 +37,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 from shared import lora, models, plan  # noqa: E402
 from shared.errors import run_cli  # noqa: E402
 from shared.plan import budget, frontier  # noqa: E402
-from shared.plan.search import unit_for  # noqa: E402
+from shared.plan.mesh_steps import unit_for  # noqa: E402
 from shared.report import results  # noqa: E402
 
 KEEP = (

@@ -19,7 +19,8 @@ from shared.hardware import parse_target
 from shared.hardware.sharding import mesh_name
 from shared.plan import budget
 from shared.plan.mesh import auto_shape, least_batch, wider_shapes
-from shared.plan.search import max_batch, pinned_to
+from shared.plan.mesh_steps import pinned_to
+from shared.plan.search import max_batch
 from shared.plan.slice_job import Job, runs
 from shared.plan.target import target_devices
 from shared.plan.verdict import Request, floor_verdict, plan_point

@@ -43,7 +43,7 @@ from shared.errors import BadInput, choose, positive
 from shared.hardware import parse_target, prices, rent
 from shared.plan import budget
 from shared.plan.candidate import COST_TOLERANCE, REMATS, compile_candidate
-from shared.plan.search import unit_for
+from shared.plan.mesh_steps import unit_for
 from shared.plan.slice_job import Job, bound, job_for
 from shared.plan.target import target_devices
 from shared.plan.verdict import Request, floor_verdict

@@ -20,7 +20,8 @@ from __future__ import annotations
 import dataclasses
 
 from shared.hardware.sharding import mesh_name
-from shared.plan.search import pinned_to, searcher
+from shared.plan.mesh_steps import pinned_to
+from shared.plan.search import searcher
 from shared.plan.search_lines import bracket, checks_above, compiles_alone
 from shared.plan.verdict import Request, plan_points
 

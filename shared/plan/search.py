@@ -35,9 +35,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from shared.errors import BadInput
 from shared.hardware import parse_target
-from shared.hardware.sharding import mesh_name
 from shared.plan.assigned import (
     assigned_points,
     finish_compile,
@@ -45,7 +43,8 @@ from shared.plan.assigned import (
     locates_at_assignment,
     stop_finishing,
 )
-from shared.plan.mesh import least_batch, search_shape
+from shared.plan.mesh import search_shape
+from shared.plan.mesh_steps import first_batch, pinned_to, unit_for
 from shared.plan.search_lines import (
     bracket,
     checks_above,
@@ -77,23 +76,6 @@ MAX_EXACT = 8
 # so the search steps up by GALLOP until a batch fails and then halves the bracket.
 SQUEEZE_SLOPE = 0.25
 GALLOP = 1.25
-
-
-def unit_for(request: Request, multiple_of: int | None) -> int:
-    """The search's step on the mesh it keeps (shared.plan.mesh.search_shape): `multiple_of`,
-    which must itself split over that mesh's data-parallel axis, or by default the mesh's least
-    batch (mesh.least_batch: one row per fsdp device, whole GRPO groups). Each mesh a search
-    compares takes its own: a 1x8 mesh of a v5e-8 runs batch 1, where the all-fsdp 8x1 needs 8
-    (the atlas stepped every mesh by the rule mesh's 8 until 2026-11-27, and so said "not even
-    batch 8 fits on any mesh" for llama3.1-8b LoRA on a v5e-8 without asking 1x8 for 1 to 7)."""
-    fsdp, _ = search_shape(request, target_devices(parse_target(request.target)))
-    unit = multiple_of or least_batch(request, fsdp)
-    if unit < 1 or unit % fsdp:
-        raise BadInput(
-            f"--multiple-of {multiple_of} must be a positive multiple of the mesh's "
-            f"data-parallel size {fsdp}"
-        )
-    return unit
 
 
 def max_batch(
@@ -192,36 +174,25 @@ class MeshSearch:
         benchmarks/results/plan_speed_goals.json)."""
         requests = []
         for mesh, exact_from in questions:
-            pinned = pinned_to(self.request, mesh)
-            unit = unit_for(pinned, self.multiple_of)
-            top = _top(unit, self.ceiling)
-            floor_fits = floor_verdict(dataclasses.replace(pinned, batch=unit))["fits"]
-            first = _first_batch(unit, top, exact_from, floor_fits)
+            pinned, unit, top, floor_fits = _on_mesh(
+                self.request, mesh, self.multiple_of, self.ceiling
+            )
+            first = first_batch(unit, top, exact_from, floor_fits)
             requests.append(dataclasses.replace(pinned, batch=first, fast=False))
         return plan_points(requests, use_cache=self.use_cache, first=first_worst)
 
 
-def _top(unit: int, ceiling: int | None) -> int:
-    """The largest batch a search on a mesh of step `unit` tries: `ceiling` (by default
-    CEILING) rounded down to the unit, one unit at least."""
-    return max(unit, (CEILING if ceiling is None else ceiling) // unit * unit)
-
-
-def _first_batch(unit: int, top: int, exact_from: int, unit_floor_fits: bool) -> int:
-    """The batch a mesh's one exact question compiles: the least multiple of `unit` of at least
-    `exact_from`, at most `top`; one unit where arithmetic says not even that fits ("none" says
-    more than "<first")."""
-    return min(max(unit, -(-exact_from // unit) * unit), top) if unit_floor_fits else unit
-
-
-def pinned_to(request: Request, shape: tuple[int, int]) -> Request:
-    """`request` with every verdict on the (fsdp, tp) mesh `shape` it answers for, unless it
-    names a mesh itself: left unset, each verdict takes the rule's mesh at its own batch, which
-    moves a tunix model to a wider tp once its floor outgrows the all-fsdp mesh (a search on
-    8x1 fit llama3.1-8b rollouts "192" on 4x2)."""
-    if request.mesh is None and shape[0] * shape[1] > 1:
-        return dataclasses.replace(request, mesh=mesh_name(shape))
-    return request
+def _on_mesh(
+    request: Request, shape: tuple[int, int], multiple_of: int | None, ceiling: int | None
+) -> tuple[Request, int, int, bool]:
+    """`request` pinned to the (fsdp, tp) mesh `shape`, its step there (unit_for), the largest
+    batch a search there tries (`ceiling`, by default CEILING, rounded down to the step, one
+    step at least) and whether one step's arguments fit (arithmetic): what a search on that
+    mesh and the one question it may be asked first (MeshSearch.ask) both start from."""
+    request = pinned_to(request, shape)
+    unit = unit_for(request, multiple_of)
+    top = max(unit, (CEILING if ceiling is None else ceiling) // unit * unit)
+    return request, unit, top, floor_verdict(dataclasses.replace(request, batch=unit))["fits"]
 
 
 def _max_batch_on(
@@ -249,19 +220,15 @@ def _max_batch_on(
     its question."""
     from tqdm.auto import tqdm
 
-    request = pinned_to(request, shape)
-    unit = unit_for(request, multiple_of)
-    ceiling = _top(unit, ceiling)
+    start = time.perf_counter()
+    request, unit, ceiling, unit_floor_fits = _on_mesh(request, shape, multiple_of, ceiling)
     bar = tqdm(
         desc=f"max batch {request.workload} {request.model} on {request.target}",
         unit="compile",
         disable=not progress,
     )
-    start = time.perf_counter()
     probes: list[dict] = []  # the whole model's verdicts, fast and exact
     assigned_probes: list[dict] = []  # the whole model's bytes at buffer assignment
-    # whether the whole model's arguments alone leave room for one unit, by arithmetic
-    unit_floor_fits = floor_verdict(dataclasses.replace(request, batch=unit))["fits"]
 
     def probe(
         batches: list[int], fast: bool, first: str | None = None, phases: str | None = None
@@ -306,7 +273,7 @@ def _max_batch_on(
         bar.update(len(points))
         return points
 
-    first = None if exact_from is None else _first_batch(unit, ceiling, exact_from, unit_floor_fits)
+    first = None if exact_from is None else first_batch(unit, ceiling, exact_from, unit_floor_fits)
     if asked is not None:
         probes.append(asked)
         bar.update(1)

@@ -18,7 +18,8 @@ from shared.plan import verdict
 from shared.plan.atlas.store import Cell, stepped_units
 from shared.plan.gap import check_above, close_gap
 from shared.plan.mesh import search_shape
-from shared.plan.search import CEILING, pinned_to, searcher, unit_for
+from shared.plan.mesh_steps import pinned_to, unit_for
+from shared.plan.search import CEILING, searcher
 from shared.plan.search_lines import checked_fields, checks_above
 from shared.plan.search_meshes import beat_on_other_meshes, meshes_by_ceiling, meshes_result
 from shared.plan.search_result import mesh_answer
