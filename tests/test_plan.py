@@ -508,7 +508,9 @@ def test_a_squeeze_above_an_exact_low_end_gallops(monkeypatch):
     result = search.searcher(request, progress=False)((8, 1), exact_from=1504)
     exact = [p["batch"] for p in result["probes"] if not p["fast"]]
     assert (result["max_batch"], result["first_not_fitting"]) == (1696, 1704), exact
-    assert max(exact) <= 1504 * search.GALLOP**2, exact  # no aim at a flat line's far crossing
+    assert max(exact) <= 1504 * search_lines.GALLOP**2, (
+        exact
+    )  # no aim at a flat line's far crossing
     assert len(exact) <= 10, exact  # 1504, 1512, 1888, halving to 1696 and 1704, the checks
 
 

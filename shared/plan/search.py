@@ -50,9 +50,7 @@ from shared.plan.search_lines import (
     checks_above,
     compiles_alone,
     crossing,
-    failures_line,
-    fits_slope,
-    illinois,
+    next_guess,
     partner,
     slope,
     steepest_slope,
@@ -67,15 +65,6 @@ CEILING = 1 << 16  # the largest batch a search tries; reaching it is reported a
 # exact rounds that compile (besides checks above) before a search gives up on a non-linear
 # line; a batch answered by arithmetic costs nothing and counts none
 MAX_EXACT = 8
-# Near its HBM the exact compiler works to fit (rematerialising, serialising), and the bytes it
-# reports stop growing with the batch: gemma3-1b full fine-tunes on a v5p-8 took 98.3, 98.7,
-# 97.7, 99.1, 97.0 and 100.7 GB of 102.8 at batches 120 to 184, where the fast line grows
-# 0.83 GB a sequence, and batch 540 asked for 304 GB. Two fitting exact points whose slope is
-# under this share of the located one are in that squeeze: a line through them, or from them to
-# a failure, says nothing about where fitting ends (the search crept 160, 164, 168, 176, 184),
-# so the search steps up by GALLOP until a batch fails and then halves the bracket.
-SQUEEZE_SLOPE = 0.25
-GALLOP = 1.25
 
 
 def max_batch(
@@ -398,7 +387,6 @@ def _max_batch_on(
         ):
             exact[best] = probe([best], False)[0]
             best, worst = bracket(exact)
-        fits = sorted(b for b, p in exact.items() if p["fits"])
         if worst is not None and worst - best <= unit:
             # the checks above: bytes are not monotone in the batch (one per-device row more
             # can cost more than two: llama3.1-8b rollouts on a pinned 4x2 of a v5e-8 fit 184
@@ -415,60 +403,15 @@ def _max_batch_on(
         kept_worst = worst
         if (worst is None and best >= ceiling) or rounds >= MAX_EXACT:
             break
-        exact_slope = fits_slope(exact, fits, unit, one_unit_will_do=not located_slope)
         # with nothing located (an exact low end left a unit's room or less), the steepest
-        # line's slope: sft gemma3-1b on a 4x2 v6e-8 fit 84, 88 and 92 exactly, bytes flat,
-        # and their own line aimed at 120 and 124, far over. Not through a located unit: the
-        # fixed temporaries the floor cannot see make that line far steeper than the batch's
-        # bytes (4 GiB fixed and 1 a row looked like 5 a row: test_plan)
+        # line's slope is what a squeeze is seen against: sft gemma3-1b on a 4x2 v6e-8 fit 84,
+        # 88 and 92 exactly, bytes flat, and their own line aimed at 120 and 124, far over. Not
+        # through a located unit: the fixed temporaries the floor cannot see make that line far
+        # steeper than the batch's bytes (4 GiB fixed and 1 a row looked like 5 a row: test_plan)
         reference = located_slope or (steepest if low_is_exact else None)
-        squeezed = exact_slope is not None and reference and exact_slope < SQUEEZE_SLOPE * reference
-        if squeezed and worst is not None:  # the compiler's squeeze: halve the bracket
-            guess = (best + worst) // 2 // unit * unit
-        elif squeezed:
-            guess = int(best * GALLOP) // unit * unit
-        elif best and worst is not None:  # exact points on both sides: regula falsi
-            guess = crossing(
-                exact[best],
-                slope(exact[best], illinois(exact[worst], usable, kept)),
-                usable,
-                unit,
-                ceiling,
-            )
-        elif exact_slope is not None:
-            # fitting exact points only: their own slope, not the located one (a located slope
-            # steeper than the exact one undershoots every time: 6 exact steps of 4 to 16 rows
-            # for gemma3-1b rollouts on a v5p-8)
-            guess = crossing(point, exact_slope, usable, unit, ceiling)
-        elif located_slope is None:  # one point located (it did not fit, or left little room)
-            guess = 2 * best
-        elif not best and (line := failures_line(exact, unit)):
-            # two compiled failures: their own line, a measurement where a located point is
-            # an estimate (qwen3-8b rollouts on a v6e-1: failures at 53 and 88 point at 39;
-            # aimed from the cut line's fit at 37, exact compiles crept 47, 44, 42, 41 and
-            # stopped with a gap)
-            guess = crossing(*line, usable, unit, worst)
-        elif not best and (below := [p for p in located if p["fits"] and p["batch"] < worst]):
-            # only failing exact points: the line from the largest located fit below the
-            # nearest failure to it (the fast slope can be flat or negative at small batches:
-            # gemma3-1b rollouts on a tpu7x-8 went to the ceiling and then crept down from it
-            # one unit at a time). A located fit at the failing batch itself is no low end.
-            located_fit = max(below, key=lambda p: p["batch"])
-            low_end = located_fit["batch"]
-            guess = crossing(located_fit, slope(located_fit, exact[worst]), usable, unit, worst)
-            # One unit under the failure is where a good line points (gemma3-1b rollouts on a
-            # v5e-1: 375 failed, the line said 374, which fits); only a second step down in a
-            # row is creeping, and halves the bracket instead.
-            crept = guess >= worst - unit and worst + unit in exact
-            if crept or guess in exact:
-                guess = max(unit, (low_end + worst) // 2 // unit * unit)
-        else:  # one side only: the located slope through the newest exact point
-            guess = crossing(point, located_slope, usable, unit, ceiling)
-        top = ceiling if worst is None else worst - unit
-        guess = min(max(guess, best + unit), top)
-        if guess in exact:  # the line keeps landing on a known point: halve the bracket
-            guess = min(max((best + (worst or 2 * best)) // 2 // unit * unit, best + unit), top)
-        candidate = guess
+        candidate = next_guess(
+            exact, point, located, located_slope, reference, usable, unit, ceiling, kept
+        )
     if not any(p["fits"] for p in exact.values()) and unit not in exact:
         exact[unit] = probe([unit], False)[0]  # "not even one unit fits" must be an exact verdict
     bar.close()
