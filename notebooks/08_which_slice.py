@@ -38,8 +38,9 @@
 # ## How this notebook answers it
 # A person with a budget starts from a job, not a slice. For each job below,
 # `shared.plan.cheapest` looks at every slice Cloud TPU rents (v5e and v6e from 1 to 256 chips,
-# v5p-8 to v5p-128, tpu7x-8 to tpu7x-64), each on the mesh a verdict chooses or, where nothing
-# fits there, the first with more tp that does (a smaller least batch). It excludes a slice
+# v5p-8 to v5p-128, tpu7x-8 to tpu7x-64), each on its fastest mesh: the one a verdict chooses,
+# and those with more tp (a smaller least batch, a share of the weights a chip) until one fits
+# and while the fastest is memory-bound (a decode reads every weight a token). It excludes a slice
 # whose devices cannot hold the weights and optimizer state (exact arithmetic from shapes, no
 # compile), bounds every other slice's cost from below (the matmul FLOPs the job
 # cannot avoid, its backward included, at the slice's peak, times its price), compiles the

@@ -317,6 +317,46 @@ def test_a_slice_that_fits_nothing_on_its_mesh_tries_the_wider_meshes(fitting_me
         assert re.findall(r"(\dx\d): ", row["why"]) == ["8x1", "4x2", "2x4"]
 
 
+@pytest.mark.parametrize("wider_is_faster", [True, False])
+def test_a_memory_bound_slice_is_priced_on_its_fastest_mesh(wider_is_faster, monkeypatch):
+    """A memory-bound tiny LoRA step on a v5e-8 that fits its least batch on every mesh (not
+    two): each chip reads fewer bytes with more tp, as a decode reads each chip's share of the
+    weights where fsdp gathers them whole. Each wider mesh is compiled while it is faster by
+    COST_TOLERANCE, and the slice is priced on the fastest (here 2x4); where 4x2 saves under a
+    tenth on 8x1, the climb stops there, 2x4 not compiled, and 4x2 (5% faster) prices it.
+    Before, a slice that fit on its chosen mesh was priced there: GRPO of gemma3-4b on a v5e-8
+    at twice 2x4's hours."""
+    # bytes a chip reads a step at each mesh's least batch (8, 4, 2): per sequence 1e12 on
+    # 8x1, then 0.4e12 and 0.15e12, or 0.95e12 on 4x2
+    reads = {None: 8e12, "4x2": 1.6e12 if wider_is_faster else 3.8e12, "2x4": 0.3e12}
+    asked = []
+
+    def plan_point(request, use_cache):
+        asked.append((request.mesh, request.batch))
+        fsdp = int((request.mesh or "8x1").split("x")[0])
+        verdict = _verdict_on(request, fits=request.batch <= fsdp)
+        chip = parse_target(request.target).chip
+        accessed = reads[request.mesh]
+        verdict.update(flops_per_device=1e6, bytes_accessed_per_device=accessed)
+        return {**verdict, "roofline_lower_bound_s": max(chip.roofline_terms(1e6, accessed))}
+
+    monkeypatch.setattr(candidate, "plan_point", plan_point)
+    small = cheapest._smallest(TINY, "v5e-8")
+    row = candidate.compile_candidate(
+        small, slice_job.Job(1e6, "tokens"), "on-demand", use_cache=False
+    )
+    on_8x1, on_4x2 = [(None, 8), (None, 16)], [("4x2", 4), ("4x2", 8)]
+    if wider_is_faster:
+        assert asked == [*on_8x1, *on_4x2, ("2x4", 2), ("2x4", 4)]
+        assert row["mesh_shape"] == {"fsdp": 2, "tp": 4} and row["compiles"] == 6
+        assert re.match(r"fastest on 2x4, not on 8x1: [\d.]+ h; 4x2: [\d.]+ h$", row["why"])
+    else:
+        assert asked == [*on_8x1, *on_4x2]
+        assert row["mesh_shape"] == {"fsdp": 4, "tp": 2} and row["compiles"] == 4
+        assert re.match(r"fastest on 4x2, not on 8x1: [\d.]+ h$", row["why"])
+    assert row["status"] == "fits" and not row["compute_bound"]
+
+
 @pytest.mark.parametrize(("fits_up_to", "searched"), [(10**6, False), (60, True)])
 def test_the_large_enough_batch_is_compiled_before_any_search_below_it(
     fits_up_to, searched, monkeypatch

@@ -1,12 +1,13 @@
 """One candidate slice of `--cheapest`, compiled: the exact verdicts that price it.
 
-On the mesh a verdict chooses, or where nothing fits there, the first wider one that fits
-(more tp, a smaller least batch). The smallest batch first (with the remat that fits); when
-that step is memory-bound, twice the batch, and then the largest batch up to the one whose
-cost per unit of work is within COST_TOLERANCE of the least any batch could reach
-(`large_enough`; that one itself when it fits, else a search below it). The cheapest of those
-verdicts is priced for the whole job: the roofline (a lower bound) divided by the workload's
-stated efficiency (shared.plan.budget), times the dated price.
+On the mesh a verdict chooses, and on the wider ones (more tp, a smaller least batch) until one
+fits and while the fastest so far is memory-bound: the slice is priced on its fastest mesh. On
+each, the smallest batch first (with the remat that fits); when that step is memory-bound,
+twice the batch, and then the largest batch up to the one whose cost per unit of work is within
+COST_TOLERANCE of the least any batch could reach (`large_enough`; that one itself when it
+fits, else a search below it). The cheapest of those verdicts is priced for the whole job: the
+roofline (a lower bound) divided by the workload's stated efficiency (shared.plan.budget),
+times the dated price.
 """
 
 from __future__ import annotations
@@ -80,44 +81,91 @@ def compile_candidate(
     request: Request, job: Job, kind: str, *, use_cache: bool, lightest_first: bool = False
 ) -> dict:
     """Exact verdicts for one slice (`_on_one_mesh`), on the mesh a verdict chooses (the least
-    tp that holds the weights: shared.plan.mesh); where nothing fits there, on each mesh with
-    more tp, tp rising, at that mesh's own least batch, until one fits. A wider mesh splits a
-    sequence's activations over its tp chips and needs fewer sequences a step: on a v5e-8,
-    llama3.1-8b's LoRA step fits nothing on 8x1 or 4x2 and 4 on 2x4, its full fine-tune 2 on
-    2x4 only, its GRPO step 8 on 1x8 only (docs/atlas.md). A mesh whose floor (arguments
-    alone, by arithmetic) does not fit is not compiled; on the wider meshes the remat that
-    keeps least compiles first (where it does not fit, none does). A slice that fits on no mesh
-    says why on each (GRPO of gemma3-4b at 8 on a v5e-4: 17.76 GiB a chip on 4x1, 18.40 on
-    2x2)."""
+    tp that holds the weights: shared.plan.mesh), then on each mesh with more tp, tp rising, at
+    that mesh's own least batch: until one fits, and past it while the fastest so far is
+    memory-bound; the slice is priced on its fastest mesh (_fastest_mesh).
+    A wider mesh splits a sequence's activations over its tp chips and needs fewer sequences a
+    step: on a v5e-8, llama3.1-8b's LoRA step fits nothing on 8x1 or 4x2 and 4 on 2x4, its full
+    fine-tune 2 on 2x4 only, its GRPO step 8 on 1x8 only (docs/atlas.md). And each chip reads
+    only its share of the weights, where fsdp gathers them whole: GRPO of gemma3-4b at 8 on a
+    v5e-8 (tunix's demo recipe, decode-heavy) fits on 8x1 at 37.4 s a step at the roofline and
+    on 2x4 at 18.2 (benchmarks/results/08_grpo_v5e8.json): priced on 8x1, the slice cost twice
+    what it needs. The climb stops at a compute-bound fit (more tp adds no FLOPs a chip) or a
+    wider fit no COST_TOLERANCE faster. A mesh whose floor (arguments alone, by arithmetic) does
+    not fit is not compiled; until one fits, the remat that keeps least compiles first (where it
+    does not fit, none does). A slice that fits on no mesh says why on each (GRPO of gemma3-4b
+    at 8 on a v5e-4: 17.76 GiB a chip on 4x1, 18.40 on 2x2)."""
     first = _on_one_mesh(request, job, kind, use_cache=use_cache, lightest_first=lightest_first)
-    if first["status"] == "fits" or request.mesh is not None:
+    if request.mesh is not None:
         return first
     devices = target_devices(parse_target(request.target))
     chosen = auto_shape(request, devices)[0]
-    compiles, seconds = first["compiles"], first["compile_s"]
-    why = [f"{mesh_name(chosen)}: {first['why']}"]
+    rows = {chosen: first}
     for shape in wider_shapes(request, devices, chosen):
+        fastest = _fastest(rows)
+        if fastest and fastest["compute_bound"]:
+            break
         wider = pinned_to(request, shape)
         if request.workload != "grpo":  # GRPO keeps its recipe's batch
             wider = dataclasses.replace(wider, batch=least_batch(wider, shape[0]))
         try:
             floor = floor_verdict(wider)
         except BadInput as err:  # the batch does not divide this mesh's fsdp
-            why.append(f"{mesh_name(shape)}: {err}")
+            rows[shape] = _not_compiled(str(err))
             continue
         if not floor["fits"]:
-            why.append(
-                f"{mesh_name(shape)}: batch {wider.batch}'s arguments alone need "
+            rows[shape] = _not_compiled(
+                f"batch {wider.batch}'s arguments alone need "
                 f"{floor['floor_bytes'] / 2**30:.2f} GiB a device (arithmetic, no compile)"
             )
             continue
-        row = _on_one_mesh(wider, job, kind, use_cache=use_cache, lightest_first=True)
-        compiles, seconds = compiles + row["compiles"], seconds + row["compile_s"]
-        if row["status"] == "fits":
-            fitted = f"fits on {mesh_name(shape)}, not on {'; '.join(why)}"
-            return {**row, "compiles": compiles, "compile_s": seconds, "why": fitted}
-        why.append(f"{mesh_name(shape)}: {row['why']}")
-    return {**first, "compiles": compiles, "compile_s": seconds, "why": "; ".join(why)}
+        rows[shape] = _on_one_mesh(
+            wider, job, kind, use_cache=use_cache, lightest_first=fastest is None
+        )
+        if fastest and not _faster(rows[shape], fastest):
+            break
+    return _fastest_mesh(rows, chosen)
+
+
+def _not_compiled(why: str) -> dict:
+    return {"status": "does not fit", "why": why, "compiles": 0, "compile_s": 0.0}
+
+
+def _fastest(rows: dict[tuple[int, int], dict]) -> dict | None:
+    """The fitting row of the least roofline hours, or None."""
+    fitting = [r for r in rows.values() if r["status"] == "fits"]
+    return min(fitting, key=lambda r: r["roofline_hours"], default=None)
+
+
+def _faster(row: dict, than: dict) -> bool:
+    """Whether `row` fits and takes COST_TOLERANCE less time than `than` at the roofline."""
+    return row["status"] == "fits" and (
+        row["roofline_hours"] < (1 - COST_TOLERANCE) * than["roofline_hours"]
+    )
+
+
+def _fastest_mesh(rows: dict[tuple[int, int], dict], chosen: tuple[int, int]) -> dict:
+    """One slice's row from its meshes' (`chosen` first): the fastest that fits, with every
+    mesh's compiles and seconds, and why it is that mesh; where none fits, why on each."""
+    compiles = sum(r["compiles"] for r in rows.values())
+    seconds = sum(r["compile_s"] for r in rows.values())
+    fastest = _fastest(rows)
+    if fastest is None:
+        why = "; ".join(f"{mesh_name(s)}: {r['why']}" for s, r in rows.items())
+        return {**rows[chosen], "compiles": compiles, "compile_s": seconds, "why": why}
+    if len(rows) == 1:
+        return fastest
+    shape = next(s for s, r in rows.items() if r is fastest)
+    others = "; ".join(
+        f"{mesh_name(s)}: {r['hours']:.3g} h"
+        if r["status"] == "fits"
+        else f"{mesh_name(s)}: {r['why']}"
+        for s, r in rows.items()
+        if r is not fastest
+    )
+    lead = "fits" if rows[chosen]["status"] != "fits" else "fastest"
+    why = f"{lead} on {mesh_name(shape)}, not on {others}"
+    return {**fastest, "compiles": compiles, "compile_s": seconds, "why": why}
 
 
 def _on_one_mesh(

@@ -5,8 +5,9 @@
 
 The job and its bound are shared.plan.slice_job's; a candidate's compiles are
 shared.plan.candidate's. The candidates are the slices Cloud TPU rents (shared.hardware.rent),
-each on the mesh a verdict chooses (shared.plan.mesh), or where nothing fits there, the first
-mesh with more tp that fits (shared.plan.candidate). Work goes from free to dear:
+each on its fastest mesh: the one a verdict chooses (shared.plan.mesh), and those with more tp
+until one fits and while the fastest is memory-bound (shared.plan.candidate). Work goes from
+free to dear:
 
 1. **Exclude by arithmetic.** A slice whose devices cannot hold the weights, optimizer state
    and one smallest batch's arguments (`verdict.floor_verdict`, exact from shapes) is out
