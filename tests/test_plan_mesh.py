@@ -7,7 +7,7 @@ import pytest
 
 from shared.errors import BadInput
 from shared.hardware import parse_target
-from shared.plan import Request, max_batch, plan_point
+from shared.plan import Request, max_batch, plan_point, point_view
 from shared.plan.mesh import auto_shape, mesh_for, search_shape
 from shared.plan.target import target_devices
 from shared.plan.verdict import floor_verdict
@@ -83,3 +83,21 @@ def test_a_search_keeps_one_mesh_for_every_probe(monkeypatch):
     assert all(p["mesh"] == "128x2" for p in found["assigned_probes"])
     assert [p["batch"] for p in found["probes"]] == [256]
     assert all(p["mesh_shape"] == {"fsdp": 128, "tp": 2} for p in found["probes"])
+
+
+def test_a_memory_bound_verdict_on_fsdp_names_the_wider_meshes_and_a_compute_bound_one_not():
+    """The verdict's printout says what to try where the bytes term is the larger and the mesh
+    has room for more tp (a decode on 8x1 reads every weight on every chip), and nothing where
+    the FLOPs term is, or where every device is on tp already."""
+    point = {
+        "target": "v5e-8",
+        "devices": 8,
+        "mesh_shape": {"fsdp": 8, "tp": 1},
+        "flops_per_device": 1e12,  # 5 ms at a v5e's 197 TFLOP/s
+        "bytes_accessed_per_device": 1e11,  # 122 ms at its 819 GB/s
+    }
+    hint = point_view.wider_mesh_hint(point)
+    assert hint.startswith("memory-bound on 8x1 (bytes 122 ms > FLOPs 5 ms a run)")
+    assert "--cheapest compares them" in hint
+    assert point_view.wider_mesh_hint({**point, "flops_per_device": 1e14}) is None
+    assert point_view.wider_mesh_hint({**point, "mesh_shape": {"fsdp": 1, "tp": 8}}) is None

@@ -3,6 +3,8 @@ dicts), kept apart from the command line that parses flags and chooses what to r
 
 import json
 
+from shared.hardware import parse_target
+from shared.hardware.sharding import mesh_name
 from shared.plan import buffers
 from shared.plan.flags import flag_for
 from shared.plan.search_view import describe
@@ -64,8 +66,31 @@ def print_point(point: dict) -> None:
             f"  roofline (a lower bound, not a prediction): "
             f"{point['roofline_lower_bound_s'] * 1e3:.2f} ms per workload run"
         )
+        if hint := wider_mesh_hint(point):
+            print(f"  {hint}")
     else:  # a refused or uncompiled executable reports no FLOPs: a roofline would read 0
         print("  roofline: n/a (the workload does not fit, so no run has a time)")
+
+
+def wider_mesh_hint(point: dict) -> str | None:
+    """Where a fitting verdict on several devices is memory-bound and its mesh has room for more
+    tp, what to try: fsdp gathers every weight whole onto each chip for its matmuls, tp reads a
+    share (GRPO of gemma3-4b at 8 on a v5e-8: 37.4 s a step at the roofline on 8x1, 18.2 on
+    2x4: benchmarks/results/08_grpo_v5e8.json). None where the FLOPs term is the larger."""
+    mesh = point["mesh_shape"]
+    if mesh["tp"] >= point["devices"]:
+        return None
+    chip = parse_target(point["target"]).chip
+    flops_s, bytes_s = chip.roofline_terms(
+        point["flops_per_device"], point["bytes_accessed_per_device"]
+    )
+    if bytes_s <= flops_s:
+        return None
+    return (
+        f"memory-bound on {mesh_name(mesh)} (bytes {bytes_s * 1e3:.0f} ms > FLOPs "
+        f"{flops_s * 1e3:.0f} ms a run): each chip reads every weight fsdp gathers, where a "
+        "mesh with more tp reads a share; --mesh FSDPxTP compiles one, --cheapest compares them"
+    )
 
 
 def describe_committed(row: dict, as_json: bool) -> str:
