@@ -10,7 +10,8 @@ issue 23's "under 15 minutes on 2 quiet cores with an empty plan cache" asks:
 
 --jobs picks notebook 08's plan-mode jobs by number (1: Gemma 4 31B LoRA, 2: gemma3-27b LoRA
 at 4,096, 3: GRPO gemma3-4b, 4: the 130M pretraining run); a file already holding other jobs
-keeps them.
+keeps them; --slices narrows the search (notebook 08's GRPO job on Kaggle's v5e-8 beside the
+v6e-4 its run chose: --jobs 3 --slices v5e-8,v6e-4 --minutes 50).
 """
 
 import argparse
@@ -23,6 +24,7 @@ from pathlib import Path
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 from shared.errors import BadInput, run_cli  # noqa: E402
+from shared.hardware import rent  # noqa: E402
 from shared.plan import cheapest, cheapest_view, verdict  # noqa: E402
 from shared.plan.jobs import WhichSlice  # noqa: E402
 from shared.report import results  # noqa: E402
@@ -39,6 +41,10 @@ def main(argv: list[str] | None = None) -> int:
         default=cheapest.SEARCH_MINUTES,
         help="each search's compile budget",
     )
+    p.add_argument(
+        "--slices",
+        help="the slices to look at, e.g. v5e-8,v6e-4 (default: every slice Cloud TPU rents)",
+    )
     p.add_argument("--out", type=Path, required=True)
     p.add_argument(
         "--figure",
@@ -50,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     numbers = [int(n) for n in a.jobs.split(",") if n.strip().isdigit()]
     if a.jobs != "none" and (not numbers or any(not 1 <= n <= len(setting.jobs) for n in numbers)):
         raise BadInput(f"--jobs takes numbers 1 to {len(setting.jobs)} (e.g. 2 or 1,2) or none")
+    slices = tuple(a.slices.split(",")) if a.slices else rent.ALL_TPU_SLICES
     earlier = json.loads(a.out.read_text()) if a.out.exists() else {}
     report = {**results.header("benchmarks/bench_cheapest.py", argv), "jobs": {}}
     report["jobs"] = earlier.get("jobs", {})
@@ -60,7 +67,9 @@ def main(argv: list[str] | None = None) -> int:
             if a.empty_cache:
                 verdict.CACHE_DIR = Path(empty)
             started = time.perf_counter()
-            result = cheapest.cheapest(job.request(), job.amount, kind=a.price, minutes=a.minutes)
+            result = cheapest.cheapest(
+                job.request(), job.amount, kind=a.price, minutes=a.minutes, slices=slices
+            )
             wall = time.perf_counter() - started
         print(cheapest_view.table(result), "\n")
         print(cheapest_view.describe(result))

@@ -69,7 +69,7 @@ def _fake_compile(costs, *, compute_bound=True):
     with remat none nor block), compute-bound or not."""
     compiled = []
 
-    def compile_candidate(request, job, kind, *, use_cache, lightest_first=False):
+    def compile_candidate(request, job, kind, *, use_cache, lightest_first=False, deadline=None):
         compiled.append(request.target)
         dollars = costs[request.target]
         if dollars is None:
@@ -220,7 +220,7 @@ def test_a_chip_that_misses_twice_is_left_and_tries_the_lighter_remat_first(monk
     seen = []
     fake, compiled = _fake_compile({"v6e-1": None, "v6e-4": None, "v6e-8": 1.0})
 
-    def recording(request, job, kind, *, use_cache, lightest_first=False):
+    def recording(request, job, kind, *, use_cache, lightest_first=False, deadline=None):
         seen.append((request.target, lightest_first))
         return fake(request, job, kind, use_cache=use_cache, lightest_first=lightest_first)
 
@@ -237,7 +237,7 @@ def test_the_time_budget_stops_before_a_slice_it_cannot_finish(monkeypatch):
     clock = [0.0]
     fake, compiled = _fake_compile({"v6e-1": 1.0, "v5e-1": 1.0}, compute_bound=False)
 
-    def slow(request, job, kind, *, use_cache, lightest_first=False):
+    def slow(request, job, kind, *, use_cache, lightest_first=False, deadline=None):
         clock[0] += 400
         return fake(request, job, kind, use_cache=use_cache, lightest_first=lightest_first)
 
@@ -317,18 +317,19 @@ def test_a_slice_that_fits_nothing_on_its_mesh_tries_the_wider_meshes(fitting_me
         assert re.findall(r"(\dx\d): ", row["why"]) == ["8x1", "4x2", "2x4"]
 
 
-@pytest.mark.parametrize("wider_is_faster", [True, False])
-def test_a_memory_bound_slice_is_priced_on_its_fastest_mesh(wider_is_faster, monkeypatch):
+@pytest.mark.parametrize("wider", ["faster", "not faster", "after the deadline"])
+def test_a_memory_bound_slice_is_priced_on_its_fastest_mesh(wider, monkeypatch):
     """A memory-bound tiny LoRA step on a v5e-8 that fits its least batch on every mesh (not
     two): each chip reads fewer bytes with more tp, as a decode reads each chip's share of the
     weights where fsdp gathers them whole. Each wider mesh is compiled while it is faster by
     COST_TOLERANCE, and the slice is priced on the fastest (here 2x4); where 4x2 saves under a
-    tenth on 8x1, the climb stops there, 2x4 not compiled, and 4x2 (5% faster) prices it.
-    Before, a slice that fit on its chosen mesh was priced there: GRPO of gemma3-4b on a v5e-8
-    at twice 2x4's hours."""
+    tenth on 8x1, the climb stops there, 2x4 not compiled, and 4x2 (5% faster) prices it; past
+    the search's deadline none is compiled for speed, and the row names them. Before, a slice
+    that fit on its chosen mesh was priced there: GRPO of gemma3-4b on a v5e-8 at twice 2x4's
+    hours."""
     # bytes a chip reads a step at each mesh's least batch (8, 4, 2): per sequence 1e12 on
     # 8x1, then 0.4e12 and 0.15e12, or 0.95e12 on 4x2
-    reads = {None: 8e12, "4x2": 1.6e12 if wider_is_faster else 3.8e12, "2x4": 0.3e12}
+    reads = {None: 8e12, "4x2": 3.8e12 if wider == "not faster" else 1.6e12, "2x4": 0.3e12}
     asked = []
 
     def plan_point(request, use_cache):
@@ -343,17 +344,26 @@ def test_a_memory_bound_slice_is_priced_on_its_fastest_mesh(wider_is_faster, mon
     monkeypatch.setattr(candidate, "plan_point", plan_point)
     small = cheapest._smallest(TINY, "v5e-8")
     row = candidate.compile_candidate(
-        small, slice_job.Job(1e6, "tokens"), "on-demand", use_cache=False
+        small,
+        slice_job.Job(1e6, "tokens"),
+        "on-demand",
+        use_cache=False,
+        deadline=0.0 if wider == "after the deadline" else None,
     )
     on_8x1, on_4x2 = [(None, 8), (None, 16)], [("4x2", 4), ("4x2", 8)]
-    if wider_is_faster:
+    if wider == "faster":
         assert asked == [*on_8x1, *on_4x2, ("2x4", 2), ("2x4", 4)]
         assert row["mesh_shape"] == {"fsdp": 2, "tp": 4} and row["compiles"] == 6
         assert re.match(r"fastest on 2x4, not on 8x1: [\d.]+ h; 4x2: [\d.]+ h$", row["why"])
-    else:
+    elif wider == "not faster":
         assert asked == [*on_8x1, *on_4x2]
         assert row["mesh_shape"] == {"fsdp": 4, "tp": 2} and row["compiles"] == 4
         assert re.match(r"fastest on 4x2, not on 8x1: [\d.]+ h$", row["why"])
+    else:
+        assert asked == on_8x1 and row["mesh_shape"] == {"fsdp": 8, "tp": 1}
+        assert row["why"] == (
+            "4x2, 2x4 not compiled (the search's time budget), where it may run faster"
+        )
     assert row["status"] == "fits" and not row["compute_bound"]
 
 

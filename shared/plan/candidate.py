@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 
 from shared.errors import BadInput
 from shared.hardware import parse_target
@@ -78,7 +79,13 @@ def large_enough(small: dict, double: dict) -> int:
 
 
 def compile_candidate(
-    request: Request, job: Job, kind: str, *, use_cache: bool, lightest_first: bool = False
+    request: Request,
+    job: Job,
+    kind: str,
+    *,
+    use_cache: bool,
+    lightest_first: bool = False,
+    deadline: float | None = None,
 ) -> dict:
     """Exact verdicts for one slice (`_on_one_mesh`), on the mesh a verdict chooses (the least
     tp that holds the weights: shared.plan.mesh), then on each mesh with more tp, tp rising, at
@@ -91,20 +98,25 @@ def compile_candidate(
     v5e-8 (tunix's demo recipe, decode-heavy) fits on 8x1 at 37.4 s a step at the roofline and
     on 2x4 at 18.2 (benchmarks/results/08_grpo_v5e8.json): priced on 8x1, the slice cost twice
     what it needs. The climb stops at a compute-bound fit (more tp adds no FLOPs a chip) or a
-    wider fit no COST_TOLERANCE faster. A mesh whose floor (arguments alone, by arithmetic) does
-    not fit is not compiled; until one fits, the remat that keeps least compiles first (where it
-    does not fit, none does). A slice that fits on no mesh says why on each (GRPO of gemma3-4b
-    at 8 on a v5e-4: 17.76 GiB a chip on 4x1, 18.40 on 2x2)."""
+    wider fit no COST_TOLERANCE faster, or at the search's `deadline` (time.monotonic()), past
+    which no mesh compiles for speed, only for a fit (the row names those left). A mesh whose
+    floor (arguments alone, by arithmetic) does not fit is not compiled; until one fits, the
+    remat that keeps least compiles first (where it does not fit, none does). A slice that
+    fits on no mesh says why on each (GRPO of gemma3-4b at 8 on a v5e-4: 17.76 GiB a chip on
+    4x1, 18.40 on 2x2)."""
     first = _on_one_mesh(request, job, kind, use_cache=use_cache, lightest_first=lightest_first)
     if request.mesh is not None:
         return first
     devices = target_devices(parse_target(request.target))
     chosen = auto_shape(request, devices)[0]
-    rows = {chosen: first}
+    rows, left = {chosen: first}, []
     for shape in wider_shapes(request, devices, chosen):
         fastest = _fastest(rows)
         if fastest and fastest["compute_bound"]:
             break
+        if fastest and deadline is not None and time.monotonic() >= deadline:
+            left.append(shape)
+            continue
         wider = pinned_to(request, shape)
         if request.workload != "grpo":  # GRPO keeps its recipe's batch
             wider = dataclasses.replace(wider, batch=least_batch(wider, shape[0]))
@@ -124,7 +136,12 @@ def compile_candidate(
         )
         if fastest and not _faster(rows[shape], fastest):
             break
-    return _fastest_mesh(rows, chosen)
+    row = _fastest_mesh(rows, chosen)
+    if left:
+        names = ", ".join(mesh_name(s) for s in left)
+        spent = f"{names} not compiled (the search's time budget), where it may run faster"
+        row["why"] = f"{row['why']}; {spent}" if row.get("why") else spent
+    return row
 
 
 def _not_compiled(why: str) -> dict:

@@ -198,6 +198,7 @@ def cheapest(
             raise BadInput(f"--cheapest compiles TPU slices, not {target} (GPUs are listed beside)")
     rows = _tpu_rows(request, job, kind, slices)
     search = _Search(request, kind, within_hours, max_compiled, minutes)
+    deadline = None if minutes is None else time.monotonic() + 60 * minutes
     pending = [r for r in rows if r["status"] == "candidate"]
     bar = tqdm(desc=f"cheapest slice for {request.model}", unit="slice", disable=not progress)
     while pending:
@@ -212,7 +213,14 @@ def cheapest(
         started = time.monotonic()
         lightest_first = row["chip"] in search.lightest_first
         row.update(
-            compile_candidate(small, job, kind, use_cache=use_cache, lightest_first=lightest_first)
+            compile_candidate(
+                small,
+                job,
+                kind,
+                use_cache=use_cache,
+                lightest_first=lightest_first,
+                deadline=deadline,
+            )
         )
         search.record(row, time.monotonic() - started)
         bar.update()
