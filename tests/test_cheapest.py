@@ -367,14 +367,19 @@ def test_a_memory_bound_slice_is_priced_on_its_fastest_mesh(wider, monkeypatch):
     assert row["status"] == "fits" and not row["compute_bound"]
 
 
-@pytest.mark.parametrize(("fits_up_to", "searched"), [(10**6, False), (60, True)])
+@pytest.mark.parametrize(
+    ("fits_up_to", "search_below", "searched"),
+    [(10**6, True, False), (60, True, True), (60, False, False)],
+)
 def test_the_large_enough_batch_is_compiled_before_any_search_below_it(
-    fits_up_to, searched, monkeypatch
+    fits_up_to, search_below, searched, monkeypatch
 ):
     """A memory-bound step (weights 1e9 bytes, 1e6 a sequence): 1 and 2 are compiled, then the
     batch large_enough names. Where that fits it is the answer and nothing below it is searched
     (the search's fast locating compiles were 2 of the 5 a tiny LoRA slice took); where it does
-    not, the largest batch that fits is searched for under it."""
+    not, the largest batch that fits is searched for under it, but on a mesh tried for speed
+    (`search_below` False: a search compiles two programs at once), where the cheaper of 1 and
+    2 prices it."""
     compiled, searches = [], []
 
     def plan_point(request, use_cache):
@@ -404,12 +409,17 @@ def test_the_large_enough_batch_is_compiled_before_any_search_below_it(
     monkeypatch.setattr(candidate, "max_batch", max_batch)
     enough = candidate.large_enough(plan_point(_tiny_at(1), False), plan_point(_tiny_at(2), False))
     compiled.clear()
-    row = candidate.compile_candidate(
-        _tiny_at(1), slice_job.Job(1e9, "tokens"), "on-demand", use_cache=False
+    row = candidate._on_one_mesh(
+        _tiny_at(1),
+        slice_job.Job(1e9, "tokens"),
+        "on-demand",
+        use_cache=False,
+        search_below=search_below,
     )
     assert compiled[:3] == [1, 2, enough] and enough > 2
     assert searches == ([enough] if searched else [])
-    assert row["batch"] == (fits_up_to if searched else enough)
+    expected = fits_up_to if searched else enough if enough <= fits_up_to else 2
+    assert row["batch"] == expected
 
 
 def _tiny_at(batch: int) -> Request:
