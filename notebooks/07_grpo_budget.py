@@ -59,6 +59,7 @@ if "google.colab" in sys.modules or "KAGGLE_KERNEL_RUN_TYPE" in os.environ:
 # %% tags=["parameters"]
 MODE = "local"  # local | plan | device
 TARGET = "v5e-8"  # the slice to plan for (device mode plans for the slice it runs on)
+MESH = None  # FSDPxTP, e.g. "1x4"; None: every device on fsdp (local: one device)
 MODEL = None  # None: gemma3-tiny locally, gemma3-1b in plan/device mode; any MODEL_NAMES entry
 OTHER_MODEL = "qwen3-tiny"  # local mode: the same run on a second family (None: skip it)
 WEIGHTS = "dummy"  # dummy: random weights | real: the checkpoint (Kaggle/HF credentials)
@@ -105,7 +106,7 @@ setting = report.setting(
     COMPLETION_LEN=COMPLETION_LEN, NUM_GENERATIONS=NUM_GENERATIONS, MICRO_BATCH=MICRO_BATCH,
     LORA_RANK=LORA_RANK, LOGPS=LOGPS, BETA=BETA, WEIGHTS=WEIGHTS, TRAIN_STEPS=TRAIN_STEPS,
     HOURS=HOURS)
-request = plan.Request(**setting.request_fields())  # what plan mode compiles
+request = plan.Request(**setting.request_fields(), mesh=MESH)  # what plan mode compiles
 recipe = grpo_plan.settings(request)  # the live run and the plan share these settings
 out = report.results_dir(RESULTS_DIR)
 quoted = findings.committed_plan(request)  # the numbers the Takeaway quotes, for this recipe
@@ -127,7 +128,7 @@ print(f"recipe: {recipe.prompts_per_step} prompts x G{recipe.num_generations} pe
 results, measured = {}, {}
 names = [setting.model] + ([OTHER_MODEL] if MODE == "local" and OTHER_MODEL else [])
 for name in names if MODE != "plan" else []:
-    mesh = make_mesh()
+    mesh = make_mesh(MESH)
     model, tok = models.load(name, setting.weights, mesh=mesh, seed=SEED)
     compiles = grpo.quick_compiles() if MODE == "local" else contextlib.nullcontext()
     with compiles:  # the least XLA effort: a tiny CPU run is compile-bound

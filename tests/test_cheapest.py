@@ -125,6 +125,7 @@ def test_a_slice_whose_bound_cannot_beat_the_best_is_never_compiled(monkeypatch)
     assert result["choice"]["target"] == "v5e-1"  # the cheaper of the two compiled
     assert [r["target"] for r in result["frontier"]] == ["v5e-1"]  # faster and cheaper
     assert "--accelerator-type=v5litepod-1" in result["commands"]["create"]
+    assert result["commands"]["run"].endswith("NB=02 PARAMS='-p MODE device -p MESH 1x1'")
     gpus = [r for r in result["rows"] if r.get("gpu")]
     assert {r["target"] for r in gpus} == {
         f"{g}-{n}" for g in ("h100", "h200") for n in (1, 2, 4, 8)

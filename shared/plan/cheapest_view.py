@@ -49,7 +49,7 @@ def describe(result: dict) -> str:
         f"  rent it: {result['commands']['create']}",
     ]
     if result["commands"]["run"]:
-        lines.append(f"  run it:  {result['commands']['run']} PARAMS='-p MODE device'")
+        lines.append(f"  run it:  {result['commands']['run']}")
     if any(r["status"] == "not compiler-checked" for r in result["rows"]):
         lines.append(f"  GPUs: {GPU_NOTE}")
     unsettled = [
