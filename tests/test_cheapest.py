@@ -5,6 +5,7 @@ verdict with hours, dollars and the commands that rent it."""
 
 import dataclasses
 import re
+import time
 
 import pytest
 from conftest import cli_exit
@@ -318,14 +319,17 @@ def test_a_slice_that_fits_nothing_on_its_mesh_tries_the_wider_meshes(fitting_me
         assert re.findall(r"(\dx\d): ", row["why"]) == ["8x1", "4x2", "2x4"]
 
 
-@pytest.mark.parametrize("wider", ["faster", "not faster", "after the deadline"])
+@pytest.mark.parametrize(
+    "wider", ["faster", "not faster", "after the deadline", "before it but as long again"]
+)
 def test_a_memory_bound_slice_is_priced_on_its_fastest_mesh(wider, monkeypatch):
     """A memory-bound tiny LoRA step on a v5e-8 that fits its least batch on every mesh (not
     two): each chip reads fewer bytes with more tp, as a decode reads each chip's share of the
     weights where fsdp gathers them whole. Each wider mesh is compiled while it is faster by
     COST_TOLERANCE, and the slice is priced on the fastest (here 2x4); where 4x2 saves under a
     tenth on 8x1, the climb stops there, 2x4 not compiled, and 4x2 (5% faster) prices it; past
-    the search's deadline none is compiled for speed, and the row names them. Before, a slice
+    the search's deadline, or where a mesh compiling as long as 8x1 did (2 s here) would pass
+    it, none is compiled for speed, and the row names them. Before, a slice
     that fit on its chosen mesh was priced there: GRPO of gemma3-4b on a v5e-8 at twice 2x4's
     hours."""
     # bytes a chip reads a step at each mesh's least batch (8, 4, 2): per sequence 1e12 on
@@ -349,7 +353,10 @@ def test_a_memory_bound_slice_is_priced_on_its_fastest_mesh(wider, monkeypatch):
         slice_job.Job(1e6, "tokens"),
         "on-demand",
         use_cache=False,
-        deadline=0.0 if wider == "after the deadline" else None,
+        deadline={
+            "after the deadline": 0.0,
+            "before it but as long again": time.monotonic() + 1,
+        }.get(wider),
     )
     on_8x1, on_4x2 = [(None, 8), (None, 16)], [("4x2", 4), ("4x2", 8)]
     if wider == "faster":
@@ -360,7 +367,7 @@ def test_a_memory_bound_slice_is_priced_on_its_fastest_mesh(wider, monkeypatch):
         assert asked == [*on_8x1, *on_4x2]
         assert row["mesh_shape"] == {"fsdp": 4, "tp": 2} and row["compiles"] == 4
         assert re.match(r"fastest on 4x2, not on 8x1: [\d.]+ h$", row["why"])
-    else:
+    else:  # 8x1's two verdicts took 1 s each (_verdict_on)
         assert asked == on_8x1 and row["mesh_shape"] == {"fsdp": 8, "tp": 1}
         assert row["why"] == (
             "4x2, 2x4 not compiled (the search's time budget), where it may run faster"

@@ -98,8 +98,10 @@ def compile_candidate(
     v5e-8 (tunix's demo recipe, decode-heavy) fits on 8x1 at 37.4 s a step at the roofline and
     on 2x4 at 18.2 (benchmarks/results/08_grpo_v5e8.json): priced on 8x1, the slice cost twice
     what it needs. The climb stops at a compute-bound fit (more tp adds no FLOPs a chip) or a
-    wider fit no COST_TOLERANCE faster, or at the search's `deadline` (time.monotonic()), past
-    which no mesh compiles for speed, only for a fit (the row names those left). A mesh whose
+    wider fit no COST_TOLERANCE faster, or where the search's `deadline` (time.monotonic())
+    would pass before a mesh compiled as long as the last one did: no mesh compiles for speed
+    then, only for a fit (the row names those left; gemma3-27b's LoRA job in notebook 08 spent
+    9 minutes on 4x1 of its 12, and 2x2 would have taken as long again). A mesh whose
     floor (arguments alone, by arithmetic) does not fit is not compiled; until one fits, the
     remat that keeps least compiles first (where it does not fit, none does). A slice that
     fits on no mesh says why on each (GRPO of gemma3-4b at 8 on a v5e-4: 17.76 GiB a chip on
@@ -114,7 +116,8 @@ def compile_candidate(
         fastest = _fastest(rows)
         if fastest and fastest["compute_bound"]:
             break
-        if fastest and deadline is not None and time.monotonic() >= deadline:
+        last = rows[next(reversed(rows))]["compile_s"]  # a wider mesh's, foreseen
+        if fastest and deadline is not None and time.monotonic() + last > deadline:
             left.append(shape)
             continue
         wider = pinned_to(request, shape)
