@@ -316,7 +316,9 @@ if rows:
 #   per chip). In tunix's training layout the policy's weights are split over the 8 chips
 #   (FSDP), so every decode step gathers them whole (the 576 MiB embedding table among them:
 #   the verdict's largest buffers). tunix's own demo rolls out on a tp mesh on 8 chips (1 x 4),
-#   which keeps weights in place; `--mesh 1x8` compiles that layout. Larger rollout
+#   which keeps weights in place; `MESH = "1x8"` (or `--mesh 1x8` on the command line) plans
+#   and runs that layout: for gemma3-4b a tp mesh halved the v5e-8's roofline step and cut the
+#   v6e-4's to a third (notebook 08, `08_grpo_v5e8.json`). Larger rollout
 #   micro-batches amortise the weight reads, so on a v5e-8 the rollout is where a bigger
 #   micro-batch pays; the update's micro-batch is limited by its logits.
 # - **Dollars.** A step's seconds times the slice's price: steps per dollar on GCP above, and
