@@ -182,9 +182,7 @@ def _fastest_mesh(rows: dict[tuple[int, int], dict], chosen: tuple[int, int]) ->
         return fastest
     shape = next(s for s, r in rows.items() if r is fastest)
     others = "; ".join(
-        f"{mesh_name(s)}: {r['hours']:.3g} h"
-        if r["status"] == "fits"
-        else f"{mesh_name(s)}: {r['why']}"
+        f"{mesh_name(s)}: " + (f"{r['hours']:.3g} h" if r["status"] == "fits" else r["why"])
         for s, r in rows.items()
         if r is not fastest
     )

@@ -3,9 +3,9 @@ dicts), kept apart from the command line that parses flags and chooses what to r
 
 import json
 
-from shared.hardware import parse_target
 from shared.hardware.sharding import mesh_name
 from shared.plan import buffers
+from shared.plan.candidate import roofline_terms
 from shared.plan.flags import flag_for
 from shared.plan.search_view import describe
 from shared.sizing import human
@@ -80,10 +80,7 @@ def wider_mesh_hint(point: dict) -> str | None:
     mesh = point["mesh_shape"]
     if mesh["tp"] >= point["devices"]:
         return None
-    chip = parse_target(point["target"]).chip
-    flops_s, bytes_s = chip.roofline_terms(
-        point["flops_per_device"], point["bytes_accessed_per_device"]
-    )
+    flops_s, bytes_s = roofline_terms(point)
     if bytes_s <= flops_s:
         return None
     return (
