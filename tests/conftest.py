@@ -66,10 +66,12 @@ def one_cpu_device(monkeypatch):
 @pytest.fixture
 def empty_plan_cache(tmp_path, monkeypatch):
     """The plan cache in this test's own folder: what a test checks is compiled here, never
-    read from the checkout's .cache/plan (a developer's earlier plans) or another test's."""
-    from shared.plan import verdict
+    read from the checkout's .cache/plan (a developer's earlier plans) or another test's; nor
+    what another test's compiles took of the host's memory (shared.plan.host_memory)."""
+    from shared.plan import host_memory, verdict
 
     monkeypatch.setattr(verdict, "CACHE_DIR", tmp_path / "plan-cache")
+    monkeypatch.setattr(host_memory, "_ONE_COMPILE", {})
 
 
 # A short text for tokenizers trained inside the tests (no data download).

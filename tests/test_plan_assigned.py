@@ -5,7 +5,7 @@ import pytest
 
 from shared import plan
 from shared.hardware import parse_target
-from shared.plan import assigned, verdict
+from shared.plan import assigned, host_memory, verdict
 from shared.plan.assigned import assigned_points, locates_at_assignment
 from shared.plan.workload_bytes import resident_bytes
 from shared.plan.workloads import build_workload
@@ -80,7 +80,7 @@ def test_which_searches_locate_at_buffer_assignment(workload, shape, probed):
     assert locates_at_assignment(plan.Request(workload, "gemma3-tiny", "v5e-8"), shape) is probed
 
 
-def test_a_fine_tune_step_is_located_at_buffer_assignment_and_answered_exactly():
+def test_a_fine_tune_step_is_located_at_buffer_assignment_and_answered_exactly(monkeypatch):
     """max_batch on a LoRA step locates with the whole model's bytes at buffer assignment, not
     fast or cut compiles, and every verdict it answers with is exact. The point it aims at (8,
     the ceiling here) is where it compiles exactly first, and that verdict takes the compile
@@ -95,6 +95,12 @@ def test_a_fine_tune_step_is_located_at_buffer_assignment_and_answered_exactly()
     (at_answer,) = [p for p in found["probes"] if p["batch"] == 8]
     assert [e.get("compiled_before") for e in at_answer["executables"].values()] == [True]
     assert not assigned._FINISHING
+    # what the finished child's compile took of this machine's memory, kept for the next
+    # process beside the plan cache
+    assert not host_memory._ELSEWHERE
+    monkeypatch.setattr(host_memory, "_ONE_COMPILE", {})
+    assert host_memory.one_compile_bytes(request, None) == 0
+    assert host_memory.one_compile_bytes(request, verdict.CACHE_DIR) > 0
 
 
 def test_an_answer_at_the_located_low_end_takes_its_probes_compile():

@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 from shared.hardware import parse_target
-from shared.plan import verdict
+from shared.plan import host_memory, verdict
 from shared.plan.compiled import report_hbm_bytes
 from shared.plan.target import target_devices
 from shared.plan.verdict import Request, check_request, floor_verdict, read_cache, write_cache
@@ -104,6 +104,7 @@ def finish_compile(request: Request) -> None:
     written its compile entries: an exact verdict of `request` then reads them."""
     if (child := _FINISHING.pop(request, None)) is not None:
         child.process.wait()
+        child.record_host_memory()
         child.close()
 
 
@@ -125,6 +126,11 @@ def _probe_all(requests: list[Request], finish: bool = False) -> list[dict]:
     children: list[_Child] = []
     try:
         for request in requests:
+            # as many children at once as this machine's memory holds (host_memory)
+            while sum(
+                not c.done() or c.finishing() for c in children
+            ) >= host_memory.compiles_at_once(requests, len(requests), verdict.CACHE_DIR):
+                time.sleep(_POLL_S)
             children.append(_Child(request, floor_verdict(request), finish))
         while not all(child.done() for child in children):
             time.sleep(_POLL_S)
@@ -132,6 +138,7 @@ def _probe_all(requests: list[Request], finish: bool = False) -> list[dict]:
         for child in children:
             if child.finishing():
                 _FINISHING[child.request] = child
+                host_memory.compiling_elsewhere(child.process.pid, child.request)
         return points
     finally:
         for child in children:
@@ -212,6 +219,21 @@ class _Child:
                 if (total := report_hbm_bytes(report.read_text())) is not None:
                     self.numbers[label] = {"total_bytes": total, "refused": None}
 
+    def record_host_memory(self) -> None:
+        """What one of this child's whole compiles took of the machine's memory (host_memory):
+        its peak over what it held once its workload was built, shared by the executables it
+        compiled at once, as it wrote when its compiles ended (`finish`). Not at its reports:
+        gemma3-1b's LoRA step on a v5e-8 had taken 1.4 GiB at buffer assignment and 6.0 at
+        the end of its compile (one run, beside an atlas run)."""
+        if not (ended := self.root / "peak.json").exists():
+            return
+        peak = json.loads(ended.read_text())["peak_bytes"]
+        if peak is not None and self.shape.get("resident_bytes") is not None:
+            at_once = min(len(self.shape["not_held"]), verdict.workers_for(self.request.target))
+            host_memory.record(
+                self.request, (peak - self.shape["resident_bytes"]) // at_once, verdict.CACHE_DIR
+            )
+
     def finishing(self) -> bool:
         """Whether this child's compiles go on past the reports it has given."""
         return self.finish and self.process is not None and self.process.poll() is None
@@ -241,6 +263,8 @@ class _Child:
         }
 
     def close(self) -> None:
+        if self.process is not None:
+            host_memory.done_elsewhere(self.process.pid)
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait()
@@ -289,7 +313,12 @@ def _compile_dumped(request: Request, folder: str, entries: str = "") -> None:
         for exe in probed
     }
     _write_json(
-        root / "shape.json", {"executables": len(workload.executables), "not_held": not_held}
+        root / "shape.json",
+        {
+            "executables": len(workload.executables),
+            "not_held": not_held,
+            "resident_bytes": host_memory.resident_bytes(),  # before any compile
+        },
     )
     with jax.set_mesh(mesh):
         lowered = {exe.label: lower(exe, {}) for exe in probed}
@@ -306,6 +335,7 @@ def _compile_dumped(request: Request, folder: str, entries: str = "") -> None:
 
     with ThreadPoolExecutor(workers_for(request.target)) as pool:
         list(pool.map(compile_dumped, lowered))
+    _write_json(root / "peak.json", {"peak_bytes": host_memory.peak_resident_bytes()})
 
 
 def probed_executables(workload) -> list:

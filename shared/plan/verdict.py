@@ -28,6 +28,7 @@ import jax
 from shared.errors import BadInput, choose
 from shared.hardware import parse_target
 from shared.paths import ROOT, writable_folder
+from shared.plan import host_memory
 from shared.plan.cache_entries import executable_key, read_entry, write_entry
 from shared.plan.compiled import compile_with_layout, fast_options
 from shared.plan.executable import lower
@@ -284,9 +285,14 @@ def plan_points(
         for r, answer in zip(requests, answers, strict=True)
         if not answer
     ]
-    workers = min((workers_for(r.target) for r in requests), default=WORKERS)
-    with ThreadPoolExecutor(workers) as pool:
-        while rounds := [(c, group) for c in compiling if (group := c.next_group(workers))]:
+    cores = min((workers_for(r.target) for r in requests), default=WORKERS)
+    while rounds := [(c, group) for c in compiling if (group := c.next_group(cores))]:
+        # as many at once as the cores take and this machine's memory holds (host_memory)
+        workers = host_memory.compiles_at_once(
+            [c.request for c, _ in rounds], cores, CACHE_DIR if use_cache else None
+        )
+        before = host_memory.restart_peak()
+        with ThreadPoolExecutor(workers) as pool:
             jobs = []
             for state, group in rounds:
                 for exe in group:
@@ -303,6 +309,9 @@ def plan_points(
                 if path:
                     write_entry(path, summary)
                 state.record(exe, summary, layout)
+        host_memory.record_round(
+            [state.request for state, *_ in jobs], before, CACHE_DIR if use_cache else None
+        )
     results = iter(state.result() for state in compiling)
     return [answer or next(results) for answer in answers]
 

@@ -1,0 +1,180 @@
+"""How many compiles this machine's memory holds at once.
+
+Why: XLA compiles on the host, and a large model's compile takes gigabytes of it. Two exact
+compiles of gemma3-27b's LoRA step at 4,096 tokens on a 2x2 v6e-4, side by side in one process
+(a search's pair: shared.plan.verdict.plan_points), took it to 20.7 GB, and the kernel killed it
+on a 23 GiB machine: the search's answer was lost. So compiles go side by side only where each
+one's measured peak fits in the memory the machine has free at the time (MemAvailable), less
+what the compiles still running in probe children (shared.plan.assigned) are yet to take.
+
+A compile's peak is measured, never guessed from the model: the growth of a probe child's peak
+over its whole compile (shared.plan.assigned: not at buffer assignment, where gemma3-1b's LoRA
+step on a v5e-8 had taken 1.4 of its 6.0 GiB), or of this process's over a round of compiles
+(record_round: 6.0 GiB for the same step, the first in the process, 3.8 for the next). Keyed
+by workload and model, the largest seen, kept beside the plan cache (STORE) so the next process
+knows it before its first compile. Before any is measured, as many compile at once as the cores
+take. Linux only (/proc); elsewhere there is no limit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+PROC = Path("/proc")
+STORE = "host_memory.json"  # in the plan cache's folder: "workload model" -> bytes
+_POLL_S = 0.5
+# "workload model" -> the most bytes of host memory one compile of it took, in this process
+_ONE_COMPILE: dict[str, int] = {}
+# pid of a probe child compiling on its own -> the "workload model" it compiles
+_ELSEWHERE: dict[int, str] = {}
+_SAID: set[str] = set()  # the keys whose limit has been said once
+
+
+def _key(request) -> str:
+    return f"{request.workload} {request.model}"
+
+
+def _stored(folder: Path | None) -> dict[str, int]:
+    """What earlier processes measured (STORE in `folder`); nothing where it is missing or
+    unreadable (a corrupt file is written over by the next record)."""
+    try:
+        stored = json.loads((folder / STORE).read_text()) if folder else {}
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(stored, dict):
+        return {}
+    return {key: n for key, n in stored.items() if isinstance(n, int)}
+
+
+def _status_bytes(pid: int | str, field: str) -> int | None:
+    """A `kB` field of /proc/PID/status (VmRSS, VmHWM) in bytes; None where there is none (the
+    process has ended, or no /proc)."""
+    try:
+        for line in (PROC / str(pid) / "status").read_text().splitlines():
+            if line.startswith(f"{field}:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def resident_bytes(pid: int | str = "self") -> int | None:
+    return _status_bytes(pid, "VmRSS")
+
+
+def peak_resident_bytes(pid: int | str = "self") -> int | None:
+    """The most resident memory the process has held (since its start or restart_peak)."""
+    return _status_bytes(pid, "VmHWM")
+
+
+def restart_peak() -> int | None:
+    """Start this process's peak over from what it holds now (Linux's clear_refs), so the next
+    peak_resident_bytes measures what follows; this process's resident bytes, or None where the
+    peak cannot be restarted (then no round is measured)."""
+    try:
+        (PROC / "self" / "clear_refs").write_text("5")
+    except OSError:
+        return None
+    return resident_bytes()
+
+
+def available_bytes() -> int | None:
+    """The memory the kernel could give without swapping (MemAvailable), or None."""
+    try:
+        for line in (PROC / "meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def record(request, nbytes: int | None, folder: Path | None) -> None:
+    """One compile of `request`'s workload and model took `nbytes` of host memory: kept in
+    this process and, where it is the most yet, in `folder`'s STORE (written whole or not at
+    all; a folder that cannot be written keeps it in this process only)."""
+    key = _key(request)
+    if not nbytes or nbytes <= one_compile_bytes(request, folder):
+        return
+    _ONE_COMPILE[key] = int(nbytes)
+    if folder is not None:
+        partial = folder / f"{STORE}.{os.getpid()}.partial"
+        try:
+            partial.write_text(json.dumps({**_stored(folder), key: int(nbytes)}))
+            os.replace(partial, folder / STORE)
+        except OSError:
+            pass
+
+
+def record_round(requests: list, before: int | None, folder: Path | None) -> None:
+    """A round of compiles of `requests`, side by side in this process, grew its peak from
+    `before` (restart_peak's): each is given an equal share, the mean, under the largest one's."""
+    peak = peak_resident_bytes()
+    if before is None or peak is None or not requests:
+        return
+    for request in requests:
+        record(request, (peak - before) // len(requests), folder)
+
+
+def one_compile_bytes(request, folder: Path | None) -> int:
+    """The most host memory one compile of `request`'s workload and model took, here or in an
+    earlier process (`folder`'s STORE); 0 where none is measured."""
+    return _most(_key(request), folder)
+
+
+def _most(key: str, folder: Path | None) -> int:
+    return max(_ONE_COMPILE.get(key, 0), _stored(folder).get(key, 0))
+
+
+def compiling_elsewhere(pid: int, request) -> None:
+    """A child process `pid` compiles `request` beside this one (a probe finishing its compile)."""
+    _ELSEWHERE[pid] = _key(request)
+
+
+def done_elsewhere(pid: int) -> None:
+    _ELSEWHERE.pop(pid, None)
+
+
+def _yet_to_take(folder: Path | None) -> int:
+    """What the children compiling elsewhere may still take: each one's measured compile, less
+    what it holds now; a child that has ended takes nothing."""
+    total = 0
+    for pid, key in list(_ELSEWHERE.items()):
+        held = resident_bytes(pid)
+        if held is None:
+            _ELSEWHERE.pop(pid)
+            continue
+        total += max(0, _most(key, folder) - held)
+    return total
+
+
+def _fitting(requests: list, wanted: int, folder: Path | None) -> int:
+    """How many of `wanted` compiles of `requests` fit in the free memory now: 0 where a child
+    compiling elsewhere holds the room the next one needs."""
+    largest = max(requests, key=lambda r: one_compile_bytes(r, folder))
+    need, free = one_compile_bytes(largest, folder), available_bytes()
+    if not need or free is None:
+        return wanted
+    fit = min(wanted, max(0, free - _yet_to_take(folder)) // need)
+    if fit < wanted and _key(largest) not in _SAID:
+        _SAID.add(_key(largest))
+        print(
+            f"plan: {max(fit, 1)} compile(s) at once, not {wanted}: one compile of "
+            f"{largest.model} {largest.workload} took {need / 2**30:.1f} GiB of this "
+            f"machine's memory, {free / 2**30:.1f} GiB free",
+            file=sys.stderr,
+        )
+    return fit if fit or _ELSEWHERE else 1
+
+
+def compiles_at_once(requests: list, wanted: int, folder: Path | None) -> int:
+    """How many of `requests`' compiles may run side by side now: `wanted` at most, one at
+    least; while a child compiling elsewhere holds the room that one needs, wait for it.
+    `folder`: the plan cache's, where earlier processes kept what they measured."""
+    while not (fit := _fitting(requests, wanted, folder)):
+        time.sleep(_POLL_S)
+    return fit

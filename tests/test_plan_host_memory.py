@@ -1,0 +1,78 @@
+"""How many compiles run at once on this machine's memory (shared.plan.host_memory): two
+exact compiles of gemma3-27b's LoRA step side by side took a 23 GiB machine to 20.7 GB, and the
+kernel killed the search. Free memory and compile sizes are made up here; the compiles real."""
+
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from shared import plan
+from shared.plan import host_memory, verdict
+
+pytestmark = pytest.mark.usefixtures("empty_plan_cache")
+GIB = 2**30
+BIG = plan.Request("lora-train", "gemma3-27b", "v6e-4")
+
+
+@pytest.fixture
+def free(monkeypatch) -> dict:
+    """The free memory the kernel reports (MemAvailable), as the test sets it."""
+    memory = {"bytes": 22 * GIB}
+    monkeypatch.setattr(host_memory, "available_bytes", lambda: memory["bytes"])
+    return memory
+
+
+def test_compiles_go_side_by_side_only_where_each_ones_measured_peak_fits(free):
+    folder = verdict.CACHE_DIR
+    folder.mkdir(parents=True)
+    assert host_memory.compiles_at_once([BIG, BIG], 2, folder) == 2  # nothing measured yet
+    host_memory.record(BIG, 6 * GIB, folder)
+    assert host_memory.compiles_at_once([BIG, BIG], 2, folder) == 2
+    host_memory.record(BIG, 10 * GIB, folder)
+    host_memory.record(BIG, 8 * GIB, folder)  # the most seen is kept
+    free["bytes"] = 19 * GIB
+    assert host_memory.compiles_at_once([BIG, BIG], 2, folder) == 1
+    free["bytes"] = 3 * GIB
+    assert host_memory.compiles_at_once([BIG], 1, folder) == 1  # one at least, always
+    # the next process knows it from the plan cache's folder before its first compile
+    host_memory._ONE_COMPILE.clear()
+    assert host_memory.one_compile_bytes(BIG, folder) == 10 * GIB
+    assert host_memory.one_compile_bytes(BIG, None) == 0
+
+
+def test_a_corrupt_or_unwritable_store_measures_again(free, tmp_path):
+    (tmp_path / host_memory.STORE).write_text("{not json")
+    assert host_memory.one_compile_bytes(BIG, tmp_path) == 0
+    host_memory.record(BIG, 10 * GIB, tmp_path)  # written over
+    host_memory._ONE_COMPILE.clear()
+    assert host_memory.one_compile_bytes(BIG, tmp_path) == 10 * GIB
+    host_memory.record(BIG, 11 * GIB, tmp_path / "missing")  # kept in this process only
+    assert host_memory.one_compile_bytes(BIG, None) == 11 * GIB
+
+
+def test_a_compile_waits_while_a_child_compiling_elsewhere_holds_its_room(free):
+    """A probe child finishing its compile (shared.plan.assigned) may still take what it has
+    not taken yet; where that leaves no room for one more, the next compile waits for it."""
+    host_memory.record(BIG, 12 * GIB, None)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    host_memory.compiling_elsewhere(child.pid, BIG)
+    try:
+        threading.Timer(1.0, child.kill).start()
+        started = time.perf_counter()
+        assert host_memory.compiles_at_once([BIG], 1, None) == 1
+        assert time.perf_counter() - started >= 1.0  # it returned once the child was gone
+        assert not host_memory._ELSEWHERE
+    finally:
+        child.kill()
+        child.wait()
+        host_memory.done_elsewhere(child.pid)
+
+
+def test_a_round_of_compiles_records_this_processs_growth(monkeypatch):
+    peaks = iter([3 * GIB])
+    monkeypatch.setattr(host_memory, "peak_resident_bytes", lambda: next(peaks))
+    host_memory.record_round([BIG, BIG], 1 * GIB, None)  # 2 GiB over two compiles
+    assert host_memory.one_compile_bytes(BIG, None) == GIB
