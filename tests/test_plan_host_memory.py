@@ -2,6 +2,7 @@
 exact compiles of gemma3-27b's LoRA step side by side took a 23 GiB machine to 20.7 GB, and the
 kernel killed the search. Free memory and compile sizes are made up here; the compiles real."""
 
+import json
 import subprocess
 import sys
 import threading
@@ -76,3 +77,17 @@ def test_a_round_of_compiles_records_this_processs_growth(monkeypatch):
     monkeypatch.setattr(host_memory, "peak_resident_bytes", lambda: next(peaks))
     host_memory.record_round([BIG, BIG], 1 * GIB, None)  # 2 GiB over two compiles
     assert host_memory.one_compile_bytes(BIG, None) == GIB
+
+
+def test_the_benchmark_measures_a_probe_child_and_this_processs_compiles(tmp_path):
+    """benchmarks/bench_host_memory.py on a tiny model: every measure is there and the child's
+    whole compile took at least what it had at its reports."""
+    from benchmarks import bench_host_memory
+
+    out = tmp_path / "host_memory.json"
+    request = "lora-train gemma3-tiny v5e-1 1 64"
+    assert bench_host_memory.main(["--request", request, "--out", str(out)]) == 0
+    (measured,) = json.loads(out.read_text())["requests"]
+    assert measured["child_whole_compile_gib"] >= measured["child_at_reports_gib"]
+    assert [e["batch"] for e in measured["exact_in_process"]] == [1, 2]
+    assert all(e["fits"] and e["growth_gib"] >= 0 for e in measured["exact_in_process"])
