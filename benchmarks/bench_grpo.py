@@ -10,6 +10,9 @@ implementation. With --per-phase, also over the rollout and the policy update al
 fits when every phase fits beside the resident set, so the largest micro-batch for all phases
 at once is the least of these (each phase can take its own), and that configuration's verdict.
 
+meshes: the recipe on the meshes with more tp than the verdict's, compiled while it is
+memory-bound (shared.plan.faster_meshes), and the session each buys (notebook 07, section 4).
+
 local: notebook 07's local run (gemma3-tiny and qwen3-tiny, random weights, the arithmetic
 reward, 3 steps) with its steady (median after the first) seconds per phase.
 
@@ -27,6 +30,7 @@ Each part rewrites only its own keys of --out (the others are kept), after each 
 and run times depend on the host, so the JSON records its CPU count and load.
 
     python benchmarks/bench_grpo.py --per-phase --out benchmarks/results/07_grpo_plan.json
+    python benchmarks/bench_grpo.py --parts meshes --out benchmarks/results/07_grpo_plan.json
     python benchmarks/bench_grpo.py --parts local --out benchmarks/results/07_grpo_plan.json
     # on a GPU or TPU (CPU smoke run of the device part: --model gemma3-tiny --prompt-len 8
     # --completion-len 8 --num-generations 2 --batch 4 --lora-rank 4 --train-steps 2)
@@ -57,7 +61,7 @@ import jax  # noqa: E402  (after JAX_PLATFORMS)
 
 from shared import grpo, models, plan  # noqa: E402
 from shared.errors import BadInput, run_cli  # noqa: E402
-from shared.plan import budget  # noqa: E402
+from shared.plan import budget, faster_meshes  # noqa: E402
 from shared.plan.search_view import probe_rows  # noqa: E402
 from shared.plan.workloads import grpo as grpo_plan  # noqa: E402
 from shared.report import results  # noqa: E402
@@ -159,6 +163,33 @@ def plan_part(args, report: dict) -> None:
         point, sequences_per_step=grpo_plan.settings(best).sequences_per_step
     )
     print(f"all phases at {largest}: {'fits' if point['fits'] else 'does not fit'}", flush=True)
+
+
+def meshes_part(args, report: dict) -> None:
+    """The recipe on the meshes with more tp, compiled while it is memory-bound
+    (shared.plan.faster_meshes), and the session each would buy: notebook 07's section 4."""
+    recipe = recipe_request(args, args.target)
+    point = plan.plan_point(recipe)
+    per_step = grpo_plan.settings(recipe).sequences_per_step
+    report["wider_meshes"] = {}
+    for name, verdict in faster_meshes.on_wider_meshes(recipe, point).items():
+        report["wider_meshes"][name] = {
+            **{
+                k: verdict[k]
+                for k in ("fits", "bytes_per_device", "hbm_bytes", "worst", "compile_s")
+            },
+            "roofline_lower_bound_s": verdict["roofline_lower_bound_s"],
+            "session": budget.session(verdict, sequences_per_step=per_step)
+            if verdict["fits"]
+            else None,
+        }
+        print(
+            f"{name}: {'fits' if verdict['fits'] else 'does not fit'}, roofline "
+            f"{verdict['roofline_lower_bound_s']:.2f} s a step "
+            f"(on {point['mesh_shape']}: {point['roofline_lower_bound_s']:.2f} s)",
+            flush=True,
+        )
+        results.write(args.out, report)
 
 
 LOCAL_RECIPE = grpo.GRPOSettings(
@@ -304,7 +335,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--parts", default="plan", help="plan, local, device, predict; comma-separated")
+    p.add_argument(
+        "--parts", default="plan", help="plan, meshes, local, device, predict; comma-separated"
+    )
     p.add_argument("--model", default="gemma3-1b")
     p.add_argument("--target", default="v5e-8")
     p.add_argument("--prompt-len", type=int, default=256)
@@ -333,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
         report.update(head)
         run_part = {
             "plan": plan_part,
+            "meshes": meshes_part,
             "local": local_part,
             "device": device_part,
             "predict": predict_part,

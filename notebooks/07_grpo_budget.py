@@ -94,7 +94,7 @@ from shared.grpo import plots as grpo_plots
 from shared.grpo.settings import GRPOBudget
 from shared.hardware import measure
 from shared.hardware.sharding import make_mesh
-from shared.plan import budget, lookup
+from shared.plan import budget, faster_meshes, lookup
 from shared.plan.workloads import grpo as grpo_plan
 from shared.report import ledger
 
@@ -289,6 +289,9 @@ if MODE == "plan" and SEARCH:
 
 # %%
 configs = {"recipe": (point, recipe)} if point else {}
+if MODE == "plan" and point:  # the same recipe where each chip reads a share of the weights
+    configs.update({f"recipe on {name}": (wider, recipe) for name, wider in
+                    faster_meshes.on_wider_meshes(request, point).items() if wider["fits"]})
 if searches and largest >= request.batch:
     best = dataclasses.replace(request, batch=largest, logps="chunked")
     configs[f"{largest} sequences per call, chunked"] = (plan.plan_point(best),
@@ -296,13 +299,14 @@ if searches and largest >= request.batch:
 rows = [{"config": k, **budget.session(p, sequences_per_step=r.sequences_per_step,
                                        hours=setting.hours)} for k, (p, r) in configs.items()]
 if rows:
-    report.show(rows, out, "session", ["config", "sequences_per_step", "roofline_step_s",
-                                       "steps_at_most", "estimated_step_s", "steps_estimated",
-                                       "completions_estimated", "steps_per_dollar_on-demand",
-                                       "steps_per_dollar_spot"])
+    report.show(rows, out, "session", ["config", "mesh", "sequences_per_step",
+                                       "roofline_step_s", "steps_at_most", "estimated_step_s",
+                                       "steps_estimated", "completions_estimated",
+                                       "steps_per_dollar_on-demand", "steps_per_dollar_spot"])
     print(f"efficiency: {rows[0]['assumed_efficiency']:.0%} of the roofline, "
           f"{rows[0]['efficiency_source']}\nKaggle: {rows[0].get('kaggle', 'n/a')}")
     findings.check_session(rows[0], quoted)
+    findings.check_wider_sessions(rows, quoted)
 
 # %% [markdown]
 # ## 5 · Reading it

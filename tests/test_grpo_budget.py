@@ -73,20 +73,29 @@ def test_committed_checks_compare_only_the_same_recipe(capsys):
         "verdict": {"bytes_per_device": 100},
         "logps_search": {"tunix": {"max_batch": 72}, "chunked": {"max_batch": 1744}},
         "session": {"steps_at_most": 3547},
+        "wider_meshes": {"4x2": {"session": {"steps_at_most": 5000}}, "2x4": {"session": None}},
     }
     findings.check_verdict({"bytes_per_device": 100}, quoted)
     searches = {"log-probs, tunix": {"max_batch": 64}, "log-probs, chunked": {"max_batch": 1744}}
     findings.check_logps_searches(searches, quoted)
     findings.check_session({"steps_at_most": 3547}, quoted)
+    rows = [  # the recipe on its own mesh, then on more tp (one did not fit when committed)
+        {"config": "recipe", "mesh": "8x1", "steps_at_most": 3547},
+        {"config": "recipe on 4x2", "mesh": "4x2", "steps_at_most": 4000},
+        {"config": "recipe on 2x4", "mesh": "2x4", "steps_at_most": 9000},
+    ]
+    findings.check_wider_sessions(rows, quoted)
     lines = capsys.readouterr().out.splitlines()
     assert [("agrees" in line, "DIFFERS" in line) for line in lines] == [
         (True, False),
         (False, True),
         (True, False),
         (True, False),
+        (False, True),  # 4x2's steps differ from the committed 5,000
     ]
     for check in (findings.check_verdict, findings.check_logps_searches, findings.check_session):
         check({}, None)  # no committed plan for this recipe: nothing to say
+    findings.check_wider_sessions(rows, None)
     assert capsys.readouterr().out == ""
 
 

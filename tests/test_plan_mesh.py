@@ -7,7 +7,7 @@ import pytest
 
 from shared.errors import BadInput
 from shared.hardware import parse_target
-from shared.plan import Request, max_batch, plan_point, point_view
+from shared.plan import Request, faster_meshes, max_batch, plan_point, point_view
 from shared.plan.mesh import auto_shape, mesh_for, search_shape
 from shared.plan.target import target_devices
 from shared.plan.verdict import floor_verdict
@@ -101,3 +101,45 @@ def test_a_memory_bound_verdict_on_fsdp_names_the_wider_meshes_and_a_compute_bou
     assert "--cheapest compares them" in hint
     assert point_view.wider_mesh_hint({**point, "flops_per_device": 1e14}) is None
     assert point_view.wider_mesh_hint({**point, "mesh_shape": {"fsdp": 1, "tp": 8}}) is None
+
+
+@pytest.mark.parametrize("case", ["memory-bound", "compute-bound", "mesh named", "4x2 too full"])
+def test_a_memory_bound_recipe_is_compiled_on_more_tp_while_it_gets_faster(case, monkeypatch):
+    """faster_meshes.on_wider_meshes (notebook 07's session on the layout a run would use): a
+    step reading 8, 4, 2 and 1.9 TB a chip on 8x1, 4x2, 2x4 and 1x8 is compiled on each wider
+    mesh while the fastest so far is memory-bound, and stops at 1x8, 5% faster than 2x4 (under
+    COST_TOLERANCE). A compute-bound step, or a mesh the reader named, compiles nothing more; a
+    wider mesh that does not fit is passed over."""
+    reads = {"4x2": 4e12, "2x4": 2e12, "1x8": 1.9e12}
+    chip = parse_target("v5e-8").chip
+
+    def verdict(mesh, accessed, flops=1e9, fits=True):
+        return {
+            "target": "v5e-8",
+            "mesh_shape": dict(zip(("fsdp", "tp"), map(int, mesh.split("x")), strict=True)),
+            "fits": fits,
+            "flops_per_device": flops,
+            "bytes_accessed_per_device": accessed,
+            "roofline_lower_bound_s": max(chip.roofline_terms(flops, accessed)),
+        }
+
+    asked = []
+
+    def compiled(request, use_cache):
+        asked.append(request.mesh)
+        return verdict(
+            request.mesh,
+            reads[request.mesh],
+            fits=not (case == "4x2 too full" and request.mesh == "4x2"),
+        )
+
+    monkeypatch.setattr(faster_meshes, "plan_point", compiled)
+    monkeypatch.setattr(faster_meshes, "wider_shapes", lambda *_: [(4, 2), (2, 4), (1, 8)])
+    request = Request("grpo", "gemma3-1b", "v5e-8", mesh="8x1" if case == "mesh named" else None)
+    first = verdict("8x1", 8e12, flops=1e17 if case == "compute-bound" else 1e9)
+    found = faster_meshes.on_wider_meshes(request, first)
+    if case in ("compute-bound", "mesh named"):
+        assert found == {} and asked == []
+        return
+    assert asked == ["4x2", "2x4", "1x8"]
+    assert [v["fits"] for v in found.values()] == [case != "4x2 too full", True, True]

@@ -56,6 +56,21 @@ def check_session(row: dict, quoted: dict | None) -> None:
         )
 
 
+def check_wider_sessions(rows: list[dict], quoted: dict | None) -> None:
+    """The steps a session holds at the roofline on each mesh with more tp (rows of the
+    recipe there, by `mesh`) against the committed ones (bench_grpo.py's `meshes` part)."""
+    committed = (quoted or {}).get("wider_meshes", {})
+    for row in rows[1:]:
+        if (session := committed.get(row["mesh"], {}).get("session")) and row["config"].startswith(
+            "recipe on"
+        ):
+            report.agree(
+                f"steps in a session at the roofline on {row['mesh']}",
+                row["steps_at_most"],
+                session["steps_at_most"],
+            )
+
+
 def base_copies_verdict(name: str, held: int, beta: float) -> str:
     """Whether a live run holds the base weights as often as the plan counts them: twice (the
     policy's and, from the first update on, the reference's) unless BETA is 0 (no reference)."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from shared.errors import BadInput, choose, positive
 from shared.hardware import parse_target, prices
+from shared.hardware.sharding import mesh_name
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,7 @@ def session(point: dict, *, sequences_per_step: int, hours: float = 9.0) -> dict
     out = {
         "hours": hours,
         "target": point["target"],
+        "mesh": mesh_name(point["mesh_shape"]) if "mesh_shape" in point else None,
         "sequences_per_step": per_step,
         "roofline_step_s": point["roofline_lower_bound_s"],
         "estimated_step_s": point["roofline_lower_bound_s"] / runs["assumed_efficiency"],
