@@ -23,9 +23,10 @@
 # the policy update, whose loss forms the [B, T, V] logits. **Change the log-probs:** tunix
 # 0.1.7's `compute_per_token_logps` forms those logits too, so a log-prob call fits at most
 # **72 sequences**; the chunked log-probs (`LOGPS = "chunked"`) fit **1,744**, 24x as many.
-# **Steps:** a step's roofline is 9.13 s, decode 9.0 s of it, so a 9-hour session holds at
-# most **3,547 steps**; at an assumed 40% of the roofline about **1,418 steps** (11,344
-# completions): free on Kaggle, 16 steps a dollar on demand or 80 on spot on GCP.
+# **Steps: put tp on the mesh.** On all 8 chips on fsdp each decode step gathers every weight
+# whole: a roofline of 9.13 s a step, at most 3,547 in 9 hours. On 2x4 (`MESH = "2x4"`): 6.82
+# s, at most **4,753 steps**, about **1,901** (15,208 completions) at an assumed 40% of the
+# roofline: free on Kaggle, 22 steps a dollar on demand or 108 on spot on GCP.
 #
 # ![Bytes per device of each GRPO phase on a v5e-8](../docs/figures/07_plan_bytes.png)
 
@@ -281,11 +282,12 @@ if MODE == "plan" and SEARCH:
 # device run's measured step over the plan's roofline (section 2) is the number to replace it
 # with. Kaggle's v5e-8 costs nothing within its weekly quota; GCP prices are dated.
 #
-# For the demo recipe (2 prompts × 4 completions a step): a roofline of 9.13 s on the v5e-8, so
-# **at most 3,547 steps** in 9 hours; at the scaling book's 40% training MFU (no public
-# measurement of a tunix GRPO step yet) about **1,418 steps, 11,344 completions**. Kaggle: $0
-# within its 20-hour weekly quota; GCP: 16 steps a dollar on demand ($9.60/h) or 80 on spot
-# ($1.96/h), prices read 2026-11-22.
+# A memory-bound step is compiled on the meshes with more tp too (`shared.plan.faster_meshes`),
+# while each is a tenth faster. For the demo recipe (2 prompts × 4 completions a step) on the
+# v5e-8: 9.13 s on 8x1 (at most 3,547 steps in 9 hours), 7.27 s on 4x2 (4,457), **6.82 s on
+# 2x4 (4,753)**; 1x8 cannot split gemma3-1b's 4 heads. At the scaling book's 40% training MFU
+# (no TPU measurement of a tunix GRPO step yet) 2x4 runs about **1,901 steps**: 22 steps a
+# dollar on demand or 108 on spot on GCP (read 2026-11-22), $0 within Kaggle's weekly quota.
 
 # %%
 configs = {"recipe": (point, recipe)} if point else {}
@@ -319,14 +321,12 @@ if rows:
 #   row (for the demo recipe 768 of them, 9.0 s of the 9.13 s roofline, each reading 9.6 GB
 #   per chip). In tunix's training layout the policy's weights are split over the 8 chips
 #   (FSDP), so every decode step gathers them whole (the 576 MiB embedding table among them:
-#   the verdict's largest buffers). tunix's own demo rolls out on a tp mesh on 8 chips (1 x 4),
-#   which keeps weights in place; `MESH = "1x8"` (or `--mesh 1x8` on the command line) plans
-#   and runs that layout: for gemma3-4b a tp mesh halved the v5e-8's roofline step and cut the
-#   v6e-4's to a third (notebook 08, `08_grpo_v5e8.json`). Larger rollout
-#   micro-batches amortise the weight reads, so on a v5e-8 the rollout is where a bigger
-#   micro-batch pays; the update's micro-batch is limited by its logits.
-# - **Dollars.** A step's seconds times the slice's price: steps per dollar on GCP above, and
-#   on Kaggle the 9-hour session and the weekly quota are the budget.
+#   the verdict's largest buffers). tunix's own demo rolls out on a tp mesh, which keeps the
+#   weights in place: `MESH = "2x4"` (`--mesh 2x4`) plans and runs that layout (6.82 s against
+#   9.13; for gemma3-4b tp halved the v5e-8's step: notebook 08). Larger rollout micro-batches
+#   amortise the weight reads; the update's micro-batch is limited by its logits.
+# - **Dollars.** A step's seconds times the slice's price; on Kaggle the 9-hour session and the
+#   weekly quota are the budget.
 
 # %% [markdown]
 # ## Evidence
@@ -335,15 +335,15 @@ if rows:
 # libtpu 0.0.42.1 and tunix 0.1.7 (its activation shardings applied), made 2026-11-25 in 14
 # minutes on 2 shared cores; GCP prices read 2026-11-22. The batch two units above each search's
 # answer (88 and 1,768 sequences, `--phases logps --batch N`) compiled on 2026-11-27: both
-# refused, so both answers stand. Plan mode re-checks the verdict, both
-# log-prob searches and the session's steps against that file (sections 2-4). An H100 ran the
-# recipe (random weights, 4 steps; `benchmarks/results/grpo_h100.json`): 36.64 GB measured
+# refused, so both answers stand; 4x2 and 2x4 on 2026-11-30 (`--parts meshes`). Plan mode
+# re-checks the verdict, both log-prob searches and each mesh's steps against it (sections
+# 2-4). An H100 ran the recipe (random weights, 4 steps; `grpo_h100.json`): 36.64 GB measured
 # against 36.59 GB predicted for `h100-1`, and a steady step of 2.25 s (2.02 s of it the
 # rollout) over a roofline of 0.92 s; an H200 gave the same pair for `h200-1`
 # (`grpo_h200.json`). No TPU ran it yet: device mode measures a step beside
 # the plan and writes a ledger row. Reproduce:
 #
-#     python benchmarks/bench_grpo.py --out benchmarks/results/07_grpo_plan.json
+#     python benchmarks/bench_grpo.py --parts plan,meshes --out benchmarks/results/07_grpo_plan.json
 #     python benchmarks/bench_grpo.py --parts device,predict --out grpo_h100.json  # on a GPU
 
 # %%
