@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from shared.errors import BadInput, run_cli
 from shared.plan import assigned, host_memory, verdict
 from shared.plan.verdict import Request
 from shared.report import results
@@ -30,8 +31,14 @@ DEFAULT = "lora-train gemma3-1b v5e-8 8 2048"  # workload model target batch seq
 
 
 def _request(spec: str) -> Request:
-    workload, model, target, batch, seq = spec.split()
-    return Request(workload, model, target, batch=int(batch), seq=int(seq))
+    """'workload model target batch seq' as a checked Request (BadInput in one line)."""
+    fields = spec.split()
+    if len(fields) != 5 or not all(n.isdigit() for n in fields[3:]):
+        raise BadInput(f"--request {spec!r}: give 'workload model target batch seq'")
+    workload, model, target, batch, seq = fields
+    request = Request(workload, model, target, batch=int(batch), seq=int(seq))
+    verdict.floor_verdict(request)  # an unknown workload, model or target: one line
+    return request
 
 
 def _probe_child(request: Request) -> dict:
@@ -69,10 +76,11 @@ def _exact_growth(request: Request) -> dict:
     }
 
 
-def measure(spec: str) -> dict:
-    request = _request(spec)
+def measure(request: Request) -> dict:
     return {
-        "request": spec,
+        "request": " ".join(
+            map(str, (request.workload, request.model, request.target, request.batch, request.seq))
+        ),
         "available_before_gib": host_memory.available_bytes() / GIB,
         **_probe_child(request),
         "exact_in_process": [
@@ -99,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as scratch:
         verdict.CACHE_DIR = Path(scratch)  # a child's finished compile must not fill the cache
         try:
-            report["requests"] = [measure(spec) for spec in args.request or [DEFAULT]]
+            requests = [_request(spec) for spec in args.request or [DEFAULT]]
+            report["requests"] = [measure(r) for r in requests]
         finally:
             verdict.CACHE_DIR = cache
     print(json.dumps(report["requests"], indent=1))
@@ -108,4 +117,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_cli(main)
