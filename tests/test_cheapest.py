@@ -370,7 +370,8 @@ def test_a_memory_bound_slice_is_priced_on_its_fastest_mesh(wider, monkeypatch):
     else:  # 8x1's two verdicts took 1 s each (_verdict_on)
         assert asked == on_8x1 and row["mesh_shape"] == {"fsdp": 8, "tp": 1}
         assert row["why"] == (
-            "4x2, 2x4 not compiled (the search's time budget), where it may run faster"
+            "4x2, 2x4 not compiled (the search's time budget: --minutes to go further), "
+            "where it may run faster"
         )
     assert row["status"] == "fits" and not row["compute_bound"]
 

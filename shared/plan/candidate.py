@@ -147,7 +147,10 @@ def compile_candidate(
     row = _fastest_mesh(rows, chosen)
     if left:
         names = ", ".join(mesh_name(s) for s in left)
-        spent = f"{names} not compiled (the search's time budget), where it may run faster"
+        spent = (
+            f"{names} not compiled (the search's time budget: --minutes to go further), "
+            "where it may run faster"
+        )
         row["why"] = f"{row['why']}; {spent}" if row.get("why") else spent
     return row
 
