@@ -15,7 +15,7 @@ from __future__ import annotations
 from shared.errors import BadInput
 from shared.hardware import parse_target
 from shared.hardware.sharding import mesh_name
-from shared.plan.candidate import COST_TOLERANCE, roofline_terms
+from shared.plan.candidate import roofline_terms
 from shared.plan.mesh import wider_shapes
 from shared.plan.mesh_steps import pinned_to
 from shared.plan.target import target_devices
@@ -25,7 +25,8 @@ from shared.plan.verdict import Request, plan_point
 def on_wider_meshes(request: Request, point: dict, *, use_cache: bool = True) -> dict[str, dict]:
     """`request`'s verdicts on each mesh with more tp than `point`'s (its verdict), by mesh
     name, tp rising: compiled while the fastest fit so far is memory-bound (its bytes term over
-    its FLOPs term), and until a fit comes no COST_TOLERANCE faster than it. Nothing where
+    its FLOPs term), and until one is no faster than it (by any margin: small steps add up, as
+    shared.plan.candidate's climb found). Nothing where
     `request` names its mesh (the reader chose it) or `point` does not fit; a mesh whose fsdp
     does not divide the batch is left out."""
     if request.mesh is not None or not point["fits"]:
@@ -44,8 +45,7 @@ def on_wider_meshes(request: Request, point: dict, *, use_cache: bool = True) ->
         verdicts[mesh_name(shape)] = verdict
         if not verdict["fits"]:
             continue
-        limit = (1 - COST_TOLERANCE) * fastest["roofline_lower_bound_s"]
-        if verdict["roofline_lower_bound_s"] >= limit:
+        if verdict["roofline_lower_bound_s"] >= fastest["roofline_lower_bound_s"]:
             break
         fastest = verdict
     return verdicts
