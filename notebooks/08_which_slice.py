@@ -28,8 +28,10 @@
 # without a compile). The search
 # answered in 10 min on 2 quiet cores from an empty cache: one 27B slice takes ~9 min of
 # compiles here, so its 12-minute budget left v5e and v5p to a second run (`MINUTES`). Gemma 4
-# 31B (seed 001's recipe): a v6e-4 too, 6.8 h and $73; **GRPO on gemma3-4b for 2,000 steps: a
-# v5e-4 on a 1x4 mesh, 13 h and $63**, or a v6e-4 on 1x4 in 6.7 h for $72. A decode reads
+# 31B (seed 001's recipe): a v6e-4 too, on a 1x4 mesh at batch 1, 6.1 h and $66 (`MINUTES =
+# 40`; in 12 minutes the search prices 4x1, 6.8 h and $73, and says 1x4 may run faster);
+# **GRPO on gemma3-4b for 2,000 steps: a v5e-4 on a 1x4 mesh, 13 h and $63**, or a v6e-4 on
+# 1x4 in 6.7 h for $72. A decode reads
 # every weight for each of the 768 tokens, and on the default mesh (all chips on fsdp) each
 # chip gathers them whole: the v6e-4 on 4x1 takes 19 h and $207, which this notebook answered
 # until 2026-11-30, and the v5e-4 does not fit there (17.76 of 15.75 GiB a chip). Kaggle's
@@ -164,14 +166,17 @@ report.table(summary, out, "summary")
 # The Takeaway's numbers are `benchmarks/results/08_which_slice.json` (the four jobs, each timed
 # on a quiet 2-core CPU from an empty plan cache with its load average, 2026-11-26; the GRPO job
 # again on 2026-11-30, each slice on its fastest mesh, from a plan cache that held the v6e-4's
-# and v5e-8's meshes: not a timing), `08_grpo_v5e8.json` (that job on the v5e-8 and v6e-4, every
-# mesh) and
+# and v5e-8's meshes: not a timing; the 31B job on 2026-11-30 with `--minutes 40`, 31 min, load
+# 0.74 before, from a cache that held its 4x1 search), `08_grpo_v5e8.json` (that job on the
+# v5e-8 and v6e-4, every mesh) and
 # `benchmarks/results/08_27b_other_chips.json` (v5e-4, v5e-8 and v5p-8 for the 27B job, each on
 # its chosen mesh) and `08_27b_v5e8_meshes.json` (the v5e-8 on every mesh, 2026-11-29), in
 # plan mode with jax 0.10.2, libtpu 0.0.42.1 and tunix 0.1.7; prices in us-central1, read
 # 2026-11-22.
 #
 #     python benchmarks/bench_cheapest.py --jobs 2,1,3,4 --empty-cache \
+#         --out benchmarks/results/08_which_slice.json --figure docs/figures/08_which_slice.png
+#     python benchmarks/bench_cheapest.py --jobs 1 --minutes 40 \
 #         --out benchmarks/results/08_which_slice.json --figure docs/figures/08_which_slice.png
 #     python benchmarks/bench_cheapest.py --jobs 3 --slices v5e-8,v6e-4 --minutes 50 \
 #         --out benchmarks/results/08_grpo_v5e8.json
