@@ -260,17 +260,21 @@ def test_a_tpu7x_compiles_one_executable_at_a_time(monkeypatch):
 def test_compiles_go_one_at_a_time_where_two_would_not_fit_the_hosts_memory(monkeypatch):
     """Two exact compiles of gemma3-27b's LoRA step side by side took a 23 GiB machine to 20.7
     GB, and the kernel killed the search (shared.plan.host_memory): where one compile of the
-    workload has taken more than half the free memory, plan_points compiles one at a time."""
+    workload has taken more than half the free memory, plan_points compiles one at a time; and
+    after each round it hands the heap the compiles freed back to the kernel."""
     pools = []
     pool = verdict.ThreadPoolExecutor
     monkeypatch.setattr(verdict, "ThreadPoolExecutor", lambda n: pools.append(n) or pool(n))
     monkeypatch.setattr(verdict, "WORKERS", 2)
     monkeypatch.setattr(host_memory, "available_bytes", lambda: 22 * GIB)
+    given_back = []
+    monkeypatch.setattr(host_memory, "give_back_freed", lambda *_: given_back.append(1))
     pair = [plan.Request("scale", "none", "v5p-8", batch=b) for b in (8, 16)]
     verdict.plan_points(pair)
     host_memory.record(pair[0], 12 * GIB, verdict.CACHE_DIR)  # as a real compile of it took
     verdict.plan_points([dataclasses.replace(r, batch=r.batch + 1) for r in pair])
     assert pools == [2, 1]
+    assert len(given_back) == 2  # after each round (one a call here), the freed heap goes back
 
 
 def test_sharding_divides_bytes_by_the_mesh_factor():

@@ -91,3 +91,18 @@ def test_the_benchmark_measures_a_probe_child_and_this_processs_compiles(tmp_pat
     assert measured["child_whole_compile_gib"] >= measured["child_at_reports_gib"]
     assert [e["batch"] for e in measured["exact_in_process"]] == [1, 2]
     assert all(e["fits"] and e["growth_gib"] >= 0 for e in measured["exact_in_process"])
+
+
+def test_giving_back_freed_memory_keeps_what_is_in_use(free, monkeypatch):
+    """malloc_trim returns only free pages: what this process holds stays readable; jax's
+    caches are cleared only where the free memory would not hold the compiles wanted."""
+    cleared = []
+    monkeypatch.setattr(host_memory.jax, "clear_caches", lambda: cleared.append(1))
+    held = bytearray(64 * 2**20)
+    held[::4096] = b"x" * len(held[::4096])
+    host_memory.give_back_freed([BIG, BIG], 2, None)  # nothing measured: room for both
+    host_memory.record(BIG, 12 * GIB, None)
+    host_memory.give_back_freed([BIG, BIG], 2, None)  # 22 GiB free: room for one
+    assert len(cleared) == 1
+    assert held[::4096] == b"x" * len(held[::4096])
+    assert host_memory.resident_bytes() >= len(held)

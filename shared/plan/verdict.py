@@ -309,9 +309,9 @@ def plan_points(
                 if path:
                     write_entry(path, summary)
                 state.record(exe, summary, layout)
-        host_memory.record_round(
-            [state.request for state, *_ in jobs], before, CACHE_DIR if use_cache else None
-        )
+        if compiled := [state.request for state, *_ in jobs]:
+            host_memory.record_round(compiled, before, CACHE_DIR if use_cache else None)
+            host_memory.give_back_freed(compiled, cores, CACHE_DIR if use_cache else None)
     results = iter(state.result() for state in compiling)
     return [answer or next(results) for answer in answers]
 
