@@ -71,6 +71,7 @@ def _exact_growth(request: Request) -> dict:
     return {
         "batch": request.batch,
         "growth_gib": (host_memory.peak_resident_bytes() - before) / GIB,
+        "held_after_gib": host_memory.resident_bytes() / GIB,  # after give_back_freed
         "compile_s": time.perf_counter() - started,
         "fits": point["fits"],
     }
