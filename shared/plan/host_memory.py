@@ -1,4 +1,4 @@
-"""How many compiles this machine's memory holds at once.
+"""How many compiles this machine's memory holds at once, and handing back what they leave.
 
 Why: XLA compiles on the host, and a large model's compile takes gigabytes of it. Two exact
 compiles of gemma3-27b's LoRA step at 4,096 tokens on a 2x2 v6e-4, side by side in one process
@@ -9,8 +9,9 @@ what the compiles still running in probe children (shared.plan.assigned) are yet
 
 A compile's peak is measured, never guessed from the model: the growth of a probe child's peak
 over its whole compile (shared.plan.assigned: not at buffer assignment, where gemma3-1b's LoRA
-step on a v5e-8 had taken 1.4 of its 6.0 GiB), or of this process's over a round of compiles
-(record_round: 6.0 GiB for the same step, the first in the process, 3.8 for the next). Keyed
+step on a v5e-8 had taken 1.39 of its 5.95 GiB), or of this process's over a round of compiles
+(record_round: 6.12 and 5.84 GiB over two exact compiles of the same step in one process;
+benchmarks/results/plan_host_memory.json). Keyed
 by workload and model, the largest seen, kept beside the plan cache (STORE) so the next process
 knows it before its first compile. Before any is measured, as many compile at once as the cores
 take. Linux only (/proc); elsewhere there is no limit.
