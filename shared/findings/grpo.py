@@ -60,10 +60,9 @@ def check_wider_sessions(rows: list[dict], quoted: dict | None) -> None:
     """The steps a session holds at the roofline on each mesh with more tp (rows of the
     recipe there, by `mesh`) against the committed ones (bench_grpo.py's `meshes` part)."""
     committed = (quoted or {}).get("wider_meshes", {})
-    for row in rows[1:]:
-        if (session := committed.get(row["mesh"], {}).get("session")) and row["config"].startswith(
-            "recipe on"
-        ):
+    for row in rows:
+        session = committed.get(row["mesh"], {}).get("session")
+        if session and row["config"].startswith("recipe on"):
             report.agree(
                 f"steps in a session at the roofline on {row['mesh']}",
                 row["steps_at_most"],

@@ -55,11 +55,11 @@ def _stored(folder: Path | None) -> dict[str, int]:
     return {key: n for key, n in stored.items() if isinstance(n, int)}
 
 
-def _status_bytes(pid: int | str, field: str) -> int | None:
-    """A `kB` field of /proc/PID/status (VmRSS, VmHWM) in bytes; None where there is none (the
-    process has ended, or no /proc)."""
+def _kb_field(path: Path, field: str) -> int | None:
+    """A `kB` field of a /proc file (VmRSS of /proc/PID/status, MemAvailable of /proc/meminfo)
+    in bytes; None where there is none (the process has ended, or no /proc)."""
     try:
-        for line in (PROC / str(pid) / "status").read_text().splitlines():
+        for line in path.read_text().splitlines():
             if line.startswith(f"{field}:"):
                 return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
@@ -68,12 +68,12 @@ def _status_bytes(pid: int | str, field: str) -> int | None:
 
 
 def resident_bytes(pid: int | str = "self") -> int | None:
-    return _status_bytes(pid, "VmRSS")
+    return _kb_field(PROC / str(pid) / "status", "VmRSS")
 
 
 def peak_resident_bytes(pid: int | str = "self") -> int | None:
     """The most resident memory the process has held (since its start or restart_peak)."""
-    return _status_bytes(pid, "VmHWM")
+    return _kb_field(PROC / str(pid) / "status", "VmHWM")
 
 
 def restart_peak() -> int | None:
@@ -110,13 +110,7 @@ def give_back_freed(requests: list, wanted: int, folder: Path | None) -> None:
 
 def available_bytes() -> int | None:
     """The memory the kernel could give without swapping (MemAvailable), or None."""
-    try:
-        for line in (PROC / "meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
+    return _kb_field(PROC / "meminfo", "MemAvailable")
 
 
 def record(request, nbytes: int | None, folder: Path | None) -> None:
@@ -149,11 +143,11 @@ def record_round(requests: list, before: int | None, folder: Path | None) -> Non
 def one_compile_bytes(request, folder: Path | None) -> int:
     """The most host memory one compile of `request`'s workload and model took, here or in an
     earlier process (`folder`'s STORE); 0 where none is measured."""
-    return _most(_key(request), folder)
+    return _most(_key(request), _stored(folder))
 
 
-def _most(key: str, folder: Path | None) -> int:
-    return max(_ONE_COMPILE.get(key, 0), _stored(folder).get(key, 0))
+def _most(key: str, stored: dict[str, int]) -> int:
+    return max(_ONE_COMPILE.get(key, 0), stored.get(key, 0))
 
 
 def compiling_elsewhere(pid: int, request) -> None:
@@ -165,7 +159,7 @@ def done_elsewhere(pid: int) -> None:
     _ELSEWHERE.pop(pid, None)
 
 
-def _yet_to_take(folder: Path | None) -> int:
+def _yet_to_take(stored: dict[str, int]) -> int:
     """What the children compiling elsewhere may still take: each one's measured compile, less
     what it holds now; a child that has ended takes nothing."""
     total = 0
@@ -174,18 +168,19 @@ def _yet_to_take(folder: Path | None) -> int:
         if held is None:
             _ELSEWHERE.pop(pid)
             continue
-        total += max(0, _most(key, folder) - held)
+        total += max(0, _most(key, stored) - held)
     return total
 
 
 def _fitting(requests: list, wanted: int, folder: Path | None) -> int:
     """How many of `wanted` compiles of `requests` fit in the free memory now: 0 where a child
     compiling elsewhere holds the room the next one needs."""
-    largest = max(requests, key=lambda r: one_compile_bytes(r, folder))
-    need, free = one_compile_bytes(largest, folder), available_bytes()
+    stored = _stored(folder)  # read once: this runs in the probes' poll loop
+    largest = max(requests, key=lambda r: _most(_key(r), stored))
+    need, free = _most(_key(largest), stored), available_bytes()
     if not need or free is None:
         return wanted
-    fit = min(wanted, max(0, free - _yet_to_take(folder)) // need)
+    fit = min(wanted, max(0, free - _yet_to_take(stored)) // need)
     if fit < wanted and _key(largest) not in _SAID:
         _SAID.add(_key(largest))
         print(

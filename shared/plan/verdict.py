@@ -286,11 +286,10 @@ def plan_points(
         if not answer
     ]
     cores = min((workers_for(r.target) for r in requests), default=WORKERS)
+    measured_in = CACHE_DIR if use_cache else None  # host_memory's STORE
     while rounds := [(c, group) for c in compiling if (group := c.next_group(cores))]:
         # as many at once as the cores take and this machine's memory holds (host_memory)
-        workers = host_memory.compiles_at_once(
-            [c.request for c, _ in rounds], cores, CACHE_DIR if use_cache else None
-        )
+        workers = host_memory.compiles_at_once([c.request for c, _ in rounds], cores, measured_in)
         before = host_memory.restart_peak()
         with ThreadPoolExecutor(workers) as pool:
             jobs = []
@@ -310,8 +309,8 @@ def plan_points(
                     write_entry(path, summary)
                 state.record(exe, summary, layout)
         if compiled := [state.request for state, *_ in jobs]:
-            host_memory.record_round(compiled, before, CACHE_DIR if use_cache else None)
-            host_memory.give_back_freed(compiled, cores, CACHE_DIR if use_cache else None)
+            host_memory.record_round(compiled, before, measured_in)
+            host_memory.give_back_freed(compiled, cores, measured_in)
     results = iter(state.result() for state in compiling)
     return [answer or next(results) for answer in answers]
 
