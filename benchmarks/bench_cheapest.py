@@ -38,8 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--minutes",
         type=float,
-        default=cheapest.SEARCH_MINUTES,
-        help="each search's compile budget",
+        help="each search's compile budget (default: the job's own, else "
+        f"{cheapest.SEARCH_MINUTES:g})",
     )
     p.add_argument(
         "--slices",
@@ -62,13 +62,14 @@ def main(argv: list[str] | None = None) -> int:
     report["jobs"] = earlier.get("jobs", {})
     for number in numbers:
         job = setting.jobs[number - 1]
+        minutes = a.minutes or setting.minutes_for(job)
         load = os.getloadavg()
         with tempfile.TemporaryDirectory() as empty:
             if a.empty_cache:
                 verdict.CACHE_DIR = Path(empty)
             started = time.perf_counter()
             result = cheapest.cheapest(
-                job.request(), job.amount, kind=a.price, minutes=a.minutes, slices=slices
+                job.request(), job.amount, kind=a.price, minutes=minutes, slices=slices
             )
             wall = time.perf_counter() - started
         print(cheapest_view.table(result), "\n")
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
             "wall_s": wall,
             "load_average_before": load,
             "empty_cache": a.empty_cache,
-            "minutes": a.minutes,
+            "minutes": minutes,
             "summary": cheapest_view.summary_row(result),
             "result": result,
         }

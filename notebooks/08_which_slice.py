@@ -28,8 +28,8 @@
 # without a compile). The search
 # answered in 10 min on 2 quiet cores from an empty cache: one 27B slice takes ~9 min of
 # compiles here, so its 12-minute budget left v5e and v5p to a second run (`MINUTES`). Gemma 4
-# 31B (seed 001's recipe): a v6e-4 too, on a 1x4 mesh at batch 1, 6.1 h and $66 (`MINUTES =
-# 40`; in 12 minutes the search prices 4x1, 6.8 h and $73, and says 1x4 may run faster);
+# 31B (seed 001's recipe): a v6e-4 too, on a 1x4 mesh at batch 1, 6.1 h and $66 (that job
+# compiles for up to 40 minutes: in 12 its search priced 4x1, 6.8 h and $73);
 # **GRPO on gemma3-4b for 2,000 steps: a v5e-4 on a 1x4 mesh, 13 h and $63**, or a v6e-4 on
 # 1x4 in 6.7 h for $72. A decode reads
 # every weight for each of the 768 tokens, and on the default mesh (all chips on fsdp) each
@@ -75,7 +75,7 @@ SLICES = None  # None: three single-host slices locally, every rented slice in p
 MAX_SLICES = None  # slices compiled at most per job (None: 2 locally, 6 in plan mode)
 PRICE = "on-demand"  # on-demand | spot
 WITHIN_HOURS = None  # a deadline in hours: slower slices do not count
-MINUTES = None  # of compiling per job, then the best so far (None: 12)
+MINUTES = None  # of compiling per job, then the best so far (None: the job's, else 12)
 RESULTS_DIR = "results/08_which_slice"
 KEY_FIGURES = False  # also write the key figure to docs/figures/
 
@@ -102,7 +102,8 @@ def answer(job):
     """One job's search, its table and its paragraph; the result for the figure."""
     result = cheapest.cheapest(
         job.request(), job.amount, kind=setting.price, within_hours=setting.within_hours,
-        slices=setting.slices, max_compiled=setting.max_slices, minutes=setting.minutes)
+        slices=setting.slices, max_compiled=setting.max_slices,
+        minutes=setting.minutes_for(job))
     files.write_json(out / f"job_{job.model}_{job.workload}.json", result)
     print(cheapest_view.table(result), "\n")
     print(cheapest_view.describe(result))

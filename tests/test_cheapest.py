@@ -12,7 +12,7 @@ from conftest import cli_exit
 
 from shared.errors import BadInput
 from shared.hardware import parse_target, rent
-from shared.plan import Request, candidate, cheapest, cheapest_view, slice_job
+from shared.plan import Request, candidate, cheapest, cheapest_view, jobs, slice_job
 from shared.plan.__main__ import main as plan_cli
 
 TINY = Request("lora-train", "gemma3-tiny", "v5e-1", seq=128, lora_rank=4)
@@ -250,6 +250,19 @@ def test_the_time_budget_stops_before_a_slice_it_cannot_finish(monkeypatch):
     (row,) = [r for r in result["rows"] if r["target"] == "v5e-1"]
     assert row["status"] == "not compiled" and "12-minute budget" in row["why"]
     assert "not compiled though their FLOP bound is below" in cheapest_view.describe(result)
+
+
+def test_a_job_that_needs_longer_keeps_its_own_budget_unless_the_reader_names_one():
+    """Notebook 08's 31B search reached its answer (v6e-4 on 1x4) only after 31 minutes of
+    compiles: in the default 12 it priced 4x1, a dearer mesh."""
+    field = jobs.WhichSlice.field()
+    big, *others = field.jobs
+    assert big.model == "gemma4-31b" and field.minutes_for(big) == 40
+    assert {field.minutes_for(j) for j in others} == {cheapest.SEARCH_MINUTES}
+    chosen = dataclasses.replace(field, minutes=5)
+    assert {chosen.minutes_for(j) for j in field.jobs} == {5}
+    with pytest.raises(BadInput, match="minutes"):
+        jobs.job("a job", "rollout", "gemma3-1b", 10, minutes=0)
 
 
 def test_a_remat_that_keeps_more_is_not_compiled_where_a_lighter_one_does_not_fit(monkeypatch):

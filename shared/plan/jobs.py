@@ -27,6 +27,10 @@ class SliceJob:
     model: str
     amount: float  # in the workload's unit: shared.plan.slice_job.JOB_UNITS
     shapes: tuple[tuple[str, object], ...] = ()
+    # Minutes of compiling this job's search needs to reach its answer, where the setting names
+    # none (None: SEARCH_MINUTES). A 31B search compiles one program at a time here, 2-4 min
+    # each, and its slice's wider meshes come last: with 12 minutes it answered a dearer mesh.
+    minutes: float | None = None
 
     def request(self) -> Request:
         """The plan request (its target is a stand-in: the search chooses the slice)."""
@@ -37,10 +41,12 @@ class SliceJob:
         return JOB_UNITS[self.workload]
 
 
-def job(title: str, workload: str, model: str, amount: float, **shapes) -> SliceJob:
+def job(
+    title: str, workload: str, model: str, amount: float, *, minutes=None, **shapes
+) -> SliceJob:
     choose("workload with a job to price", workload, JOB_UNITS)
-    positive(**{JOB_UNITS[workload]: amount})
-    return SliceJob(title, workload, model, amount, tuple(sorted(shapes.items())))
+    positive(**{JOB_UNITS[workload]: amount}, minutes=minutes)
+    return SliceJob(title, workload, model, amount, tuple(sorted(shapes.items())), minutes)
 
 
 # tunix's Gemma GRPO demo recipe, as notebook 07 and the atlas's GRPO column run it
@@ -54,7 +60,7 @@ class WhichSlice:
     jobs: tuple[SliceJob, ...]
     slices: tuple[str, ...] = rent.ALL_TPU_SLICES
     max_slices: int = MAX_COMPILED  # slices compiled at most per job
-    minutes: float | None = SEARCH_MINUTES  # of compiling per job, then the best so far
+    minutes: float | None = None  # of compiling per job, then the best so far (None: the job's)
     price: str = "on-demand"  # or spot
     within_hours: float | None = None  # a deadline: slower slices do not count
 
@@ -89,6 +95,9 @@ class WhichSlice:
                     1e8,
                     seq=2048,
                     lora_rank=16,
+                    # its answer, the v6e-4 on 1x4, came after 31 min of compiles from a cache
+                    # holding 4x1's (benchmarks/results/08_which_slice.json); in 12 it was 4x1
+                    minutes=40,
                 ),
                 job(
                     "gemma3-27b LoRA at 4,096 tokens",
@@ -112,3 +121,8 @@ class WhichSlice:
         positive(MAX_SLICES=self.max_slices, WITHIN_HOURS=self.within_hours, MINUTES=self.minutes)
         if not self.jobs:
             raise BadInput("JOBS needs at least one job")
+
+    def minutes_for(self, job: SliceJob) -> float:
+        """The compile budget of `job`'s search: the setting's, else the job's own, else
+        SEARCH_MINUTES."""
+        return self.minutes or job.minutes or SEARCH_MINUTES
