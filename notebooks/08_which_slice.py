@@ -30,11 +30,13 @@
 # compiles here, so its 12-minute budget left v5e and v5p to a second run (`MINUTES`). Gemma 4
 # 31B (seed 001's recipe): a v6e-4 too, on a 1x4 mesh at batch 1, 6.1 h and $66 (that job
 # compiles for up to 40 minutes: in 12 its search priced 4x1, 6.8 h and $73);
-# **GRPO on gemma3-4b for 2,000 steps: a v5e-4 on a 1x4 mesh, 13 h and $63**, or a v6e-4 on
-# 1x4 in 6.7 h for $72. A decode reads
+# **GRPO on gemma3-4b for 2,000 steps: a v5p-8 on a 1x4 mesh, 3.7 h and $63**: a v5e-4 on
+# 1x4 costs as much in 13 h, a v6e-4 on 1x4 $72 in 6.7 h (that job compiles for up to 40
+# minutes: in 12 its search stopped before the v5p-8, and this notebook answered the v5e-4
+# until 2026-11-30). A decode reads
 # every weight for each of the 768 tokens, and on the default mesh (all chips on fsdp) each
-# chip gathers them whole: the v6e-4 on 4x1 takes 19 h and $207, which this notebook answered
-# until 2026-11-30, and the v5e-4 does not fit there (17.76 of 15.75 GiB a chip). Kaggle's
+# chip gathers them whole: the v6e-4 on 4x1 takes 19 h and $207, and the v5e-4 does not fit
+# there (17.76 of 15.75 GiB a chip). Kaggle's
 # v5e-8 fits it on 2x4 in 25 h ($242 on GCP; 52 h on 8x1: `08_grpo_v5e8.json`). The 130M
 # run: one v6e chip, 2.2 h and $6. GPU rows are the TPU program's roofline at GPU peaks, not
 # compiler-checked.
@@ -166,8 +168,8 @@ report.table(summary, out, "summary")
 # ## Evidence
 # The Takeaway's numbers are `benchmarks/results/08_which_slice.json` (the four jobs, each timed
 # on a quiet 2-core CPU from an empty plan cache with its load average, 2026-11-26; the GRPO job
-# again on 2026-11-30, each slice on its fastest mesh, from a plan cache that held the v6e-4's
-# and v5e-8's meshes: not a timing; the 31B job on 2026-11-30 with `--minutes 40`, 31 min, load
+# again on 2026-11-30 from an empty cache with `--minutes 60`, 48 min, load 1.10 before, its
+# answer reached after 27; the 31B job on 2026-11-30 with `--minutes 40`, 31 min, load
 # 0.74 before, from a cache that held its 4x1 search), `08_grpo_v5e8.json` (that job on the
 # v5e-8 and v6e-4, every mesh) and
 # `benchmarks/results/08_27b_other_chips.json` (v5e-4, v5e-8 and v5p-8 for the 27B job, each on
@@ -178,6 +180,8 @@ report.table(summary, out, "summary")
 #     python benchmarks/bench_cheapest.py --jobs 2,1,3,4 --empty-cache \
 #         --out benchmarks/results/08_which_slice.json --figure docs/figures/08_which_slice.png
 #     python benchmarks/bench_cheapest.py --jobs 1 --minutes 40 \
+#         --out benchmarks/results/08_which_slice.json --figure docs/figures/08_which_slice.png
+#     python benchmarks/bench_cheapest.py --jobs 3 --minutes 60 --empty-cache \
 #         --out benchmarks/results/08_which_slice.json --figure docs/figures/08_which_slice.png
 #     python benchmarks/bench_cheapest.py --jobs 3 --slices v5e-8,v6e-4 --minutes 50 \
 #         --out benchmarks/results/08_grpo_v5e8.json

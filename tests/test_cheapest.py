@@ -253,12 +253,13 @@ def test_the_time_budget_stops_before_a_slice_it_cannot_finish(monkeypatch):
 
 
 def test_a_job_that_needs_longer_keeps_its_own_budget_unless_the_reader_names_one():
-    """Notebook 08's 31B search reached its answer (v6e-4 on 1x4) only after 31 minutes of
-    compiles: in the default 12 it priced 4x1, a dearer mesh."""
+    """Notebook 08's 31B LoRA and gemma3-4b GRPO searches reached their answers only after
+    27-31 minutes of compiles: in the default 12 each answered a dearer slice or mesh."""
     field = jobs.WhichSlice.field()
-    big, *others = field.jobs
-    assert big.model == "gemma4-31b" and field.minutes_for(big) == 40
-    assert {field.minutes_for(j) for j in others} == {cheapest.SEARCH_MINUTES}
+    longer = {j.model: field.minutes_for(j) for j in field.jobs if j.minutes}
+    assert longer == {"gemma4-31b": 40, "gemma3-4b": 40}
+    others = [j for j in field.jobs if not j.minutes]
+    assert others and {field.minutes_for(j) for j in others} == {cheapest.SEARCH_MINUTES}
     chosen = dataclasses.replace(field, minutes=5)
     assert {chosen.minutes_for(j) for j in field.jobs} == {5}
     with pytest.raises(BadInput, match="minutes"):

@@ -28,8 +28,8 @@ class SliceJob:
     amount: float  # in the workload's unit: shared.plan.slice_job.JOB_UNITS
     shapes: tuple[tuple[str, object], ...] = ()
     # Minutes of compiling this job's search needs to reach its answer, where the setting names
-    # none (None: SEARCH_MINUTES). A 31B search compiles one program at a time here, 2-4 min
-    # each, and its slice's wider meshes come last: with 12 minutes it answered a dearer mesh.
+    # none (None: SEARCH_MINUTES). A 31B compile takes 2-4 min here and a GRPO verdict
+    # several: in 12 minutes both searches answered a dearer slice or mesh than their own.
     minutes: float | None = None
 
     def request(self) -> Request:
@@ -107,7 +107,16 @@ class WhichSlice:
                     seq=4096,
                     lora_rank=16,
                 ),
-                job("GRPO on gemma3-4b, 2,000 steps", "grpo", "gemma3-4b", 2000, **_GRPO_DEMO),
+                job(
+                    "GRPO on gemma3-4b, 2,000 steps",
+                    "grpo",
+                    "gemma3-4b",
+                    2000,
+                    # from an empty cache its answer, the v5p-8 on 1x4, came after 27 min; in
+                    # 12 the search stopped after the v6e-4 (benchmarks/results/08_which_slice.json)
+                    minutes=40,
+                    **_GRPO_DEMO,
+                ),
                 job("the 130M pretraining run (notebook 04)", "train", "130m", 2.6e9, seq=2048),
             )
         )
