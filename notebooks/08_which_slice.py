@@ -57,9 +57,9 @@
 # dollars (the roofline divided by a named efficiency, never the roofline as a prediction), the
 # commands that rent it, and the frontier of hours against dollars. H100 and H200 are listed
 # beside, marked plainly: jax cannot compile for a GPU without one here. `local` (the default)
-# runs the same search on tiny models over three slices; `plan` runs the real jobs (minutes to
-# an hour on 2 cores; each verdict is cached); `device` is plan mode: the question is answered
-# before a slice is rented.
+# runs the same search on tiny models over three slices; `plan` runs the real jobs (up to 40
+# minutes each on 2 cores from an empty cache, `MINUTES`; each verdict is cached); `device` is
+# plan mode: the question is answered before a slice is rented.
 
 # %%
 # On Colab or Kaggle: install this project (tools/colab_install.sh); in a clone, `make setup`.
