@@ -283,7 +283,7 @@ if MODE == "plan" and SEARCH:
 # with. Kaggle's v5e-8 costs nothing within its weekly quota; GCP prices are dated.
 #
 # A memory-bound step is compiled on the meshes with more tp too (`shared.plan.faster_meshes`),
-# while each is a tenth faster. For the demo recipe (2 prompts × 4 completions a step) on the
+# while each is faster. For the demo recipe (2 prompts × 4 completions a step) on the
 # v5e-8: 9.13 s on 8x1 (at most 3,547 steps in 9 hours), 7.27 s on 4x2 (4,457), **6.82 s on
 # 2x4 (4,753)**; 1x8 cannot split gemma3-1b's 4 heads. At the scaling book's 40% training MFU
 # (no TPU measurement of a tunix GRPO step yet) 2x4 runs about **1,901 steps**: 22 steps a
