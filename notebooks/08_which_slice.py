@@ -17,29 +17,30 @@
 # # 08 · I have this job and this budget: which slice should I rent?
 #
 # ## Takeaway
-# **A rank-16 LoRA of gemma3-27b on 5e7 tokens at 4,096 tokens: rent a v6e-4.** The TPU
-# compiler fits it at batch 4 with block remat (30.24 of 31.25 GiB a chip): about 2.9 h and
-# $32 on demand at an assumed 40% MFU (at least 1.17 h and $12.66 at the roofline). A v5p-8
-# also fits (block, batch 4) for $49, and so does a v5e-8, Kaggle's: one sequence a step on a
-# 1x8 mesh with block remat (12.62 of 15.75 GiB a chip; 8x1, 4x2 and 2x4 need 24.96, 15.83 and
-# 18.15 GiB at their least batch), about 5.6 h and $54 (at least 2.24 h), inside a 9-hour
-# Kaggle session at that efficiency. v5e-4 does not fit one sequence a chip on 4x1 (its wider
-# meshes not compiled yet), and one v5e or v6e chip cannot hold the weights (51 GiB, known
-# without a compile). The search
-# answered in 10 min on 2 quiet cores from an empty cache: one 27B slice takes ~9 min of
-# compiles here, so its 12-minute budget left v5e and v5p to a second run (`MINUTES`). Gemma 4
-# 31B (seed 001's recipe): a v6e-4 too, on a 1x4 mesh at batch 1, 6.1 h and $66 (that job
-# compiles for up to 40 minutes: in 12 its search priced 4x1, 6.8 h and $73);
-# **GRPO on gemma3-4b for 2,000 steps: a v5p-8 on a 1x4 mesh, 3.7 h and $63**: a v5e-4 on
-# 1x4 costs as much in 13 h, a v6e-4 on 1x4 $72 in 6.7 h (that job compiles for up to 40
-# minutes: in 12 its search stopped before the v5p-8, and this notebook answered the v5e-4
-# until 2026-11-30). A decode reads
-# every weight for each of the 768 tokens, and on the default mesh (all chips on fsdp) each
-# chip gathers them whole: the v6e-4 on 4x1 takes 19 h and $207, and the v5e-4 does not fit
-# there (17.76 of 15.75 GiB a chip). Kaggle's
-# v5e-8 fits it on 2x4 in 25 h ($242 on GCP; 52 h on 8x1: `08_grpo_v5e8.json`). The 130M
-# run: one v6e chip, 2.2 h and $6. GPU rows are the TPU program's roofline at GPU peaks, not
-# compiler-checked.
+# Each answer is the TPU compiler's exact verdict on that slice, priced at an assumed 40% MFU
+# (the roofline, a lower bound, in brackets):
+# - **A rank-16 LoRA of gemma3-27b on 5e7 tokens at 4,096: a v6e-4**, batch 4 on 4x1 with
+#   block remat (30.24 of 31.25 GiB a chip), about 2.9 h and $32 on demand (1.17 h, $12.66).
+#   A v5p-8 fits too for $49, and so does Kaggle's v5e-8: one sequence a step on 1x8 with
+#   block remat (12.62 of 15.75 GiB a chip; 8x1, 4x2 and 2x4 need 24.96, 15.83 and 18.15 GiB
+#   at their least batch), 5.6 h and $54, inside a 9-hour session. A v5e-4 does not fit on
+#   4x1 (its wider meshes not compiled yet); one v5e or v6e chip cannot hold the weights
+#   (51 GiB, known without a compile).
+# - **Gemma 4 31B, seed 001's recipe (rank-16 LoRA, 1e8 tokens at 2,048): a v6e-4 on 1x4** at
+#   batch 1, 6.1 h and $66; on 4x1 it takes 6.8 h and $73.
+# - **GRPO on gemma3-4b for 2,000 steps of tunix's demo recipe: a v5p-8 on 1x4**, 3.7 h and
+#   $63. A v5e-4 on 1x4 costs as much in 13 h, a v6e-4 on 1x4 $72 in 6.7 h. A decode reads
+#   every weight for each of the 768 tokens, and on the default mesh (all chips on fsdp) each
+#   chip gathers them whole: the v6e-4 on 4x1 takes 19 h and $207, and the v5e-4 does not fit
+#   there (17.76 of 15.75 GiB a chip). Kaggle's v5e-8 fits it on 2x4 in 25 h ($242 on GCP;
+#   52 h on 8x1: `08_grpo_v5e8.json`).
+# - **Notebook 04's 130M pretraining run (2.6B tokens): one v6e chip**, 2.2 h and $6.
+#
+# The 27B search answered in 10 min on 2 quiet cores from an empty cache, its 12-minute budget
+# leaving v5e and v5p to a second run (`MINUTES`). The 31B and GRPO searches reach their
+# answers after 27-31 minutes and run with 40: in 12 they answered 4x1 and the v6e-4, and
+# until 2026-11-30 this notebook said the GRPO job's was a v5e-4. GPU rows are the TPU
+# program's roofline at GPU peaks, not compiler-checked.
 #
 # ![Hours against dollars, one point per slice](../docs/figures/08_which_slice.png)
 #
