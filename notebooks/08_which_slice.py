@@ -90,6 +90,7 @@ MODE = report.use_mode(MODE)  # before jax: every mode compiles for TPU targets 
 import matplotlib.pyplot as plt
 
 from shared.data import files
+from shared.findings import which_slice as findings
 from shared.plan import cheapest, cheapest_view
 from shared.plan.jobs import WhichSlice
 
@@ -97,6 +98,7 @@ setting = report.setting(
     MODE, WhichSlice, SLICES=SLICES, MAX_SLICES=MAX_SLICES, PRICE=PRICE,
     WITHIN_HOURS=WITHIN_HOURS, MINUTES=MINUTES)
 out = report.results_dir(RESULTS_DIR)
+quoted = report.committed(findings.QUOTED)  # the searches the Takeaway quotes
 for number, job in enumerate(setting.jobs, 1):
     print(f"job {number}: {job.title}: {job.workload} {job.model}, {job.amount:,.4g} {job.unit}")
 
@@ -110,6 +112,7 @@ def answer(job):
     files.write_json(out / f"job_{job.model}_{job.workload}.json", result)
     print(cheapest_view.table(result), "\n")
     print(cheapest_view.describe(result))
+    findings.check_answer(job.title, result, quoted)
     return result
 
 

@@ -10,7 +10,9 @@ import time
 import pytest
 from conftest import cli_exit
 
+from shared import report
 from shared.errors import BadInput
+from shared.findings import which_slice
 from shared.hardware import parse_target, rent
 from shared.plan import Request, candidate, cheapest, cheapest_view, jobs, slice_job
 from shared.plan.__main__ import main as plan_cli
@@ -264,6 +266,28 @@ def test_a_job_that_needs_longer_keeps_its_own_budget_unless_the_reader_names_on
     assert {chosen.minutes_for(j) for j in field.jobs} == {5}
     with pytest.raises(BadInput, match="minutes"):
         jobs.job("a job", "rollout", "gemma3-1b", 10, minutes=0)
+
+
+def test_a_plan_run_says_where_its_answer_differs_from_the_takeaways(capsys):
+    """The GRPO job's 12-minute search answered the v6e-4, its committed one the v5p-8: a run
+    like that says so; one that asked another question (other slices) compares nothing."""
+    quoted = report.committed(which_slice.QUOTED)
+    title = "GRPO on gemma3-4b, 2,000 steps"
+    committed = quoted["jobs"][title]["result"]
+    which_slice.check_answer(title, committed, quoted)
+    assert "the cheapest: v5p-8 on 1x4 at batch 8, $62.67 on-demand agrees" in (
+        capsys.readouterr().out
+    )
+    (v6e4,) = [r for r in committed["rows"] if r["target"] == "v6e-4"]
+    shorter = {**committed, "choice": v6e4}
+    which_slice.check_answer(title, shorter, quoted)
+    out = capsys.readouterr().out
+    assert "v6e-4 on 1x4 at batch 8, $72.08 on-demand DIFFERS from the committed v5p-8" in out
+    assert "a shorter MINUTES" in out
+    fewer = {**shorter, "rows": [r for r in committed["rows"] if r["target"] != "v5p-8"]}
+    which_slice.check_answer(title, fewer, quoted)
+    which_slice.check_answer("a job nobody committed", committed, quoted)
+    assert capsys.readouterr().out == ""
 
 
 def test_a_remat_that_keeps_more_is_not_compiled_where_a_lighter_one_does_not_fit(monkeypatch):

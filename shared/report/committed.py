@@ -36,16 +36,18 @@ STALE = (
 )
 
 
-def agree(
-    what: str, live: float, quoted: float | None, *, rel: float = 0.0, why: str = STALE
-) -> bool:
-    """Print whether a number this run produced matches the one "What we found" quotes (from a
-    committed result); `rel` is the relative difference still called agreement (timings), `why`
-    what a difference means (a timing's depends on the host as much as on the code)."""
+def agree(what: str, live, quoted, *, rel: float = 0.0, why: str = STALE) -> bool:
+    """Print whether a number (or an answer in words) this run produced matches the one "What
+    we found" quotes (from a committed result); `rel` is the relative difference still called
+    agreement (timings), `why` what a difference means (a timing's depends on the host as much
+    as on the code)."""
     if quoted is None:
         print(f"{what}: {live} (no committed number to compare with here)")
         return True
-    same = math.isclose(live, quoted, rel_tol=rel, abs_tol=0 if rel else 1e-12)
+    if isinstance(live, str) or isinstance(quoted, str):
+        same = live == quoted
+    else:
+        same = math.isclose(live, quoted, rel_tol=rel, abs_tol=0 if rel else 1e-12)
     verdict = "agrees with" if same else "DIFFERS from"
     print(f"{what}: {live} {verdict} the committed {quoted}" + ("" if same else f": {why}"))
     return same
