@@ -15,6 +15,7 @@ v6e-4 its run chose: --jobs 3 --slices v5e-8,v6e-4 --minutes 50).
 """
 
 import argparse
+import dataclasses
 import json
 import os
 import tempfile
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         help="also draw every job in --out, hours against dollars (--jobs none: only that)",
     )
     a = p.parse_args(argv)
-    setting = WhichSlice.field()
+    setting = dataclasses.replace(WhichSlice.field(), minutes=a.minutes)
     numbers = [int(n) for n in a.jobs.split(",") if n.strip().isdigit()]
     if a.jobs != "none" and (not numbers or any(not 1 <= n <= len(setting.jobs) for n in numbers)):
         raise BadInput(f"--jobs takes numbers 1 to {len(setting.jobs)} (e.g. 2 or 1,2) or none")
@@ -62,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     report["jobs"] = earlier.get("jobs", {})
     for number in numbers:
         job = setting.jobs[number - 1]
-        minutes = a.minutes or setting.minutes_for(job)
+        minutes = setting.minutes_for(job)
         load = os.getloadavg()
         with tempfile.TemporaryDirectory() as empty:
             if a.empty_cache:

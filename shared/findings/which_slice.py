@@ -44,8 +44,7 @@ def _answer(result: dict) -> str:
     choice = result["choice"]
     if not choice:
         return "no slice fits"
-    mesh = mesh_name((choice["mesh_shape"]["fsdp"], choice["mesh_shape"]["tp"]))
     return (
-        f"{choice['target']} on {mesh} at batch {choice['batch']}, "
+        f"{choice['target']} on {mesh_name(choice['mesh_shape'])} at batch {choice['batch']}, "
         f"${choice['dollars']:,.2f} {result['price_kind']}"
     )
