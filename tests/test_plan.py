@@ -536,6 +536,57 @@ def test_a_squeeze_above_an_exact_low_end_gallops(monkeypatch):
     assert len(exact) <= 10, exact  # 1504, 1512, 1888, halving to 1696 and 1704, the checks
 
 
+def _squeezing_compiler(monkeypatch, answer: int, probe_answer: int) -> list[tuple[int, bool]]:
+    """A made-up compiler shaped like GRPO of gemma3-1b on an 8x1 v6e-8 (33.6 GB a chip): 0.45
+    GB a row to 64 rows, then squeezed to 31.3-31.9 GB up to `answer`, 34.7 GB and more past
+    it; probes at buffer assignment squeeze alike, 0.8% under, up to `probe_answer`. Every
+    search compile goes through it: returns the exact ones, (batch, fits), in order."""
+    usable, exact = 33.55e9, []
+
+    def used(batch: int, last_fit: int) -> float:
+        if batch <= 64:
+            return 1.5e9 + 0.44e9 * batch
+        return 31.3e9 + 0.004e9 * batch if batch <= last_fit else 34.7e9 + 0.26e9 * batch
+
+    def verdict_of(request):
+        point = _fake_verdict(request, used(request.batch, answer), usable)
+        exact.append((request.batch, point["fits"]))
+        return point
+
+    def probe_of(request):
+        bytes_ = 0.992 * used(request.batch, probe_answer)
+        return {**_fake_verdict(request, bytes_, usable), "probe": "assigned"}
+
+    _fake_compiler(monkeypatch, verdict_of)
+    monkeypatch.setattr(search, "locates_at_assignment", lambda request, shape: True)
+    monkeypatch.setattr(
+        search,
+        "assigned_points",
+        lambda requests, use_cache, finish=False: [probe_of(r) for r in requests],
+    )
+    return exact
+
+
+@pytest.mark.parametrize("probe_answer", [120, 128])
+def test_a_missed_first_round_climbs_by_probes_and_compiles_exactly_at_the_boundary(
+    monkeypatch, probe_answer
+):
+    """GRPO of gemma3-1b on an 8x1 v6e-8 fit 72, 80, 88, 104, 112 and 120 exactly (200-245 s
+    each, the compiler squeezing at 31.3-31.9 of 33.6 GB) before 128 failed. Where the first
+    exact round misses, probes at buffer assignment (44-46 s) climb to the boundary, and the
+    exact compiles confirm it there: two that fit, the failure and the check above. Where the
+    probes' boundary is a unit above the exact one (their bytes a little under), the exact
+    failure there moves the answer down: it is always the exact compiles'."""
+    exact = _squeezing_compiler(monkeypatch, answer=120, probe_answer=probe_answer)
+    result = search.searcher(plan.Request("scale", "none", "v6e-8"), progress=False)((8, 1))
+    assert (result["max_batch"], result["first_not_fitting"]) == (120, 128), exact
+    fitting = [b for b, fits in exact if fits]
+    assert fitting == [72, 120], exact  # the first round, then the answer
+    assert [b for b, fits in exact if not fits] == [128, 136], exact
+    located = [p["batch"] for p in result["assigned_probes"]]
+    assert len(located) == len(set(located)) and max(located) <= 160, str(located)  # no repeat
+
+
 @pytest.mark.parametrize(
     "rollout_gib_a_row, exact_bend, answer", [(0.05, 0, 300), (0.12, 0, 258), (0.05, 0.5, 283)]
 )
