@@ -51,6 +51,12 @@ Parts (`--parts`, comma-separated):
   fast at its v5e-1 boundary, and the field's tunix 0.1.6 bracket (batch 200 ran, 256 ran out
   of HBM). To compare a newer libtpu without changing the project's pins:
   `pip install --target DIR libtpu==X` and run with `PYTHONPATH=DIR`.
+- `climb`: `--max-batch` for GRPO of `--climb-model` on `--climb-target`, pinned to
+  `--climb-mesh` (by default the atlas's gemma3-1b cell on the 8x1 mesh of a v6e-8, where the
+  compiler squeezes near the HBM), twice from an empty cache in one run: the exact rounds
+  aimed by lines alone (search.MAX_LOCATED = 0, as before 2026-11-30), then with probes at
+  buffer assignment climbing between them (shared.plan.search.locate_boundary): each
+  search's answer, exact compiles that fit and that fail, probes, wall, and the ratio.
 Runs on any machine with libtpu, no TPU needed. Compile times say something about the engine
 only on a quiet machine: the JSON records the load average before and after each part and
 flags a part that started above QUIET_LOAD (run nothing else beside it).
@@ -290,6 +296,7 @@ PARTS = (
     "locate-rollout",
     "mesh-search",
     "builds",
+    "climb",
 )
 
 
@@ -454,6 +461,44 @@ def mesh_search(a) -> dict:
     return out
 
 
+def climb(a) -> dict:
+    """The `climb` part (module doc): one search without the located climb, then with it,
+    each from its own empty cache (the second must not read the first's compiles)."""
+    from shared.plan import search as plan_search
+
+    request = plan.Request(
+        "grpo",
+        a.climb_model,
+        a.climb_target,
+        prompt_len=a.prompt_len,
+        steps=a.steps,
+        mesh=a.climb_mesh,
+    )
+    out, climbs, cache = (
+        {"request": dataclasses.asdict(request)},
+        plan_search.MAX_LOCATED,
+        verdict.CACHE_DIR,
+    )
+    for name, max_located in (("lines_only", 0), ("climb", climbs)):
+        plan_search.MAX_LOCATED = max_located
+        with tempfile.TemporaryDirectory() as empty:
+            verdict.CACHE_DIR = Path(empty)
+            search, wall = _timed(plan.max_batch, request, progress=False)
+        exact = [p for p in search["probes"] if not p["fast"] and p.get("compiled", True)]
+        out[name] = {
+            **_searched(request, search, wall),
+            "exact_fits": sum(p["fits"] for p in exact),
+            "exact_failures": sum(not p["fits"] for p in exact),
+            "exact_fit_s": sum(p["compile_s"] for p in exact if p["fits"]),
+        }
+        print(f"climb {name}: {out[name]['summary']}, {wall:.0f} s", flush=True)
+    plan_search.MAX_LOCATED, verdict.CACHE_DIR = climbs, cache
+    out["climb_over_lines_only"] = (
+        out["climb"]["search_wall_s"] / out["lines_only"]["search_wall_s"]
+    )
+    return out
+
+
 def builds(a) -> dict:
     """The `builds` part (module doc): seconds of the mesh comparison's arithmetic, then of each
     build of the same step at rising batches on the rule's mesh."""
@@ -540,6 +585,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--locate-deep-model", default="llama3.1-8b")
     p.add_argument("--locate-deep-batch", type=int, default=4)
     p.add_argument("--locate-deep-mesh", default="2x4")
+    p.add_argument("--climb-model", default="gemma3-1b")
+    p.add_argument("--climb-target", default="v6e-8")
+    p.add_argument("--climb-mesh", default="8x1")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
     parts = [choose("part", name, PARTS) for name in filter(None, args.parts.split(","))]
@@ -614,6 +662,9 @@ def main(argv: list[str] | None = None) -> int:
             _part(report, "mesh_search", lambda: mesh_search(args), args.out)
         if "builds" in parts:
             _part(report, "builds", lambda: builds(args), args.out)
+        if "climb" in parts:
+            _part(report, "climb", lambda: climb(args), args.out)
+            print(f"climb: {report['climb']['climb_over_lines_only']:.2f}x the wall", flush=True)
     return 0
 
 

@@ -69,7 +69,8 @@ CEILING = 1 << 16  # the largest batch a search tries; reaching it is reported a
 # exact rounds that compile (besides checks above) before a search gives up on a non-linear
 # line; a batch answered by arithmetic costs nothing and counts none
 MAX_EXACT = 8
-# probes at buffer assignment a search's located climb takes at most (locate_boundary)
+# probes at buffer assignment a search's located climb takes at most (locate_boundary); 0: no
+# climb, every round compiles exactly where the lines aim (bench_plan's `climb` part compares)
 MAX_LOCATED = 8
 
 
@@ -420,7 +421,7 @@ def _max_batch_on(
         if then is not None and best < then and (worst is None or then < worst):
             candidate, then = then, None  # the located failure above the located answer
             continue
-        if at_assignment:  # every round: an exact failure at a located fit climbs again
+        if at_assignment and MAX_LOCATED:  # an exact failure at a located fit climbs again
             candidate, then = locate_boundary(
                 exact, point, located, locate, located_slope, reference, usable, unit, ceiling
             )
