@@ -23,9 +23,9 @@
 #   block remat (30.24 of 31.25 GiB a chip), about 2.9 h and $32 on demand (1.17 h, $12.66).
 #   A v5p-8 fits too for $49, and so does Kaggle's v5e-8: one sequence a step on 1x8 with
 #   block remat (12.62 of 15.75 GiB a chip; 8x1, 4x2 and 2x4 need 24.96, 15.83 and 18.15 GiB
-#   at their least batch), 5.6 h and $54, inside a 9-hour session. A v5e-4 does not fit on
-#   4x1 (its wider meshes not compiled yet); one v5e or v6e chip cannot hold the weights
-#   (51 GiB, known without a compile).
+#   at their least batch), 5.6 h and $54, inside a 9-hour session. A v5e-4 fits on none of
+#   its meshes (4x1, 2x2 and 1x4 need 28.67, 21.82 and 17.97 GiB a chip at their least
+#   batch); one v5e or v6e chip cannot hold the weights (51 GiB, known without a compile).
 # - **Gemma 4 31B, seed 001's recipe (rank-16 LoRA, 1e8 tokens at 2,048): a v6e-4 on 1x4** at
 #   batch 1, 6.1 h and $66; on 4x1 it takes 6.8 h and $73.
 # - **GRPO on gemma3-4b for 2,000 steps of tunix's demo recipe: a v5p-8 on 1x4**, 3.7 h and
@@ -36,11 +36,12 @@
 #   52 h on 8x1: `08_grpo_v5e8.json`).
 # - **Notebook 04's 130M pretraining run (2.6B tokens): one v6e chip**, 2.2 h and $6.
 #
-# The 27B search answered in 10 min on 2 quiet cores from an empty cache, its 12-minute budget
-# leaving v5e and v5p to a second run (`MINUTES`). The 31B and GRPO searches reach their
-# answers after 27-31 minutes and run with 40: in 12 they answered 4x1 and the v6e-4, and
-# until 2026-11-30 this notebook said the GRPO job's was a v5e-4. GPU rows are the TPU
-# program's roofline at GPU peaks, not compiler-checked.
+# With its 12-minute budget the 27B search compiles the v6e-4's 4x1 and answers that; given
+# 45 (42 min on 2 quiet cores from an empty cache) it also found 2x2 slower there, compiled the
+# v5e-4 and v5e-8, and answered the same, the v5p-8 left to a second run. The 31B and GRPO
+# searches reach their answers after 27-31 minutes and run with 40: in 12 they answered 4x1
+# and the v6e-4, and until 2026-11-30 this notebook said the GRPO job's was a v5e-4. GPU rows
+# are the TPU program's roofline at GPU peaks, not compiler-checked.
 #
 # ![Hours against dollars, one point per slice](../docs/figures/08_which_slice.png)
 #
@@ -171,7 +172,8 @@ report.table(summary, out, "summary")
 # %% [markdown]
 # ## Evidence
 # The Takeaway's numbers are `benchmarks/results/08_which_slice.json` (the four jobs, each timed
-# on a quiet 2-core CPU from an empty plan cache with its load average, 2026-11-26; the GRPO job
+# on a quiet 2-core CPU from an empty plan cache with its load average, 2026-11-26; the 27B job
+# again on 2026-11-30 with `--minutes 45`, 42 min, load 0.62 before; the GRPO job
 # again on 2026-11-30 from an empty cache with `--minutes 60`, 48 min, load 1.10 before, its
 # answer reached after 27; the 31B job on 2026-11-30 with `--minutes 40`, 31 min, load
 # 0.74 before, from a cache that held its 4x1 search), `08_grpo_v5e8.json` (that job on the
@@ -182,6 +184,8 @@ report.table(summary, out, "summary")
 # 2026-11-22.
 #
 #     python benchmarks/bench_cheapest.py --jobs 2,1,3,4 --empty-cache \
+#         --out benchmarks/results/08_which_slice.json --figure docs/figures/08_which_slice.png
+#     python benchmarks/bench_cheapest.py --jobs 2 --minutes 45 --empty-cache \
 #         --out benchmarks/results/08_which_slice.json --figure docs/figures/08_which_slice.png
 #     python benchmarks/bench_cheapest.py --jobs 1 --minutes 40 \
 #         --out benchmarks/results/08_which_slice.json --figure docs/figures/08_which_slice.png
