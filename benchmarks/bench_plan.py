@@ -54,9 +54,9 @@ Parts (`--parts`, comma-separated):
 - `climb`: `--max-batch` for GRPO of `--climb-model` on `--climb-target`, pinned to
   `--climb-mesh` (by default the atlas's gemma3-1b cell on the 8x1 mesh of a v6e-8, where the
   compiler squeezes near the HBM), twice from an empty cache in one run: the exact rounds
-  aimed by lines alone (search.MAX_LOCATED = 0, as before 2026-11-30), then with probes at
-  buffer assignment climbing between them (shared.plan.search.locate_boundary): each
-  search's answer, exact compiles that fit and that fail, probes, wall, and the ratio.
+  aimed by lines alone (search_climb.MAX_LOCATED = 0, as before 2026-11-30), then with probes
+  at buffer assignment climbing between them (shared.plan.search_climb): each search's answer,
+  exact compiles that fit and that fail, probes, wall, and the ratio.
 Runs on any machine with libtpu, no TPU needed. Compile times say something about the engine
 only on a quiet machine: the JSON records the load average before and after each part and
 flags a part that started above QUIET_LOAD (run nothing else beside it).
@@ -464,7 +464,7 @@ def mesh_search(a) -> dict:
 def climb(a) -> dict:
     """The `climb` part (module doc): one search without the located climb, then with it,
     each from its own empty cache (the second must not read the first's compiles)."""
-    from shared.plan import search as plan_search
+    from shared.plan import search_climb
 
     request = plan.Request(
         "grpo",
@@ -476,11 +476,11 @@ def climb(a) -> dict:
     )
     out, climbs, cache = (
         {"request": dataclasses.asdict(request)},
-        plan_search.MAX_LOCATED,
+        search_climb.MAX_LOCATED,
         verdict.CACHE_DIR,
     )
     for name, max_located in (("lines_only", 0), ("climb", climbs)):
-        plan_search.MAX_LOCATED = max_located
+        search_climb.MAX_LOCATED = max_located
         with tempfile.TemporaryDirectory() as empty:
             verdict.CACHE_DIR = Path(empty)
             search, wall = _timed(plan.max_batch, request, progress=False)
@@ -492,7 +492,7 @@ def climb(a) -> dict:
             "exact_fit_s": sum(p["compile_s"] for p in exact if p["fits"]),
         }
         print(f"climb {name}: {out[name]['summary']}, {wall:.0f} s", flush=True)
-    plan_search.MAX_LOCATED, verdict.CACHE_DIR = climbs, cache
+    search_climb.MAX_LOCATED, verdict.CACHE_DIR = climbs, cache
     out["climb_over_lines_only"] = (
         out["climb"]["search_wall_s"] / out["lines_only"]["search_wall_s"]
     )

@@ -28,6 +28,7 @@ from shared.plan import (
     cut_depth,
     host_memory,
     search,
+    search_climb,
     search_lines,
     search_meshes,
     search_phases,
@@ -587,7 +588,7 @@ def test_a_missed_first_round_climbs_by_probes_and_compiles_exactly_at_the_bound
     assert len(located) == len(set(located)) and max(located) <= 160, str(located)  # no repeat
 
     exact.clear()  # the exact rounds aimed by lines alone, as before: they creep up the squeeze
-    monkeypatch.setattr(search, "MAX_LOCATED", 0)
+    monkeypatch.setattr(search_climb, "MAX_LOCATED", 0)
     result = search.searcher(plan.Request("scale", "none", "v6e-8"), progress=False)((8, 1))
     assert result["max_batch"] == 120 and sum(fits for _, fits in exact) >= 5, exact
 

@@ -16,7 +16,7 @@ Bytes per device grow close to linearly with the batch (KV cache, activations). 
    that all fit, the line through the largest two; with points on both sides, the line
    through the nearest two (regula falsi); with failures only, the line through two compiled
    ones, else from the largest located fit to the nearest failure. Where the first exact
-   round leaves the bracket open, the same aims steer probes instead (locate_boundary), until a
+   round leaves the bracket open, the same aims steer probes instead (search_climb), until a
    located fit and a located failure sit one unit apart, and the exact rounds go on at them:
    a probe costs what a failing exact compile does, a fourth of a fitting one's.
    A point that fails stops compiling at its first failing executable; a GRPO step compiles
@@ -37,9 +37,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
 
 from shared.hardware import parse_target
+from shared.plan import search_climb
 from shared.plan.assigned import (
     assigned_points,
     finish_compile,
@@ -69,9 +69,6 @@ CEILING = 1 << 16  # the largest batch a search tries; reaching it is reported a
 # exact rounds that compile (besides checks above) before a search gives up on a non-linear
 # line; a batch answered by arithmetic costs nothing and counts none
 MAX_EXACT = 8
-# probes at buffer assignment a search's located climb takes at most (locate_boundary); 0: no
-# climb, every round compiles exactly where the lines aim (bench_plan's `climb` part compares)
-MAX_LOCATED = 8
 
 
 def max_batch(
@@ -346,7 +343,7 @@ def _max_batch_on(
     rounds = 0
     kept, kept_worst = 0, None  # rounds in a row that kept the bracket's failing end (illinois)
     checking = False  # the candidate is a check above the answer: most likely a failure
-    then = None  # the failing end of the latest located climb (locate_boundary)
+    then = None  # the failing end of the latest located climb (search_climb)
     while True:
         if candidate not in exact:
             beside = partner(candidate, exact, unit, ceiling) if paired else None
@@ -421,8 +418,8 @@ def _max_batch_on(
         if then is not None and best < then and (worst is None or then < worst):
             candidate, then = then, None  # the located failure above the located answer
             continue
-        if at_assignment and MAX_LOCATED:  # an exact failure at a located fit climbs again
-            candidate, then = locate_boundary(
+        if at_assignment and search_climb.MAX_LOCATED:  # a failure at a located fit climbs again
+            candidate, then = search_climb.locate_boundary(
                 exact, point, located, locate, located_slope, reference, usable, unit, ceiling
             )
             continue
@@ -433,51 +430,3 @@ def _max_batch_on(
         exact[unit] = probe([unit], False)[0]  # "not even one unit fits" must be an exact verdict
     bar.close()
     return search_result(request, shape, unit, ceiling, exact, probes, assigned_probes, start)
-
-
-def locate_boundary(
-    exact: dict[int, dict],
-    newest: dict,
-    located: list[dict],
-    locate: Callable[[int], dict],
-    located_slope: float | None,
-    reference: float | None,
-    usable: int,
-    unit: int,
-    ceiling: int,
-) -> tuple[int, int | None]:
-    """Where the next exact round compiles, found by probes at buffer assignment (`locate`,
-    shared.plan.assigned) aimed as exact compiles would be (next_guess) inside the bracket the
-    `exact` points leave, until a located fit and a located failure sit one unit apart (or
-    MAX_LOCATED probes): that fit, or one unit above the largest exact fit where nothing
-    located fits above it, and the located failure above it (None: none), which the search
-    compiles next where that fit's exact compile fits too. `located` holds the probes so far
-    (those inside the bracket start the climb: where an exact compile failed at a located fit,
-    the next climb starts below it) and gains every new one.
-
-    Why: where the first exact round misses, the lines that aim the next ones miss too (the
-    compiler squeezes near the HBM, the bytes bend), and each miss that fits is an exact
-    compile of 3-5x a probe's time. GRPO of gemma3-1b on an 8x1 v6e-8 fit 72, 80, 88, 104,
-    112 and 120 exactly, 200-245 s each at 31.3-31.9 of 33.6 GB, before 128 failed; probes
-    of 104, 120 and 128 took 44-46 s each and put them at 31.27, 31.63 (fits) and 34.66 GB
-    (fails), the exact bytes less 0.8%, 0.7% and 0% (one run at nice 10, beside two atlas runs).
-    The answer is still the exact compiles' at the boundary: a probe only aims them."""
-    low, high = bracket(exact)  # the exact verdicts bound the climb, probes fill it in
-    points = {
-        p["batch"]: p for p in located if low < p["batch"] and (not high or p["batch"] < high)
-    }
-    points.update(exact)
-    kept, kept_worst = 0, None
-    for _ in range(MAX_LOCATED):
-        best, worst = bracket(points)
-        if (worst is not None and worst - best <= unit) or (worst is None and best >= ceiling):
-            break
-        kept = kept + 1 if worst is not None and worst == kept_worst else 0
-        kept_worst = worst
-        guess = next_guess(
-            points, newest, located, located_slope, reference, usable, unit, ceiling, kept
-        )
-        newest = points[guess] = locate(guess)
-        located.append(newest)
-    best, worst = bracket(points)
-    return max(best, low + unit), worst

@@ -1,0 +1,61 @@
+"""The located climb of a batch search (shared.plan.search): where an exact round leaves the
+bracket open, probes at buffer assignment (shared.plan.assigned), aimed as exact compiles would
+be (search_lines.next_guess), find where the next exact compiles go."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from shared.plan.search_lines import bracket, next_guess
+
+# probes at buffer assignment a search's located climb takes at most (locate_boundary); 0: no
+# climb, every round compiles exactly where the lines aim (bench_plan's `climb` part compares)
+MAX_LOCATED = 8
+
+
+def locate_boundary(
+    exact: dict[int, dict],
+    newest: dict,
+    located: list[dict],
+    locate: Callable[[int], dict],
+    located_slope: float | None,
+    reference: float | None,
+    usable: int,
+    unit: int,
+    ceiling: int,
+) -> tuple[int, int | None]:
+    """Where the next exact round compiles, found by probes at buffer assignment (`locate`,
+    shared.plan.assigned) aimed as exact compiles would be (next_guess) inside the bracket the
+    `exact` points leave, until a located fit and a located failure sit one unit apart (or
+    MAX_LOCATED probes): that fit, or one unit above the largest exact fit where nothing
+    located fits above it, and the located failure above it (None: none), which the search
+    compiles next where that fit's exact compile fits too. `located` holds the probes so far
+    (those inside the bracket start the climb: where an exact compile failed at a located fit,
+    the next climb starts below it) and gains every new one.
+
+    Why: where the first exact round misses, the lines that aim the next ones miss too (the
+    compiler squeezes near the HBM, the bytes bend), and each miss that fits is an exact
+    compile of 3-5x a probe's time. GRPO of gemma3-1b on an 8x1 v6e-8 fit 72, 80, 88, 104,
+    112 and 120 exactly, 200-245 s each at 31.3-31.9 of 33.6 GB, before 128 failed; probes
+    of 104, 120 and 128 took 44-46 s each and put them at 31.27, 31.63 (fits) and 34.66 GB
+    (fails), the exact bytes less 0.8%, 0.7% and 0% (one run at nice 10, beside two atlas runs).
+    The answer is still the exact compiles' at the boundary: a probe only aims them."""
+    low, high = bracket(exact)  # the exact verdicts bound the climb, probes fill it in
+    points = {
+        p["batch"]: p for p in located if low < p["batch"] and (not high or p["batch"] < high)
+    }
+    points.update(exact)
+    kept, kept_worst = 0, None
+    for _ in range(MAX_LOCATED):
+        best, worst = bracket(points)
+        if (worst is not None and worst - best <= unit) or (worst is None and best >= ceiling):
+            break
+        kept = kept + 1 if worst is not None and worst == kept_worst else 0
+        kept_worst = worst
+        guess = next_guess(
+            points, newest, located, located_slope, reference, usable, unit, ceiling, kept
+        )
+        newest = points[guess] = locate(guess)
+        located.append(newest)
+    best, worst = bracket(points)
+    return max(best, low + unit), worst
