@@ -1148,3 +1148,26 @@ def test_a_search_that_is_an_atlas_cell_is_answered_from_the_store(tmp_path):
     on_v5e_8 = dataclasses.replace(request, target="v5e-8")
     assert answer.committed_search(on_v5e_8, None, store) is None
     assert answer.committed_search(on_v5e_8, 8, store)["max_batch"] == 0
+
+
+def test_a_cell_says_where_the_compiler_failed_and_lookup_words_it():
+    """GRPO of gemma3-1b on a tpu7x-8: libtpu 0.0.42.1 fails inside itself at 200 and 208
+    (a RET_CHECK in its SparseCore gather emitter). The search goes on below (shared.plan.
+    search); the cell shows its answer with where the compiler failed, not "failed", and the
+    lookup says so in words, with no failing batch to name."""
+    from shared.plan import lookup
+    from shared.plan.atlas.render import cell_text
+
+    message = "INTERNAL: RET_CHECK failure (gather_emitter.cc:5360)"
+    errors = [{"batch": 200, "error": message}, {"batch": 208, "error": message}]
+    row = _row("gemma3-1b", "tpu7x-8", "grpo", max_batch=192, first_not_fitting=None)
+    row.update(compiler_errors=errors, ceiling=192)
+    assert cell_text(row) == "✓ 192 (compiler fails at 200, compiler fails at 208)"
+    assert not atlas.needs_check(row) and not atlas.has_gap(row)
+    none = {**row, "max_batch": 0, "compiler_errors": errors[:1], "units": {"8x1": 8}}
+    assert cell_text(none) == "✗ 0 (compiler fails at 200)"
+    done = next(r for r in lookup.read_table() if r["status"] == "ok" and r["bytes_per_device"])
+    csv = {**done, "max_batch": "192", "first_not_fitting": "", "at_least": "False"}
+    csv.update(converged="True", needs_check="False", compiler_errors=f"200: {message}")
+    text = lookup.describe(csv)
+    assert f"largest batch 192 (at 200: {message}: the compiler fails there" in text, text

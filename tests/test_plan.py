@@ -25,8 +25,10 @@ from shared.errors import BadInput
 from shared.hardware import parse_target
 from shared.paths import ROOT
 from shared.plan import (
+    compiled,
     cut_depth,
     host_memory,
+    point_view,
     search,
     search_climb,
     search_lines,
@@ -1320,6 +1322,9 @@ def test_probe_rows_record_each_compile_of_a_search_in_one_shape():
     (row,) = probe_rows(found)
     assert set(row) == {*PROBE_COLUMNS, "compile_s"}
     assert row["refused"] is True and row["compile_s"] == 2.0 and row["cached"] is None
+    failed = {**refused, "refused": [], "compiler_errors": {"update": "INTERNAL: RET_CHECK"}}
+    (row,) = probe_rows({"probes": [failed]})
+    assert row["compiler_failed"] is True and row["refused"] is False
 
 
 def test_a_verdict_is_keyed_on_the_fields_its_workload_reads():
@@ -1523,3 +1528,84 @@ def test_a_line_from_an_exact_low_end_takes_its_slope_from_two_located_points(mo
     exact = [p["batch"] for p in result["probes"] if not p["fast"] and p.get("compiled", True)]
     assert (result["max_batch"], result["first_not_fitting"]) == (272, 273), exact
     assert max(exact) <= 1.05 * 272, exact  # nothing compiled exactly far over the HBM
+
+
+def test_a_compiler_failure_is_a_verdict_with_its_message_not_a_crash(monkeypatch, capsys):
+    """libtpu 0.0.42.1 failed inside itself on GRPO of gemma3-1b on a tpu7x-8 at batch 208
+    (INTERNAL: a RET_CHECK in the SparseCore gather emitter) where batch 8 compiled: such a
+    compile is a data point with its message (compiled.compiler_failure), and the verdict says
+    the compiler fails, not that the batch is over the HBM. What a caller asked wrongly (an
+    option the compiler does not know) still raises."""
+    message = "INTERNAL: RET_CHECK failure (gather_emitter.cc:5360) num_indices_per_output == 1"
+
+    class Lowered:
+        def __init__(self, error: str):
+            self.error = error
+
+        def compile(self, options):
+            raise RuntimeError(self.error)
+
+    summary, layout = compiled.compile_with_layout(Lowered(message))
+    assert summary["compiler_error"] == message and layout is None
+    assert summary["total_bytes"] == 0 and not summary["refused"]
+    with pytest.raises(RuntimeError, match="No such compile option"):
+        compiled.compile_with_layout(Lowered("INVALID_ARGUMENT: No such compile option: 'x'"))
+    refused = compiled.compile_with_layout(
+        Lowered("RESOURCE_EXHAUSTED: HLO temporaries (15.78G) exceeds available HBM (15.75G)")
+    )[0]
+    assert refused["refused"] and not refused["compiler_error"]
+
+    failing = {**compiled.compiler_failure(RuntimeError(message)), "compile_s": 1.0}
+    monkeypatch.setattr(verdict, "compile_with_layout", lambda lowered, options: (failing, None))
+    point = plan.plan_point(plan.Request("scale", "none", "v5e-1", batch=8), use_cache=False)
+    assert not point["fits"] and point["compiler_errors"] == {"scale": message}
+    point_view.print_point(point)
+    printed = capsys.readouterr().out
+    assert "THE COMPILER FAILS" in printed and "DOES NOT FIT" not in printed
+    assert f"the compiler failed on it (not for lack of HBM): {message}" in printed
+
+
+@pytest.mark.parametrize(
+    "failing, answer",
+    # exact compiles fail inside the compiler at 208 and above (a probe at buffer assignment,
+    # before the emitter, does not), at 240 alone (the boundary by bytes), and at every batch
+    [(lambda b: b >= 208, 200), (lambda b: b == 240, 232), (bool, 0)],
+)
+def test_a_search_goes_on_below_where_the_compiler_fails(monkeypatch, failing, answer):
+    """Bytes fit up to 240 on an 8x1 v6e-8 (unit 8), but the compiler fails inside itself at
+    `failing` batches: those are neither fits nor failures (no bytes to aim with); the search
+    goes on a unit below the least of them above its largest fit and says where it failed,
+    and the answer is still an exact compile that fits."""
+    usable = 33.55e9
+    message = "INTERNAL: RET_CHECK failure"
+
+    def used(batch: int) -> float:
+        return 2e9 + 0.13e9 * batch  # 240 fits (33.2 GB), 248 does not
+
+    def verdict_of(request):
+        if failing(request.batch):
+            failed = {"fits": False, "compiler_errors": {"update": message}}
+            return {**_fake_verdict(request, 0, usable), **failed}
+        return _fake_verdict(request, used(request.batch), usable)
+
+    _fake_compiler(monkeypatch, verdict_of)
+    monkeypatch.setattr(search, "locates_at_assignment", lambda request, shape: True)
+    monkeypatch.setattr(
+        search,
+        "assigned_points",
+        lambda requests, use_cache, finish=False: [
+            {**_fake_verdict(r, 0.99 * used(r.batch), usable), "probe": "assigned"}
+            for r in requests
+        ],
+    )
+    result = search.searcher(plan.Request("scale", "none", "v6e-8"), progress=False)((8, 1))
+    assert (result["max_batch"], result["first_not_fitting"]) == (answer, None)
+    failed = search_result.compiler_failed(result)
+    assert failed and min(failed) == answer + 8, failed
+    assert all(e["error"] == message for e in result["compiler_errors"])
+    assert not result["at_least"] and result["converged"]
+    exact = [p for p in result["probes"] if not p["fast"]]
+    assert any(p["batch"] == answer and p["fits"] for p in exact) or answer == 0
+    assert len(exact) <= 2 + search.MAX_EXACT, [p["batch"] for p in exact]
+    text = plan.describe({**result, "workload": "scale", "mesh_shape": {"fsdp": 8, "tp": 1}})
+    assert f"the compiler fails at batch {min(failed)}" in text, text

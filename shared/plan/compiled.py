@@ -99,8 +99,8 @@ def compile_executable(exe: Executable, options: dict | None = None) -> dict:
 def compile_lowered(lowered, options: dict | None = None) -> dict:
     """Compile a lowered function; its bytes (compiled_memory), FLOPs (compiled_cost), its
     largest per-device buffers (shared.plan.buffers) and compile seconds. A compiler that
-    refuses for lack of HBM is a data point (`refusal`), any other error propagates.
-    Thread-safe: XLA compiles outside the GIL."""
+    refuses for lack of HBM is a data point (`refusal`), and so is one that fails inside itself
+    (`compiler_failure`); any other error propagates. Thread-safe: XLA compiles outside the GIL."""
     return compile_with_layout(lowered, options)[0]
 
 
@@ -115,11 +115,13 @@ def compile_with_layout(lowered, options: dict | None = None) -> tuple[dict, Any
             **compiled_cost(compiled),
             "largest_buffers": buffers.largest(compiled.as_text()),
             "refused": None,
+            "compiler_error": None,
             "compiler_hbm_bytes": None,
         }
         layout = compiled.output_shardings
     except Exception as err:  # the TPU compiler refuses programs that cannot fit
-        summary, layout = refusal(err), None
+        summary = compiler_failure(err) if is_compiler_failure(err) else refusal(err)
+        layout = None
     return {**summary, "compile_s": time.perf_counter() - start}, layout
 
 
@@ -135,6 +137,45 @@ _OVER_USED = re.compile(rf"Used {_SIZE} of {_SIZE} hbm\. Exceeded hbm capacity b
 
 def _bytes(number: str, unit: str) -> int:
     return int(float(number) * 1024 ** ("KMGT".index(unit) + 1))
+
+
+def no_bytes(**why: str | int | None) -> dict:
+    """An executable's summary where the compiler compiled nothing (it refused, it failed, or
+    arithmetic answered first: workload_bytes.arguments_only): no bytes, no FLOPs, but `why`."""
+    return {
+        "argument_bytes": 0,
+        "output_bytes": 0,
+        "temp_bytes": 0,
+        "alias_bytes": 0,
+        "generated_code_bytes": 0,
+        "total_bytes": 0,
+        "flops": 0.0,
+        "bytes_accessed": 0.0,
+        "largest_buffers": [],
+        "refused": None,
+        "compiler_error": None,
+        "compiler_hbm_bytes": None,
+        **why,
+    }
+
+
+def is_compiler_failure(err: Exception) -> bool:
+    """True where the compiler failed inside itself (XLA's INTERNAL status: a RET_CHECK, an
+    emitter it lacks), not for lack of HBM and not for what it was asked (an unknown option is
+    INVALID_ARGUMENT, and propagates: the tests' fast compiles check the options' names)."""
+    return str(err).lstrip().startswith("INTERNAL:") and not is_out_of_memory(err)
+
+
+def compiler_failure(err: Exception) -> dict:
+    """An executable the compiler failed on, kept as a data point: no bytes, its message.
+
+    Why a data point: the failure is the compiler's and depends on the program, so on the
+    batch; a search goes on below it (shared.plan.search), and the atlas says where it
+    failed rather than losing the cell. GRPO of gemma3-1b on a tpu7x-8 (libtpu 0.0.42.1): the
+    policy update's exact compile at batch 208 on 8x1 raised "INTERNAL: RET_CHECK failure
+    (platforms/xla/sparse_core/gather_emitter.cc:5360) num_indices_per_output == 1", where at
+    batch 8 it compiled and fit (5.60 of 94.75 GiB)."""
+    return no_bytes(compiler_error=" ".join(str(err).split())[:300])
 
 
 def refusal(err: Exception) -> dict:
@@ -154,19 +195,12 @@ def refusal(err: Exception) -> dict:
     elif match := _OVER_USED.search(message):
         available = _bytes(*match.group(3, 4))
         needed = _bytes(*match.group(1, 2)) + _bytes(*match.group(5, 6))
-    return {
-        "argument_bytes": 0,
-        "output_bytes": 0,
-        "temp_bytes": needed,
-        "alias_bytes": 0,
-        "generated_code_bytes": 0,
-        "total_bytes": needed,
-        "flops": 0.0,
-        "bytes_accessed": 0.0,
-        "largest_buffers": [],
-        "refused": message[:300],
-        "compiler_hbm_bytes": available or None,
-    }
+    return no_bytes(
+        temp_bytes=needed,
+        total_bytes=needed,
+        refused=message[:300],
+        compiler_hbm_bytes=available or None,
+    )
 
 
 def compiled_cost(compiled) -> dict[str, float]:

@@ -84,6 +84,11 @@ def describe(row: dict) -> str:
             f"so a batch between may fit too\n  close the gap: "
             f"{command(*_cell(row), retry='--retry-gaps')}"
         )
+    elif not first_fail and row.get("compiler_errors"):  # "208: INTERNAL: ..."
+        answer = (
+            f"largest batch {largest} (at {row['compiler_errors']}: the compiler fails there, "
+            "not for lack of HBM, and the search went on below it)"
+        )
     elif checked := row.get("checked_above"):
         failed = [first_fail, checked, *filter(None, [row.get("checked_aligned")])]
         listed = f"{', '.join(map(str, failed[:-1]))} and {failed[-1]}"

@@ -19,7 +19,8 @@ def _size(n: float) -> str:
 
 def print_point(point: dict) -> None:
     """A verdict with its evidence: resident and transient bytes, each executable, versions."""
-    verdict = "FITS" if point["fits"] else "DOES NOT FIT"
+    failed = point.get("compiler_errors")
+    verdict = "FITS" if point["fits"] else "THE COMPILER FAILS" if failed else "DOES NOT FIT"
     v = point["versions"]
     print(
         f"{'[fast compile: bytes approximate] ' if point['fast'] else ''}"
@@ -51,6 +52,8 @@ def print_point(point: dict) -> None:
             print(f"      {e['note']}")
         if e["refused"]:
             print(f"      refused by the compiler: {e['refused']}")
+        if e.get("compiler_error"):
+            print(f"      the compiler failed on it (not for lack of HBM): {e['compiler_error']}")
         for buffer in e.get("largest_buffers", [])[:BUFFERS_SHOWN]:
             print(f"      {buffers.line(buffer)}")
     for note in point["notes"]:
@@ -68,6 +71,11 @@ def print_point(point: dict) -> None:
         )
         if hint := wider_mesh_hint(point):
             print(f"  {hint}")
+    elif failed:  # no program: these versions cannot run this batch, whatever its bytes
+        print(
+            f"  roofline: n/a (libtpu {v['libtpu']} fails to compile it, so no run has a time; "
+            "a smaller batch, or another libtpu, may compile)"
+        )
     else:  # a refused or uncompiled executable reports no FLOPs: a roofline would read 0
         print("  roofline: n/a (the workload does not fit, so no run has a time)")
 

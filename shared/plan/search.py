@@ -56,8 +56,10 @@ from shared.plan.search_lines import (
     crossing,
     next_guess,
     partner,
+    set_aside_compiler_failures,
     slope,
     steepest_slope,
+    under_compiler_failure,
 )
 from shared.plan.search_meshes import beat_on_other_meshes, meshes_by_ceiling, meshes_result
 from shared.plan.search_phases import in_phases, latest_worst, one_phase, phase_alone
@@ -273,11 +275,15 @@ def _max_batch_on(
         if asked["batch"] != first:
             asked = None
     exact: dict[int, dict] = {}
+    failed: dict[int, dict] = {}  # where the compiler failed: the search goes on below them
     if first:
         exact[first] = asked or probe([first], False, first_worst)[0]
-    if first and not exact[first]["fits"]:
+        ceiling = set_aside_compiler_failures(exact, failed, ceiling, unit)
+    if first and (first in failed or not exact[first]["fits"]):
         bar.close()
-        return search_result(request, shape, unit, ceiling, exact, probes, assigned_probes, start)
+        return search_result(
+            request, shape, unit, ceiling, exact, probes, assigned_probes, start, failed
+        )
 
     def fast_compiled(*batches: int) -> list[dict]:
         return probe(list(batches), True)
@@ -345,6 +351,7 @@ def _max_batch_on(
     checking = False  # the candidate is a check above the answer: most likely a failure
     then = None  # the failing end of the latest located climb (search_climb)
     while True:
+        failures = len(failed)
         if candidate not in exact:
             beside = partner(candidate, exact, unit, ceiling) if paired else None
             batches = [candidate, beside] if beside else [candidate]
@@ -377,8 +384,9 @@ def _max_batch_on(
             else:
                 points = probe(batches, False, worst, phases)
             exact.update(zip(batches, points, strict=True))
+            ceiling = set_aside_compiler_failures(exact, failed, ceiling, unit)
             checking = False
-        point = exact[candidate]
+        point = exact.get(candidate) or failed[candidate]
         best, worst = bracket(exact)
         # an answer is a whole verdict: where the search would stop on a fit that compiled one
         # phase alone, the others compile now; where one does not fit, the bracket moves below
@@ -387,12 +395,19 @@ def _max_batch_on(
             and one_phase(exact[best], request)
             and (
                 (worst is not None and worst - best <= unit)
-                or (worst is None and best >= ceiling)
+                or best >= ceiling
                 or rounds + point.get("compiled", True) >= MAX_EXACT
             )
         ):
             exact[best] = probe([best], False)[0]
+            ceiling = set_aside_compiler_failures(exact, failed, ceiling, unit)
             best, worst = bracket(exact)
+        if under := under_compiler_failure(best, worst, failed, unit):
+            rounds += len(failed) > failures  # the compiler failed in this round
+            if best >= ceiling or rounds >= MAX_EXACT:
+                break
+            candidate = under
+            continue
         if worst is not None and worst - best <= unit:
             # the checks above: bytes are not monotone in the batch (one per-device row more
             # can cost more than two: llama3.1-8b rollouts on a pinned 4x2 of a v5e-8 fit 184
@@ -407,7 +422,7 @@ def _max_batch_on(
         rounds += point.get("compiled", True)
         kept = kept + 1 if worst is not None and worst == kept_worst else 0
         kept_worst = worst
-        if (worst is None and best >= ceiling) or rounds >= MAX_EXACT:
+        if best >= ceiling or rounds >= MAX_EXACT:
             break
         # with nothing located (an exact low end left a unit's room or less), the steepest
         # line's slope is what a squeeze is seen against: sft gemma3-1b on a 4x2 v6e-8 fit 84,
@@ -415,7 +430,7 @@ def _max_batch_on(
         # through a located unit: the fixed temporaries the floor cannot see make that line far
         # steeper than the batch's bytes (4 GiB fixed and 1 a row looked like 5 a row: test_plan)
         reference = located_slope or (steepest if low_is_exact else None)
-        if then is not None and best < then and (worst is None or then < worst):
+        if then is not None and best < then <= ceiling and (worst is None or then < worst):
             candidate, then = then, None  # the located failure above the located answer
             continue
         if at_assignment and search_climb.MAX_LOCATED:  # a failure at a located fit climbs again
@@ -426,7 +441,10 @@ def _max_batch_on(
         candidate = next_guess(
             exact, point, located, located_slope, reference, usable, unit, ceiling, kept
         )
-    if not any(p["fits"] for p in exact.values()) and unit not in exact:
+    if not any(p["fits"] for p in exact.values()) and unit not in {*exact, *failed}:
         exact[unit] = probe([unit], False)[0]  # "not even one unit fits" must be an exact verdict
+        ceiling = set_aside_compiler_failures(exact, failed, ceiling, unit)
     bar.close()
-    return search_result(request, shape, unit, ceiling, exact, probes, assigned_probes, start)
+    return search_result(
+        request, shape, unit, ceiling, exact, probes, assigned_probes, start, failed
+    )

@@ -48,7 +48,7 @@ def locate_boundary(
     kept, kept_worst = 0, None
     for _ in range(MAX_LOCATED):
         best, worst = bracket(points)
-        if (worst is not None and worst - best <= unit) or (worst is None and best >= ceiling):
+        if (worst is not None and worst - best <= unit) or best >= ceiling:
             break
         kept = kept + 1 if worst is not None and worst == kept_worst else 0
         kept_worst = worst

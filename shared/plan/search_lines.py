@@ -120,6 +120,33 @@ def bracket(exact: dict[int, dict]) -> tuple[int, int | None]:
     return best, worst
 
 
+def set_aside_compiler_failures(
+    exact: dict[int, dict], failed: dict[int, dict], ceiling: int, unit: int
+) -> int:
+    """Move the exact verdicts the compiler failed on (compiled.compiler_failure) from `exact`
+    into `failed`, by batch, and return the search's ceiling: one unit under the least of them
+    above the largest fit. Such a batch neither fits nor fails for lack of HBM (it has no
+    bytes to aim a line with), and these versions cannot run it, so the search goes on below
+    it and the answer says where the compiler failed (search_result)."""
+    for batch in [b for b, p in exact.items() if p.get("compiler_errors")]:
+        failed[batch] = exact.pop(batch)
+    best = bracket(exact)[0]
+    return min([ceiling, *(b - unit for b in failed if b > best)])
+
+
+def under_compiler_failure(
+    best: int, worst: int | None, failed: dict[int, dict], unit: int
+) -> int | None:
+    """Where a search compiles next while the compiler fails (`failed`, by batch) above its
+    largest fit `best` and below its least failure for bytes `worst`: halfway to the least
+    such compiler failure (None: none, the search aims by bytes as before). Bytes aim nowhere
+    there (their line crosses above the failure), and one unit under each failure in turn is
+    a compile each: GRPO of gemma3-1b on a tpu7x-8 failed inside libtpu 0.0.42.1 at 208 and
+    at 200 (3-5 minutes each), where batch 8 compiled."""
+    above = [b for b in failed if best < b and (worst is None or b < worst)]
+    return max(best + unit, (best + min(above)) // 2 // unit * unit) if above else None
+
+
 def compiles_alone(point: dict) -> bool:
     """Whether a request's verdict is one executable (a LoRA or full fine-tune step, read off
     a verdict `point` of it, or a probe's `workload_executables`: shared.plan.assigned) and
@@ -237,7 +264,7 @@ def next_guess(
             guess = max(unit, (low_end + worst) // 2 // unit * unit)
     else:  # one side only: the located slope through the newest exact point
         guess = crossing(newest, located_slope, usable, unit, ceiling)
-    top = ceiling if worst is None else worst - unit
+    top = ceiling if worst is None else min(worst - unit, ceiling)
     guess = min(max(guess, best + unit), top)
     if guess in exact:  # the line keeps landing on a known point: halve the bracket
         guess = min(max((best + (worst or 2 * best)) // 2 // unit * unit, best + unit), top)

@@ -13,10 +13,15 @@ from shared.plan.verdict import Request
 def mesh_answer(search: dict) -> int | str:
     """One mesh's answer for `mesh_answers`: its largest batch, or "<N" where its only exact
     compile was a failure above one unit (asked whether it fits N, another mesh's answer)."""
-    failed = search["first_not_fitting"]
+    failed = search["first_not_fitting"] or min(compiler_failed(search), default=None)
     if search["max_batch"] or failed is None or failed <= search["multiple_of"]:
         return search["max_batch"]
     return f"<{failed}"
+
+
+def compiler_failed(search: dict) -> list[int]:
+    """The batches a search's compiler failed on (search_result's `compiler_errors`)."""
+    return [f["batch"] for f in search.get("compiler_errors", [])]
 
 
 def worst_at_answer(search: dict) -> str | None:
@@ -35,12 +40,18 @@ def search_result(
     probes: list[dict],
     assigned_probes: list[dict],
     start: float,
+    failed_at: dict[int, dict] | None = None,
 ) -> dict:
     """One mesh's search as max_batch returns it: the answer read off its exact verdicts
     (`exact`, by batch), with every probe it compiled or read from the cache (`probes`, the
     whole model's verdicts, and `assigned_probes`, its bytes at buffer assignment), on the
-    (fsdp, tp) mesh `shape`."""
+    (fsdp, tp) mesh `shape`. `failed_at`: the verdicts, by batch, the compiler failed on
+    (search_lines.set_aside_compiler_failures), each with its first message."""
     largest, first_fail = bracket(exact)
+    errors = [
+        {"batch": b, "error": next(iter(p["compiler_errors"].values()))}
+        for b, p in sorted((failed_at or {}).items())
+    ]
     failed = {b for b, p in exact.items() if not p["fits"]}
     return {
         **dataclasses.asdict(request),
@@ -52,8 +63,10 @@ def search_result(
         **checked_fields(largest, unit, shape[0], failed),
         # failing exact batches below the answer: the compiler's bytes are not monotone
         "dips": sorted(b for b, p in exact.items() if not p["fits"] and b < largest),
+        # where the compiler failed (not for lack of HBM): the search went on below each
+        "compiler_errors": errors,
         # no batch failed: the answer is a lower bound (the ceiling, or MAX_EXACT, stopped it)
-        "at_least": first_fail is None,
+        "at_least": first_fail is None and not any(e["batch"] > largest for e in errors),
         "ceiling": ceiling,
         "converged": first_fail is not None and first_fail - largest <= unit or largest >= ceiling,
         "compiles": sum(

@@ -13,6 +13,7 @@ PROBE_COLUMNS = (
     "bytes_per_device",
     "worst",
     "refused",
+    "compiler_failed",
     "skipped",
     "cached",
 )
@@ -21,11 +22,13 @@ PROBE_COLUMNS = (
 def probe_rows(search: dict) -> list[dict]:
     """One row per verdict a search compiled (or read from the cache): the evidence behind its
     largest batch, as benchmarks and notebooks record it. `refused` says whether the compiler
-    refused the program for lack of HBM (its message stays in the verdict)."""
+    refused the program for lack of HBM, `compiler_failed` whether it failed inside itself
+    (their messages stay in the verdict)."""
     return [
         {
             **{key: p.get(key) for key in PROBE_COLUMNS},
             "refused": bool(p.get("refused")),
+            "compiler_failed": bool(p.get("compiler_errors")),
             "compile_s": round(p["compile_s"], 1),
         }
         for p in search["probes"]
@@ -33,7 +36,23 @@ def probe_rows(search: dict) -> list[dict]:
 
 
 def describe(search: dict) -> str:
-    """One line: the answer, the evidence, and what limited it."""
+    """One line: the answer, the evidence, and what limited it (where the compiler failed on a
+    batch, which these versions cannot run whatever its bytes: _compiler_failures)."""
+    return _answer(search) + _compiler_failures(search)
+
+
+def _compiler_failures(search: dict) -> str:
+    errors = search.get("compiler_errors") or []
+    if not errors:
+        return ""
+    batches = " and ".join(str(e["batch"]) for e in errors)
+    return (
+        f"; the compiler fails at batch {batches} (not for lack of HBM: {errors[0]['error']}), "
+        "so the search went on below it; a newer libtpu may compile it"
+    )
+
+
+def _answer(search: dict) -> str:
     largest, fail = search["max_batch"], search["first_not_fitting"]
     where = f"{search['workload']} {search['model']} on {search['target']}"
     answers = search.get("mesh_answers", {})
@@ -62,6 +81,8 @@ def describe(search: dict) -> str:
             f"at least {largest} fits for {where}: the search stopped after {MAX_EXACT} exact "
             "compiles, every one of which fit, so a larger batch may fit too"
         )
+    if fail is None:  # the compiler failed above it, and nothing between failed for bytes
+        return f"largest batch that fits for {where}: {largest}"
     failed = [fail, *filter(None, [search.get("checked_above"), search.get("checked_aligned")])]
     and_last = f"{', '.join(map(str, failed[:-1]))} and {failed[-1]}"
     fails = f"batches {and_last} do not" if len(failed) > 1 else f"batch {fail} does not"

@@ -390,6 +390,7 @@ class _Compiling:
         executables = self.floor if self.executables is self.floor else self._in_workload_order()
         verdict = combine(executables, self.resident, self.takes)
         refused = [label for label, e in executables.items() if e["refused"]]
+        failed = {k: e["compiler_error"] for k, e in executables.items() if e.get("compiler_error")}
         counted = sum(e["flops"] * e["repeats"] for e in executables.values())
         flops = max(counted, run_flops(request) / len(self.devices))
         uncounted = sum(
@@ -412,6 +413,7 @@ class _Compiling:
             "datasheet_hbm_bytes": chip.hbm_bytes_per_device,
             "fits": not exceeds(verdict, executables, self.usable),
             "refused": refused,
+            "compiler_errors": failed,
             "skipped": skipped,
             "margin_bytes": self.usable - verdict["bytes_per_device"],
             "notes": self.workload.notes
@@ -427,7 +429,7 @@ class _Compiling:
             + (
                 [
                     f"not compiled: {', '.join(skipped)} "
-                    "(an executable before it already does not fit)"
+                    "(an executable before it already does not fit, or the compiler failed on it)"
                 ]
                 if skipped
                 else []

@@ -8,6 +8,7 @@ from __future__ import annotations
 import jax
 
 from shared.hardware.sharding import bytes_per_device
+from shared.plan.compiled import no_bytes
 from shared.plan.executable import Workload
 
 
@@ -52,7 +53,11 @@ def combine(
 
 
 def exceeds(verdict: dict, executables: dict, usable: int) -> bool:
-    return verdict["bytes_per_device"] > usable or any(e["refused"] for e in executables.values())
+    """Whether a verdict cannot run: over the HBM, refused for it, or an executable the
+    compiler failed on (compiled.compiler_failure: no program, so no run)."""
+    return verdict["bytes_per_device"] > usable or any(
+        e["refused"] or e.get("compiler_error") for e in executables.values()
+    )
 
 
 def weights_dtype(workload: Workload) -> str:
@@ -90,15 +95,7 @@ def arguments_only(workload: Workload) -> dict[str, dict]:
         )
         args += exe.floor_bytes
         floor[exe.label] = {
-            "argument_bytes": args,
-            **dict.fromkeys(("output_bytes", "temp_bytes", "alias_bytes"), 0),
-            "generated_code_bytes": 0,
-            "total_bytes": args,
-            "flops": 0.0,
-            "bytes_accessed": 0.0,
-            "largest_buffers": [],
-            "refused": None,
-            "compiler_hbm_bytes": None,
+            **no_bytes(argument_bytes=args, total_bytes=args),
             "compile_s": 0.0,
             "repeats": exe.repeats,
             "note": NOT_COMPILED,

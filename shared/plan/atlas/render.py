@@ -71,16 +71,16 @@ def cell_text(row: dict | None) -> str:
     if row["status"] != "ok":
         return "failed"
     older = "?" if older_search(row) else ""
+    # where the compiler failed (not for lack of HBM), the search went on below (since 11-30)
+    crashed = [f"compiler fails at {e['batch']}" for e in row.get("compiler_errors") or []]
     if row["max_batch"] == 0:  # the least batch any mesh was asked (a 1x8 mesh's is 1)
         least = min(row.get("units", {}).values(), default=row["first_not_fitting"])
-        return f"✗ 0 (✗ {least}){older}"
+        return f"✗ 0 ({', '.join(crashed or [f'✗ {least}'])}){older}"
     gap = "" if row["converged"] else " gap"
     if row["at_least"]:
         return f"✓ ≥{row['max_batch']}{gap}{older}{_on_mesh(row)}"
-    fails = f"✗ {row['first_not_fitting']}"
-    for key in ("checked_above", "checked_aligned"):
-        if row.get(key):
-            fails += f", ✗ {row[key]}"
+    keys = ("first_not_fitting", "checked_above", "checked_aligned")
+    fails = ", ".join([f"✗ {row[k]}" for k in keys if row.get(k)] + crashed)
     unchecked = "?" if needs_check(row) or older else ""
     return f"✓ {row['max_batch']} ({fails}{gap}){unchecked}{_on_mesh(row)}"
 
@@ -152,6 +152,7 @@ CSV_COLUMNS = [
     "older_search",
     "needs_check",
     "plan_command",
+    "compiler_errors",
 ]
 
 
@@ -179,6 +180,7 @@ def csv_row(recipe: str, model: str, target: str, row: dict | None, price: dict)
         older_search(row),
         needs_check(row),
         plan_command(recipe, model, target),
+        " ".join(f"{e['batch']}: {e['error']}" for e in row.get("compiler_errors") or []),
     ]
 
 
@@ -260,6 +262,10 @@ def _header(best: list[dict], command: str, pairs: list[tuple[dict, dict]]) -> s
         "(`shared/plan/search.py`; the CSV's `mesh_answers` gives what each mesh searched "
         "fits, `<N` where a mesh was asked only whether it fits N); otherwise every device is "
         "on fsdp.\n"
+        "- `compiler fails at C`: libtpu failed inside itself compiling batch C (an INTERNAL "
+        "error, not a refusal for lack of HBM; its message is below the table): these versions "
+        "cannot run C, so the search went on below it, and N is the largest batch that "
+        "compiles and fits under it (`shared.plan.search_lines.under_compiler_failure`).\n"
         "- `not yet`: not computed yet (listed at the end); `failed`: the reason is below.\n\n"
         "Multi-chip cells are compiled with tunix's activation shardings applied (batch over "
         "fsdp, wide dimensions over tp), as tunix's models declare them and its trainers run "
@@ -311,7 +317,11 @@ def _section(
             elif row["status"] != "ok":
                 notes.append(f"{model} on {target} failed: {row['error']}")
             elif (
-                row["max_batch"] == 0 or row["at_least"] or not row["converged"] or row.get("dips")
+                row["max_batch"] == 0
+                or row["at_least"]
+                or not row["converged"]
+                or row.get("dips")
+                or row.get("compiler_errors")
             ):
                 notes.append(_described(row))
     text += (

@@ -320,6 +320,7 @@ def search_row(head: dict, search: dict, wall_s: float) -> dict:
                 "dips",
                 "multiple_of",
                 "ceiling",
+                "compiler_errors",  # stored since 2026-11-30: where the compiler failed
             )
         },
         "devices": probes[0]["devices"],
