@@ -567,6 +567,42 @@ def test_a_gap_is_closed_by_compiles_inside_it_alone(monkeypatch, stored_fail, a
     assert row["mesh_answers"] == {"8x1": 64, "4x2": 0}  # the other mesh's answer stands
 
 
+def test_a_gap_closed_where_the_compiler_fails_answers_below_and_says_so(monkeypatch):
+    """A stored gap (16 fits, 128 does not) where the bytes fit up to 64 but the compiler fails
+    inside itself from 56 up: the gap closes below the failure (48), the row names where the
+    compiler failed rather than a batch that does not fit, and no failure for bytes is
+    claimed."""
+    asked = _made_up_compiler(monkeypatch, lambda r: r.batch <= 64)
+    for module in (search, gap):
+        made_up = module.plan_points
+
+        def failing(requests, use_cache, first=None, made_up=made_up):
+            points = made_up(requests, use_cache, first)
+            for p in points:
+                if p["batch"] >= 56:
+                    p.update(fits=False, compiler_errors={"decode": "INTERNAL: RET_CHECK"})
+            return points
+
+        monkeypatch.setattr(module, "plan_points", failing)
+    stored = _row(
+        "gemma3-tiny",
+        "v5e-8",
+        max_batch=16,
+        first_not_fitting=128,
+        converged=False,
+        mesh="8x1",
+        probes=[[16, False, True], [128, False, False]],
+        cut_probes=[],
+    )
+    row = atlas.gap_row(stored, atlas.Cell("gemma3-tiny", "v5e-8", "rollout"), progress=False)
+    assert (row["max_batch"], row["first_not_fitting"]) == (48, None), asked
+    assert [e["batch"] for e in row["compiler_errors"]] == [56, 64, 72]
+    assert row["converged"] and not row["dips"], row
+    assert "the compiler fails at batches 56, 64 and 72" in row["summary"], asked
+    # the check two units above compiled, and the compiler failed there too: not a failure
+    assert [b for b, _ in asked][-1] == 64 and row["checked_above"] is None
+
+
 def test_a_gap_closes_in_thirds_where_two_compile_at_once():
     """A step that is one executable compiles beside another (search_lines.compiles_alone): after
     the first halving, the bracket is split in three by two compiles at once."""

@@ -22,7 +22,13 @@ import dataclasses
 from shared.hardware.sharding import mesh_name
 from shared.plan.mesh_steps import pinned_to
 from shared.plan.search import searcher
-from shared.plan.search_lines import bracket, checks_above, compiles_alone
+from shared.plan.search_lines import (
+    bracket,
+    checks_above,
+    compiles_alone,
+    set_aside_compiler_failures,
+)
+from shared.plan.search_result import compiler_errors
 from shared.plan.verdict import Request, plan_points
 
 
@@ -54,6 +60,8 @@ def close_gap(
     # the stored ends as the search's bracket reads them (search_lines.bracket: a failure below
     # the largest fit is a dip, not a bound), then every exact verdict inside, by batch
     exact: dict[int, dict] = {fits: {"fits": True}, fails: {"fits": False}}
+    failed: dict[int, dict] = {}  # where the compiler failed: a bound, but not for bytes
+    top = fails - unit  # the largest batch the gap may hold, below any such failure
     probes: list[dict] = []
     parts = 2
     with tqdm(
@@ -71,10 +79,18 @@ def close_gap(
             probes.extend(points)
             bar.update(len(points))
             exact.update((p["batch"], p) for p in points)
+            top = set_aside_compiler_failures(exact, failed, top, unit)
             fits, fails = bracket(exact)
+            fails = min(fails, top + unit)
             parts = 3 if compiles_alone(points[0]) else 2
-    dips = sorted(p["batch"] for p in probes if not p["fits"] and p["batch"] < fits)
-    return {"max_batch": fits, "first_not_fitting": fails, "dips": dips, "probes": probes}
+    dips = sorted(b for b, p in exact.items() if not p["fits"] and b < fits)
+    return {
+        "max_batch": fits,
+        "first_not_fitting": fails if fails in exact else None,  # else the compiler's failure
+        "dips": dips,
+        "probes": probes,
+        "compiler_errors": compiler_errors(failed),
+    }
 
 
 def check_above(
@@ -106,6 +122,6 @@ def check_above(
         if searches[-1]["max_batch"]:
             break
     together = {key: sum(s[key] for s in searches) for key in ("compiles", "wall_s")}
-    for key in ("probes", "assigned_probes"):
+    for key in ("probes", "assigned_probes", "compiler_errors"):
         together[key] = [p for s in searches for p in s[key]]
     return {**searches[-1], **together, "checked": checks, "mesh_shape": mesh, "units": units}

@@ -24,6 +24,15 @@ def compiler_failed(search: dict) -> list[int]:
     return [f["batch"] for f in search.get("compiler_errors", [])]
 
 
+def compiler_errors(failed_at: dict[int, dict]) -> list[dict]:
+    """The verdicts a compiler failed on (by batch) as a search result or a store row keeps
+    them: each batch with its first message, in order."""
+    return [
+        {"batch": b, "error": next(iter(p["compiler_errors"].values()))}
+        for b, p in sorted(failed_at.items())
+    ]
+
+
 def worst_at_answer(search: dict) -> str | None:
     """The executable that was worst in a mesh's search's exact verdict at its answer (None:
     nothing fit), the likeliest to fail at a larger batch or on a mesh with less room."""
@@ -48,10 +57,7 @@ def search_result(
     (fsdp, tp) mesh `shape`. `failed_at`: the verdicts, by batch, the compiler failed on
     (search_lines.set_aside_compiler_failures), each with its first message."""
     largest, first_fail = bracket(exact)
-    errors = [
-        {"batch": b, "error": next(iter(p["compiler_errors"].values()))}
-        for b, p in sorted((failed_at or {}).items())
-    ]
+    errors = compiler_errors(failed_at or {})
     failed = {b for b, p in exact.items() if not p["fits"]}
     return {
         **dataclasses.asdict(request),

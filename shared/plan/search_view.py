@@ -45,11 +45,17 @@ def _compiler_failures(search: dict) -> str:
     errors = search.get("compiler_errors") or []
     if not errors:
         return ""
-    batches = " and ".join(str(e["batch"]) for e in errors)
+    where = ("batches " if len(errors) > 1 else "batch ") + _listed([e["batch"] for e in errors])
     return (
-        f"; the compiler fails at batch {batches} (not for lack of HBM: {errors[0]['error']}), "
-        "so the search went on below it; a newer libtpu may compile it"
+        f"; the compiler fails at {where} (not for lack of HBM: {errors[0]['error']}), so the "
+        "search went on below it; a newer libtpu may compile it"
     )
+
+
+def _listed(batches: list[int]) -> str:
+    """Batches in words: "8", "8 and 16", "8, 16 and 24"."""
+    *before, last = map(str, batches)
+    return f"{', '.join(before)} and {last}" if before else last
 
 
 def _answer(search: dict) -> str:
@@ -84,8 +90,7 @@ def _answer(search: dict) -> str:
     if fail is None:  # the compiler failed above it, and nothing between failed for bytes
         return f"largest batch that fits for {where}: {largest}"
     failed = [fail, *filter(None, [search.get("checked_above"), search.get("checked_aligned")])]
-    and_last = f"{', '.join(map(str, failed[:-1]))} and {failed[-1]}"
-    fails = f"batches {and_last} do not" if len(failed) > 1 else f"batch {fail} does not"
+    fails = f"batches {_listed(failed)} do not" if len(failed) > 1 else f"batch {fail} does not"
     text = f"largest batch that fits for {where}: {largest} ({fails})"
     if dips := search.get("dips"):
         text += (

@@ -111,12 +111,16 @@ def check_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
             found["mesh_answers"] = {**row["mesh_answers"], name: check["max_batch"]}
         found["units"] = {**stepped_units(row), **check["units"]}
         new = search_row(head, found, wall_s)
-    else:  # they fail too: the stored answer stands, checked
-        failed = known | set(check["checked"])
+    else:  # they fail too (or the compiler fails there): the stored answer stands, checked
+        crashed = check["compiler_errors"]
+        failed = known | set(check["checked"]) - {e["batch"] for e in crashed}
         new = {
             **row,
             **head,
             **checked_fields(row["max_batch"], row["multiple_of"], shape[0], failed),
+            "compiler_errors": sorted(
+                [*row.get("compiler_errors", []), *crashed], key=lambda e: e["batch"]
+            ),
             "dips": row.get("dips", []),
             "probes": [[p["batch"], p["fast"], p["fits"]] for p in check["probes"]],
             "assigned_probes": [],
@@ -267,6 +271,7 @@ def gap_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
         **head,
         "max_batch": fits,
         "first_not_fitting": closed["first_not_fitting"],
+        "compiler_errors": closed["compiler_errors"],
         "converged": True,
         "dips": sorted({*row.get("dips", []), *closed["dips"]}),
         "bytes_per_device": at["bytes_per_device"] if at else row["bytes_per_device"],
@@ -280,7 +285,7 @@ def gap_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
     mesh = {"fsdp": shape[0], "tp": shape[1]}
     if row.get("mesh_answers"):  # the other meshes' answers stand; this one's moved
         new["mesh_answers"] = {**row["mesh_answers"], mesh_name(mesh): fits}
-    failed = {row["first_not_fitting"], *(p["batch"] for p in probes if not p["fits"])}
+    failed = {row["first_not_fitting"], *(p["batch"] for p in probes if _unfit(p))}
     new.update(checked_fields(fits, unit, shape[0], failed))  # not the stored answer's checks
     # no check above nothing: a bracket from 0 (a coarse row's "none fits", coarse_row)
     if fits and any(b not in failed for b in checks_above(fits, unit, shape[0])):
@@ -289,6 +294,11 @@ def gap_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
         {**new, "workload": cell.settings["workload"], "mesh_shape": mesh}
     )
     return new
+
+
+def _unfit(point: dict) -> bool:
+    """A verdict that does not fit for its bytes: not one the compiler failed on."""
+    return not point["fits"] and not point.get("compiler_errors")
 
 
 def search_row(head: dict, search: dict, wall_s: float) -> dict:
