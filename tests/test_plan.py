@@ -1545,7 +1545,8 @@ def test_a_compiler_failure_is_a_verdict_with_its_message_not_a_crash(monkeypatc
         def compile(self, options):
             raise RuntimeError(self.error)
 
-    summary, layout = compiled.compile_with_layout(Lowered(message))
+    where = "\n\t\n\nSuspected Python Code Location:\n  /home/me/.venv/tunix/rl/common.py:180"
+    summary, layout = compiled.compile_with_layout(Lowered(message + where))
     assert summary["compiler_error"] == message and layout is None
     assert summary["total_bytes"] == 0 and not summary["refused"]
     with pytest.raises(RuntimeError, match="No such compile option"):

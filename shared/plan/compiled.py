@@ -175,7 +175,10 @@ def compiler_failure(err: Exception) -> dict:
     policy update's exact compile at batch 208 on 8x1 raised "INTERNAL: RET_CHECK failure
     (platforms/xla/sparse_core/gather_emitter.cc:5360) num_indices_per_output == 1", where at
     batch 8 it compiled and fit (5.60 of 94.75 GiB)."""
-    return no_bytes(compiler_error=" ".join(str(err).split())[:300])
+    # its first paragraph: what follows ("Suspected Python Code Location: /path/...") is this
+    # machine's paths and the traceback
+    first = re.split(r"\n\s*\n", str(err).strip())[0]
+    return no_bytes(compiler_error=" ".join(first.split())[:300])
 
 
 def refusal(err: Exception) -> dict:
