@@ -1195,11 +1195,15 @@ def test_a_cell_says_where_the_compiler_failed_and_lookup_words_it():
     from shared.plan.atlas.render import cell_text
 
     message = "INTERNAL: RET_CHECK failure (gather_emitter.cc:5360)"
-    errors = [{"batch": 200, "error": message}, {"batch": 208, "error": message}]
+    errors = [{"batch": b, "error": message, "mesh": "8x1"} for b in (200, 208)]
+    errors.append({"batch": 196, "error": message, "mesh": "4x2"})  # another mesh's question
     row = _row("gemma3-1b", "tpu7x-8", "grpo", max_batch=192, first_not_fitting=None)
-    row.update(compiler_errors=errors, ceiling=192)
-    assert cell_text(row) == "✓ 192 (compiler fails at 200, compiler fails at 208)"
+    row.update(compiler_errors=errors, ceiling=192, mesh="8x1")
+    assert cell_text(row) == "✓ 192 (compiler fails at 200)"  # the rest are in the note
     assert not atlas.needs_check(row) and not atlas.has_gap(row)
+    assert "the compiler fails at batches 200 and 208 on 8x1; batch 196 on 4x2 (not for" in (
+        plan.describe({**row, "workload": "grpo", "mesh_shape": {"fsdp": 8, "tp": 1}})
+    )
     none = {**row, "max_batch": 0, "compiler_errors": errors[:1], "units": {"8x1": 8}}
     assert cell_text(none) == "✗ 0 (compiler fails at 200)"
     done = next(r for r in lookup.read_table() if r["status"] == "ok" and r["bytes_per_device"])

@@ -1610,3 +1610,25 @@ def test_a_search_goes_on_below_where_the_compiler_fails(monkeypatch, failing, a
     assert len(exact) <= 2 + search.MAX_EXACT, [p["batch"] for p in exact]
     text = plan.describe({**result, "workload": "scale", "mesh_shape": {"fsdp": 8, "tp": 1}})
     assert re.search(f"the compiler fails at batche?s? {min(failed)}", text), text
+
+
+def test_each_meshs_compiler_failures_are_kept_with_its_name():
+    """Where the compiler failed on another mesh's one question (GRPO of gemma3-1b on a
+    tpu7x-8: 4x2 and 2x4 at 132), its "<132" is no failure for bytes: the answer keeps every
+    mesh's compiler_errors, each naming its mesh."""
+    error = "INTERNAL: RET_CHECK failure"
+
+    def answer(largest: int, failed: list[int]) -> dict:
+        errors = [{"batch": b, "error": error} for b in failed]
+        fields = {"first_not_fitting": None, "multiple_of": 8, "compiler_errors": errors}
+        work = {"probes": [], "assigned_probes": [], "compiles": len(failed), "wall_s": 1.0}
+        return {"max_batch": largest, **fields, **work}
+
+    answers = {(8, 1): answer(128, [136, 208]), (4, 2): answer(0, [132])}
+    result = search_meshes.meshes_result(answers, (8, 1), {(8, 1): 968, (4, 2): 968})
+    assert result["mesh_answers"] == {"8x1": 128, "4x2": "<132"}
+    assert [(e["batch"], e["mesh"]) for e in result["compiler_errors"]] == [
+        (136, "8x1"),
+        (208, "8x1"),
+        (132, "4x2"),
+    ]

@@ -82,4 +82,8 @@ def meshes_result(answers: dict, best: tuple[int, int], ceilings: dict) -> dict:
         for key in ("compiles", "wall_s"):
             result[key] = sum(s[key] for _, s in by_tp)
         result["mesh_answers"] = {mesh_name(m): mesh_answer(s) for m, s in by_tp}
+        # every mesh's: where another mesh's compiler failed, its "<N" is no failure for bytes
+        result["compiler_errors"] = [
+            {**e, "mesh": mesh_name(m)} for m, s in by_tp for e in s.get("compiler_errors", [])
+        ]
     return result

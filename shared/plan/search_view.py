@@ -3,6 +3,7 @@ it (`probe_rows`), as the command line, the notebooks, the atlas and the benchma
 the search itself is shared.plan.search."""
 
 from shared.hardware.sharding import mesh_name
+from shared.plan.batch_words import failed_batches, listed
 from shared.plan.lookup import mesh_answer_text
 from shared.plan.search import MAX_EXACT
 
@@ -45,17 +46,10 @@ def _compiler_failures(search: dict) -> str:
     errors = search.get("compiler_errors") or []
     if not errors:
         return ""
-    where = ("batches " if len(errors) > 1 else "batch ") + _listed([e["batch"] for e in errors])
     return (
-        f"; the compiler fails at {where} (not for lack of HBM: {errors[0]['error']}), so the "
-        "search went on below it; a newer libtpu may compile it"
+        f"; the compiler fails at {failed_batches(errors)} (not for lack of HBM: "
+        f"{errors[0]['error']}), so the search went on below it; a newer libtpu may compile it"
     )
-
-
-def _listed(batches: list[int]) -> str:
-    """Batches in words: "8", "8 and 16", "8, 16 and 24"."""
-    *before, last = map(str, batches)
-    return f"{', '.join(before)} and {last}" if before else last
 
 
 def _answer(search: dict) -> str:
@@ -90,7 +84,7 @@ def _answer(search: dict) -> str:
     if fail is None:  # the compiler failed above it, and nothing between failed for bytes
         return f"largest batch that fits for {where}: {largest}"
     failed = [fail, *filter(None, [search.get("checked_above"), search.get("checked_aligned")])]
-    fails = f"batches {_listed(failed)} do not" if len(failed) > 1 else f"batch {fail} does not"
+    fails = f"batches {listed(failed)} do not" if len(failed) > 1 else f"batch {fail} does not"
     text = f"largest batch that fits for {where}: {largest} ({fails})"
     if dips := search.get("dips"):
         text += (

@@ -24,6 +24,7 @@ from shared.plan.atlas.store import (
     revision,
     stepped_units,
 )
+from shared.plan.batch_words import failed_batches
 from shared.versions import VERSIONED
 
 MARKDOWN = ROOT / "docs" / "atlas.md"
@@ -71,8 +72,10 @@ def cell_text(row: dict | None) -> str:
     if row["status"] != "ok":
         return "failed"
     older = "?" if older_search(row) else ""
-    # where the compiler failed (not for lack of HBM), the search went on below (since 11-30)
-    crashed = [f"compiler fails at {e['batch']}" for e in row.get("compiler_errors") or []]
+    # where the compiler failed (not for lack of HBM) on the answer's mesh, the least batch
+    # above the answer: the search went on below it (all of them are in the note below)
+    above = _failed_above(row)
+    crashed = [f"compiler fails at {min(above)}"] if above else []
     if row["max_batch"] == 0:  # the least batch any mesh was asked (a 1x8 mesh's is 1)
         least = min(row.get("units", {}).values(), default=row["first_not_fitting"])
         return f"✗ 0 ({', '.join(crashed or [f'✗ {least}'])}){older}"
@@ -83,6 +86,16 @@ def cell_text(row: dict | None) -> str:
     fails = ", ".join([f"✗ {row[k]}" for k in keys if row.get(k)] + crashed)
     unchecked = "?" if needs_check(row) or older else ""
     return f"✓ {row['max_batch']} ({fails}{gap}){unchecked}{_on_mesh(row)}"
+
+
+def _failed_above(row: dict) -> list[int]:
+    """The batches above a row's answer on its mesh where the compiler failed (stored since
+    2026-11-30; a row of several meshes names each error's mesh)."""
+    return [
+        e["batch"]
+        for e in row.get("compiler_errors") or []
+        if e["batch"] > row["max_batch"] and e.get("mesh", row.get("mesh")) == row.get("mesh")
+    ]
 
 
 def _described(row: dict) -> str:
@@ -180,8 +193,13 @@ def csv_row(recipe: str, model: str, target: str, row: dict | None, price: dict)
         older_search(row),
         needs_check(row),
         plan_command(recipe, model, target),
-        " ".join(f"{e['batch']}: {e['error']}" for e in row.get("compiler_errors") or []),
+        _compiler_errors_text(row.get("compiler_errors") or []),
     ]
+
+
+def _compiler_errors_text(errors: list[dict]) -> str:
+    """The CSV's `compiler_errors`: where, and the first message (search_view.failed_batches)."""
+    return f"{failed_batches(errors)}: {errors[0]['error']}" if errors else ""
 
 
 def plan_command(recipe: str, model: str, target: str) -> str:
