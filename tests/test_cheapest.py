@@ -312,6 +312,31 @@ def test_a_remat_that_keeps_more_is_not_compiled_where_a_lighter_one_does_not_fi
     assert "remat none, which keeps more, not compiled" in row["why"]
 
 
+def test_a_slice_whose_compiler_fails_says_so_not_that_it_needs_zero_bytes(monkeypatch):
+    """A verdict the compiler failed on has no bytes (compiled.compiler_failure): its row says
+    the compiler failed, with libtpu's message, where it had said 'needs 0.00 GiB'."""
+    message = "INTERNAL: RET_CHECK failure (gather_emitter.cc:5360)"
+
+    def plan_point(request, use_cache):
+        return {
+            "fits": False,
+            "batch": request.batch,
+            "remat": request.remat,
+            "cached": False,
+            "bytes_per_device": 0,
+            "hbm_bytes": 2**30,
+            "compiler_errors": {"update": message},
+            "versions": {"libtpu": "0.0.42.1"},
+        }
+
+    monkeypatch.setattr(candidate, "plan_point", plan_point)
+    job = slice_job.Job(1e6, "tokens")
+    row = candidate.compile_candidate(TINY, job, "on-demand", use_cache=False, lightest_first=True)
+    assert row["status"] == "does not fit" and "0.00 GiB" not in row["why"]
+    assert f"libtpu 0.0.42.1 fails to compile batch {TINY.batch}" in row["why"]
+    assert message in row["why"]
+
+
 def _verdict_on(request, fits: bool) -> dict:
     """A compute-bound verdict of `request` (so no larger batch is compiled), on its mesh."""
     fsdp, tp = map(int, (request.mesh or "8x1").split("x"))
