@@ -1632,3 +1632,21 @@ def test_each_meshs_compiler_failures_are_kept_with_its_name():
         (208, "8x1"),
         (132, "4x2"),
     ]
+
+
+def test_libtpu_flags_key_the_cache_and_are_named_in_the_verdict(monkeypatch, capsys):
+    """A libtpu flag changes the program (without the SparseCore gather offload, GRPO's update
+    for gemma3-1b compiles at 136 on a tpu7x-8, where by default it fails): a verdict compiled
+    with LIBTPU_INIT_ARGS set is cached apart from one without, and says so; unset, the keys are
+    those of every verdict cached before."""
+    request = plan.Request("scale", "none", "v5e-1", batch=8)
+    monkeypatch.delenv("LIBTPU_INIT_ARGS", raising=False)
+    plain = request.key()
+    monkeypatch.setenv("LIBTPU_INIT_ARGS", "--xla_tpu_offload_gather_to_sparsecore=false")
+    assert request.key() != plain
+    point = plan.plan_point(request, use_cache=False)
+    assert point["versions"]["libtpu_init_args"] == "--xla_tpu_offload_gather_to_sparsecore=false"
+    point_view.print_point(point)
+    assert (
+        "LIBTPU_INIT_ARGS=--xla_tpu_offload_gather_to_sparsecore=false" in capsys.readouterr().out
+    )

@@ -43,6 +43,17 @@ def write_entry(path: Path, result: dict) -> None:
     os.replace(tmp, path)
 
 
+def libtpu_flags() -> dict:
+    """The flags libtpu reads from the environment, where set: a flag changes the program
+    (LIBTPU_INIT_ARGS=--xla_tpu_offload_gather_to_sparsecore=false compiles GRPO's policy
+    update for gemma3-1b at 136 on a tpu7x-8, where by default libtpu 0.0.42.1 fails), so a
+    verdict compiled with one is not one without: the cache keys hold them, and a verdict's
+    `versions` names them beside the libraries'. Empty where unset, so the keys of every
+    verdict compiled without flags stay as they were."""
+    flags = os.environ.get("LIBTPU_INIT_ARGS", "").strip()
+    return {"libtpu_init_args": flags} if flags else {}
+
+
 def executable_key(lowered, target: str, options: dict | None) -> str:
     """The key of one executable's compile: the program XLA receives (the lowered module's
     text: shapes, shardings, donations), the target, the compile options, the versions and
@@ -56,7 +67,7 @@ def executable_key(lowered, target: str, options: dict | None) -> str:
             "module": module,
             "target": target,
             "options": options or {},
-            "versions": versions(),
+            "versions": versions() | libtpu_flags(),
             "sources": verdict_sources_digest(),
         },
         sort_keys=True,

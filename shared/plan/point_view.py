@@ -63,6 +63,7 @@ def print_point(point: dict) -> None:
         f"{_size(point['datasheet_hbm_bytes'])}); compiled with jax {v['jax']}, libtpu "
         f"{v['libtpu']}, tunix {v['google-tunix']} (Sampler semantics {point['tunix']}), "
         f"qwix {v['qwix']}, flax {v['flax']}"
+        + (f", LIBTPU_INIT_ARGS={v['libtpu_init_args']}" if v.get("libtpu_init_args") else "")
     )
     if point["fits"]:
         print(
