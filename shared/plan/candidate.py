@@ -237,15 +237,16 @@ def _on_one_mesh(
             break  # in order: the first that fits; lightest first: the first that does not
     if not fitting:
         skipped = [r for r in remats if r not in tried]
-        need = (
-            f"batch {point['batch']} needs {point['bytes_per_device'] / 2**30:.2f} GiB "
-            f"a device of {point['hbm_bytes'] / 2**30:.2f} with remat {point['remat']} "
-            "(exact compile)"
-        )
         if failed := point.get("compiler_errors"):  # no bytes: the compiler failed inside
             need = (
                 f"libtpu {point['versions']['libtpu']} fails to compile batch {point['batch']} "
                 f"with remat {point['remat']} (not for lack of HBM: {next(iter(failed.values()))})"
+            )
+        else:
+            need = (
+                f"batch {point['batch']} needs {point['bytes_per_device'] / 2**30:.2f} GiB "
+                f"a device of {point['hbm_bytes'] / 2**30:.2f} with remat {point['remat']} "
+                "(exact compile)"
             )
         return {
             "status": "does not fit",

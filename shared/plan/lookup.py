@@ -16,6 +16,7 @@ from pathlib import Path
 
 from shared.errors import BadInput, choose, run_cli
 from shared.paths import ROOT
+from shared.plan.batch_words import listed
 
 TABLE = ROOT / "docs" / "atlas.csv"
 GiB = 2**30
@@ -91,8 +92,7 @@ def describe(row: dict) -> str:
         )
     elif checked := row.get("checked_above"):
         failed = [first_fail, checked, *filter(None, [row.get("checked_aligned")])]
-        listed = f"{', '.join(map(str, failed[:-1]))} and {failed[-1]}"
-        answer = f"largest batch {largest} ({listed} do not fit)"
+        answer = f"largest batch {largest} ({listed(failed)} do not fit)"
     else:
         answer = (
             f"largest batch {largest} ({first_fail} does not fit; two units above it not "

@@ -22,7 +22,7 @@ from shared.plan.mesh_steps import pinned_to, unit_for
 from shared.plan.search import CEILING, searcher
 from shared.plan.search_lines import checked_fields, checks_above
 from shared.plan.search_meshes import beat_on_other_meshes, meshes_by_ceiling, meshes_result
-from shared.plan.search_result import mesh_answer
+from shared.plan.search_result import compiler_failed, mesh_answer
 from shared.plan.target import target_devices
 
 
@@ -113,7 +113,7 @@ def check_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
         new = search_row(head, found, wall_s)
     else:  # they fail too (or the compiler fails there): the stored answer stands, checked
         crashed = check["compiler_errors"]
-        failed = known | set(check["checked"]) - {e["batch"] for e in crashed}
+        failed = known | set(check["checked"]) - set(compiler_failed(check))
         new = {
             **row,
             **head,
