@@ -1013,7 +1013,7 @@ def test_the_figure_colours_each_cell_by_its_verdict(tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_shards_split_the_cells_left_and_a_bad_shard_is_one_line(tmp_path, capsys):
+def test_shards_split_the_cells_left_and_a_bad_shard_is_one_line(tmp_path, monkeypatch, capsys):
     """Two runs with --shard 1/2 and 2/2 share the grid: each computes every other cell left
     (here none is left, so both only render); a malformed shard is refused before any work."""
     from shared.plan.atlas import cli
@@ -1032,6 +1032,14 @@ def test_shards_split_the_cells_left_and_a_bad_shard_is_one_line(tmp_path, capsy
     for bad in ("0/2", "3/2", "2", "a/b"):
         with pytest.raises(BadInput, match="--shard wants K/N"):
             cli.parse_shard(bad)
+    # the atlas is libtpu's defaults: a run under a libtpu flag is refused before it computes
+    # anything (its rows would show that flag's answers as the default's); rendering is not
+    monkeypatch.setenv("LIBTPU_INIT_ARGS", "--xla_tpu_offload_gather_to_sparsecore=false")
+    before = store.read_text()
+    with pytest.raises(BadInput, match="LIBTPU_INIT_ARGS is set .*unset it"):
+        cli.main(argv)
+    assert store.read_text() == before
+    assert cli.main([*argv, "--render-only"]) == 0
 
 
 def test_a_stored_answer_lacking_its_check_and_a_mesh_gets_both_in_one_run(
@@ -1144,10 +1152,10 @@ def test_a_search_near_an_atlas_cell_names_it_and_still_compiles(tmp_path, monke
     assert "python -m shared.plan lookup gemma3-1b v5e-8 rollout; compiling" in note
 
 
-def test_a_search_that_is_an_atlas_cell_is_answered_from_the_store(tmp_path):
+def test_a_search_that_is_an_atlas_cell_is_answered_from_the_store(tmp_path, monkeypatch):
     """Only the exact cell answers: its recipe's settings, the same versions and steps (by
-    default each mesh's least batch); any other flag (a longer sequence, a mesh, a fast
-    compile) leaves the search to the compiler."""
+    default each mesh's least batch), libtpu's default flags; any other flag (a longer
+    sequence, a mesh, a fast compile, a libtpu flag) leaves the search to the compiler."""
     from shared.plan.atlas import answer
 
     request = plan.Request("lora-train", "gemma3-1b", "v5e-1", seq=2048, lora_rank=16)
@@ -1163,6 +1171,13 @@ def test_a_search_that_is_an_atlas_cell_is_answered_from_the_store(tmp_path):
     assert row["max_batch"] == 8 and row["recipe"] == "lora-train"
     assert answer.committed_search(request, 1, store) == row  # the default's step, asked for
     assert answer.committed_search(request, 8, store) is None  # another unit
+    # a libtpu flag changes what compiles (GRPO on a tpu7x-8 with the SparseCore gather offload
+    # off compiles where the default fails): the row compiled without it is no answer
+    with monkeypatch.context() as flagged:
+        flagged.setenv("LIBTPU_INIT_ARGS", "--xla_tpu_offload_gather_to_sparsecore=false")
+        assert answer.committed_search(request, None, store) is None
+        assert answer.nearby_cell(dataclasses.replace(request, seq=4096), store) is None
+    assert answer.nearby_cell(dataclasses.replace(request, seq=4096), store)[0] == row
     atlas.append_row(
         store, _row("gemma3-1b", "v6e-1", "lora-train", versions=VERSIONS | {"jax": "0"})
     )

@@ -107,11 +107,16 @@ def test_a_setting_is_the_modes_preset_with_the_parameters_the_user_set():
         report.setting("device", Demo, STEPS=3)
 
 
-def test_every_results_file_starts_with_how_it_was_made_and_is_written_whole(tmp_path):
+def test_every_results_file_starts_with_how_it_was_made_and_is_written_whole(tmp_path, monkeypatch):
     from shared.report import results
 
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    monkeypatch.setenv("LIBTPU_INIT_ARGS", "--xla_tpu_offload_gather_to_sparsecore=false")
     head = results.header("benchmarks/bench_demo.py", ["--out", "x.json"])
     assert head["command"] == "python benchmarks/bench_demo.py --out x.json"
+    # the flags it compiled under, where set: they change the program
+    assert head["libtpu_init_args"] == "--xla_tpu_offload_gather_to_sparsecore=false"
+    assert "xla_flags" not in head
     assert head["versions"]["jax"] and head["host_cpus"] >= 1 and head["date"]
     path = results.write(tmp_path / "out" / "demo.json", {**head, "points": [1]})
     written = json.loads(path.read_text())

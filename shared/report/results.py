@@ -19,13 +19,15 @@ from shared.versions import versions
 
 
 def header(script: str, argv: list[str] | None = None) -> dict:
-    """The first keys of a results file: command (`python SCRIPT ARGS`), the XLA flags it ran
-    under when any were set (they change what XLA compiles: a GPU peak measured with the
-    autotuner off, say), date, host, versions."""
+    """The first keys of a results file: command (`python SCRIPT ARGS`), the XLA and libtpu
+    flags it ran under when any were set (they change what XLA compiles: a GPU peak measured
+    with the autotuner off, GRPO on a tpu7x-8 with the SparseCore gather offload off), date,
+    host, versions."""
     args = sys.argv[1:] if argv is None else argv
+    flags = {"xla_flags": "XLA_FLAGS", "libtpu_init_args": "LIBTPU_INIT_ARGS"}
     return {
         "command": " ".join(["python", script, *args]),
-        **({"xla_flags": os.environ["XLA_FLAGS"]} if os.environ.get("XLA_FLAGS") else {}),
+        **{key: os.environ[name] for key, name in flags.items() if os.environ.get(name)},
         "date": datetime.date.today().isoformat(),
         "host_cpus": os.cpu_count(),
         "host_machine": platform.machine(),

@@ -17,10 +17,10 @@ from shared.plan.atlas.store import (
     older_search,
     read_store,
     stepped_units,
+    versions_now,
 )
 from shared.plan.verdict import Request
 from shared.plan.workloads import READS
-from shared.versions import versions
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(Request)}
 
@@ -72,10 +72,10 @@ def nearby_cell(request: Request, store: Path = STORE) -> tuple[dict, dict] | No
 
 def _current_row(recipe: str, request: Request, store: Path) -> dict | None:
     """The store's newest row of the recipe's cell for the request's model and target, where
-    it succeeded at these versions; else None."""
+    it succeeded at these versions and libtpu flags (store.versions_now); else None."""
     key = (recipe, request.model, parse_target(request.target).name)
     row = newest(read_store(store)).get(key)
-    if row is None or row["status"] != "ok" or row["versions"] != versions():
+    if row is None or row["status"] != "ok" or row["versions"] != versions_now():
         return None
     return row
 

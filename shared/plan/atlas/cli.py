@@ -49,6 +49,7 @@ from shared.plan.atlas.store import (
     stored_row,
     todo,
 )
+from shared.plan.cache_entries import libtpu_flags
 
 
 def _names(text: str, valid, kind: str) -> list[str]:
@@ -164,6 +165,12 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _stop)
     start = time.monotonic()
     if not args.render_only:
+        if flags := libtpu_flags():
+            raise BadInput(
+                f"LIBTPU_INIT_ARGS is set ({flags['libtpu_init_args']}): the atlas is compiled "
+                "with libtpu's defaults; unset it, or ask one cell with a flag with `python -m "
+                "shared.plan ... --max-batch`"
+            )
         versions = plan.versions()
         skipped = {c.recipe for c in grid if RECIPES[c.recipe]["workload"] not in plan.WORKLOADS}
         for recipe in sorted(skipped):
