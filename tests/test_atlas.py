@@ -1226,3 +1226,41 @@ def test_a_cell_says_where_the_compiler_failed_and_lookup_words_it():
     csv.update(converged="True", needs_check="False", compiler_errors=f"200: {message}")
     text = lookup.describe(csv)
     assert f"largest batch 192 (at 200: {message}: the compiler fails there" in text, text
+
+
+def test_the_libtpu_flag_benchmark_states_a_flag_search_beside_the_committed_cell(
+    tmp_path, monkeypatch
+):
+    """benchmarks/bench_libtpu_flag.py: the cell's own search under a libtpu flag, in a child
+    (made up here: a made-up compiler fits up to 24), stored as the atlas stores a search,
+    beside the committed answer the lookup gives; a cell that is not 'recipe,model,target' is
+    one line."""
+    from benchmarks import bench_libtpu_flag as bench
+    from shared.plan import lookup
+
+    _made_up_compiler(monkeypatch, lambda r: r.batch <= 24)
+    request = plan.Request("lora-train", "gemma3-tiny", "v5e-8", seq=64, lora_rank=4)
+    found = json.loads(json.dumps(plan.max_batch(request, ceiling=64, progress=False)))
+    asked = []
+
+    def child(flags, argv):
+        asked.append((flags, argv))
+        return found
+
+    monkeypatch.setattr(bench, "search_with", child)
+    flag, out = "--xla_tpu_offload_gather_to_sparsecore=false", tmp_path / "flag.json"
+    argv = ["--cell", "grpo,gemma3-1b,tpu7x-8", f"--flags={flag}", "--out", str(out)]
+    assert bench.main(argv) == 0
+    report = json.loads(out.read_text())
+    ((flags, child_argv),) = asked
+    assert flags == flag and child_argv[:3] == ["-m", "shared.plan", "grpo"]
+    assert "--max-batch" in child_argv and report["search_command"].startswith(
+        f"LIBTPU_INIT_ARGS={flag} python -m shared.plan grpo --model gemma3-1b"
+    )
+    committed = lookup.find(lookup.read_table(), "gemma3-1b", "tpu7x-8", "grpo")
+    assert report["committed"]["max_batch"] == int(committed["max_batch"])
+    assert report["with_flag"]["max_batch"] == found["max_batch"] == 24
+    assert report["with_flag"]["libtpu_init_args"] == flag
+    assert report["with_flag"]["verdicts"] == len(found["probes"])
+    with pytest.raises(BadInput, match="give 'recipe,model,target'"):
+        bench.main(["--cell", "gemma3-1b", f"--flags={flag}", "--out", str(out)])
