@@ -1241,6 +1241,9 @@ def test_the_libtpu_flag_benchmark_states_a_flag_search_beside_the_committed_cel
     _made_up_compiler(monkeypatch, lambda r: r.batch <= 24)
     request = plan.Request("lora-train", "gemma3-tiny", "v5e-8", seq=64, lora_rank=4)
     found = json.loads(json.dumps(plan.max_batch(request, ceiling=64, progress=False)))
+    flag, out = "--xla_tpu_offload_gather_to_sparsecore=false", tmp_path / "flag.json"
+    for point in found["probes"]:  # a verdict names the versions and flags it compiled with
+        point["versions"] = {**plan.versions(), "libtpu_init_args": flag}
     asked = []
 
     def child(flags, argv):
@@ -1248,7 +1251,6 @@ def test_the_libtpu_flag_benchmark_states_a_flag_search_beside_the_committed_cel
         return found
 
     monkeypatch.setattr(bench, "search_with", child)
-    flag, out = "--xla_tpu_offload_gather_to_sparsecore=false", tmp_path / "flag.json"
     argv = ["--cell", "grpo,gemma3-1b,tpu7x-8", f"--flags={flag}", "--out", str(out)]
     assert bench.main(argv) == 0
     report = json.loads(out.read_text())
@@ -1262,5 +1264,23 @@ def test_the_libtpu_flag_benchmark_states_a_flag_search_beside_the_committed_cel
     assert report["with_flag"]["max_batch"] == found["max_batch"] == 24
     assert report["with_flag"]["libtpu_init_args"] == flag
     assert report["with_flag"]["verdicts"] == len(found["probes"])
+    # the lookup says it beside the cell, from the committed file, at the cell's versions only
+    monkeypatch.setattr(lookup, "committed", lambda name: json.loads(out.read_text()))
+    text = lookup.describe(committed)
+    assert f"  with LIBTPU_INIT_ARGS={flag}: largest batch 24 on " in text
+    assert "benchmarks/results/libtpu_flag_grpo_gemma3-1b_tpu7x-8.json" in text
+    assert lookup.flag_answer("grpo", "gemma3-1b", "tpu7x-8", {"libtpu": "0.0.52"}) is None
+    # and the atlas page, in the note under its recipe's table
+    message = "INTERNAL: RET_CHECK failure (gather_emitter.cc:5360)"
+    row = _row("gemma3-1b", "tpu7x-8", "grpo", max_batch=128, first_not_fitting=None)
+    row.update(compiler_errors=[{"batch": 136, "error": message, "mesh": "8x1"}], mesh="8x1")
+    md, _ = atlas.render(
+        [{**row, "versions": plan.versions()}], ["gemma3-1b"], ["tpu7x-8"], ["grpo"], "t"
+    )
+    note = next(line for line in md.splitlines() if message in line)
+    said = next(line for line in text.splitlines() if "LIBTPU_INIT_ARGS" in line).strip()
+    assert note.endswith(f"; {said}")
+    monkeypatch.setattr(lookup, "committed", lambda name: None)
+    assert "LIBTPU_INIT_ARGS" not in lookup.describe(committed)
     with pytest.raises(BadInput, match="give 'recipe,model,target'"):
         bench.main(["--cell", "gemma3-1b", f"--flags={flag}", "--out", str(out)])

@@ -17,9 +17,14 @@ from pathlib import Path
 from shared.errors import BadInput, choose, run_cli
 from shared.paths import ROOT
 from shared.plan.batch_words import listed
+from shared.report.committed import committed
 
 TABLE = ROOT / "docs" / "atlas.csv"
 GiB = 2**30
+# benchmarks/bench_libtpu_flag.py's results for a cell, in benchmarks/results/
+FLAG_RESULTS = "libtpu_flag_{recipe}_{model}_{target}"
+# the versions a flag's answer must share with the cell's (the CSV's columns, a row's versions)
+SAME_VERSIONS = ("jax", "libtpu", "google-tunix", "qwix")
 
 
 def read_table(path: Path = TABLE) -> list[dict]:
@@ -127,11 +132,30 @@ def describe(row: dict) -> str:
         lines.append(f"  at {largest}: {used / GiB:.2f} of the {allowed / GiB:.2f} GiB per device")
     if row["usd_per_hour_on_demand"]:
         lines.append(f"  {_price_line(row)}")
+    if flagged := flag_answer(row["recipe"], row["model"], row["target"], row):
+        lines.append(f"  {flagged}")
     lines.append(
         f"  the compiler's verdict ({row['compiles']} compiles, {row['date'][:10]}): jax "
         f"{row['jax']}, libtpu {row['libtpu']}, tunix {row['google-tunix']}, qwix {row['qwix']}"
     )
     return "\n".join(lines)
+
+
+def flag_answer(recipe: str, model: str, target: str, versions: dict) -> str | None:
+    """The cell's answer under a libtpu flag, where benchmarks/bench_libtpu_flag.py committed
+    one for it at the cell's `versions`: what a reader whose cell the compiler fails can change
+    (GRPO on a tpu7x-8, with the SparseCore gather offload off). None where there is none."""
+    name = FLAG_RESULTS.format(recipe=recipe, model=model, target=target)
+    found = committed(name) or {}
+    flagged = found.get("with_flag") or {}
+    if any((flagged.get("versions") or {}).get(k) != versions.get(k) for k in SAME_VERSIONS):
+        return None
+    used, allowed = flagged["bytes_per_device"] or 0, flagged["hbm_bytes"]
+    return (
+        f"with LIBTPU_INIT_ARGS={found['flags']}: largest batch {flagged['max_batch']} on "
+        f"{flagged['mesh']}, {used / GiB:.2f} of the {allowed / GiB:.2f} GiB per device "
+        f"({flagged['compiles']} compiles, {found['date']}: benchmarks/results/{name}.json)"
+    )
 
 
 def short_answer(row: dict) -> str:

@@ -13,7 +13,7 @@ from shared import plan
 from shared.errors import BadInput
 from shared.hardware import parse_target, prices
 from shared.paths import ROOT
-from shared.plan import flags
+from shared.plan import flags, lookup
 from shared.plan.atlas.store import (
     RECIPES,
     model_params,
@@ -341,7 +341,8 @@ def _section(
                 or row.get("dips")
                 or row.get("compiler_errors")
             ):
-                notes.append(_described(row))
+                flagged = lookup.flag_answer(recipe, model, target, row["versions"])
+                notes.append(_described(row) + (f"; {flagged}" if flagged else ""))
     text += (
         "| *$/h on-demand / spot* | "
         + " | ".join(
