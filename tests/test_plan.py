@@ -595,6 +595,52 @@ def test_a_missed_first_round_climbs_by_probes_and_compiles_exactly_at_the_bound
     assert result["max_batch"] == 120 and sum(fits for _, fits in exact) >= 5, exact
 
 
+def test_a_climb_reads_its_probes_at_the_exact_bytes_where_they_sat_under(monkeypatch):
+    """Rollouts of gemma3-12b on a 1x8 v6e-8 (unit 1): probes at buffer assignment put 300-305
+    rows under the 33.55 GB allowed, the exact compiles 16% over them (38.14-38.72 GB), so
+    each exact compile at a located fit failed and the climb stopped one unit lower each time:
+    305, 304, 303, 302, 301, 300 failed in a row. Made-up compiler with that shape: the probes
+    3 GB + 0.1 a row, the exact compiles (run to their end: refused none) 16% more, so 305
+    rows are located under the HBM and 259 is the exact answer. Read at the exact bytes
+    (search_climb.located_under), the climb aims the next exact compile at the boundary."""
+    usable, exact = 33.55e9, []
+
+    def located_bytes(batch: int) -> float:
+        return 3e9 + 0.1e9 * batch
+
+    def verdict_of(request):
+        point = _fake_verdict(request, 1.16 * located_bytes(request.batch), usable, refused=[])
+        exact.append((request.batch, point["fits"]))
+        return point
+
+    def probe_of(request):
+        return {**_fake_verdict(request, located_bytes(request.batch), usable), "probe": "assigned"}
+
+    _fake_compiler(monkeypatch, verdict_of)
+    monkeypatch.setattr(search, "locates_at_assignment", lambda request, shape: True)
+    monkeypatch.setattr(
+        search,
+        "assigned_points",
+        lambda requests, use_cache, finish=False: [probe_of(r) for r in requests],
+    )
+    request = plan.Request("scale", "none", "v6e-1")
+    result = search.searcher(request, progress=False)((1, 1))
+    assert (result["max_batch"], result["first_not_fitting"]) == (259, 260), exact
+    failed = [b for b, fits in exact if not fits]
+    assert len(failed) <= 4, exact  # the first located fit, the answer's neighbour, the checks
+    assert search_climb.located_under(
+        {305: {"bytes_per_device": 38.7, "refused": []}}, [{"batch": 305, "bytes_per_device": 33.4}]
+    ) == pytest.approx(38.7 / 33.4)
+    # a refusal's bytes are where the compiler gave up: no ratio from them
+    refused = {305: {"bytes_per_device": 90.0, "refused": ["prefill"]}}
+    assert search_climb.located_under(refused, [{"batch": 305, "bytes_per_device": 33.4}]) == 1
+
+    exact.clear()  # read as before, the climb creeps down from the located boundary a unit a round
+    monkeypatch.setattr(search_climb, "located_under", lambda exact, located: 1.0)
+    result = search.searcher(request, progress=False)((1, 1))
+    assert sum(not fits for _, fits in exact) > 4, exact
+
+
 @pytest.mark.parametrize(
     "rollout_gib_a_row, exact_bend, answer", [(0.05, 0, 300), (0.12, 0, 258), (0.05, 0.5, 283)]
 )
