@@ -41,11 +41,16 @@ def locate_boundary(
     (fails), the exact bytes less 0.8%, 0.7% and 0% (one run at nice 10, beside two atlas runs).
     The answer is still the exact compiles' at the boundary: a probe only aims them."""
     low, high = bracket(exact)  # the exact verdicts bound the climb, probes fill it in
-    ratio = located_under(exact, located)
+    ratios = located_under(exact, located)
+
+    def ratio_at(batch: int) -> float:
+        """The ratio of the batch compiled both ways nearest to `batch` (1.0: none)."""
+        nearest = min(ratios, key=lambda b: (abs(b - batch), -ratios[b]), default=None)
+        return 1.0 if nearest is None else ratios[nearest]
 
     def judged(point: dict) -> dict:
-        """A probe's point with its bytes as the exact compile would have them (`ratio`)."""
-        if ratio == 1.0 or point["batch"] in exact:
+        """A probe's point with its bytes as the exact compile would have them."""
+        if point["batch"] in exact or (ratio := ratio_at(point["batch"])) == 1.0:
             return point
         used = point["bytes_per_device"] * ratio
         return {**point, "bytes_per_device": used, "fits": point["fits"] and used <= usable}
@@ -56,7 +61,7 @@ def locate_boundary(
         if low < p["batch"] and (not high or p["batch"] < high)
     }
     points.update(exact)
-    slope = located_slope and located_slope * ratio
+    slope = located_slope and located_slope * ratio_at(newest["batch"])
     kept, kept_worst = 0, None
     for _ in range(MAX_LOCATED):
         best, worst = bracket(points)
@@ -81,25 +86,26 @@ def locate_boundary(
     return max(best, low + unit), worst
 
 
-def located_under(exact: dict[int, dict], located: list[dict]) -> float:
-    """How far the probes' bytes sat under the exact compiles' at the same batch, as the
-    largest ratio of exact to located bytes (1.0 where none sat under), over the batches
-    compiled both ways whose exact compile ran to its end (its `refused` stated and empty: a
-    refusal's bytes are where the compiler gave up, not the program's).
+def located_under(exact: dict[int, dict], located: list[dict]) -> dict[int, float]:
+    """How far the probes' bytes sat under the exact compiles' at the same batch: batch ->
+    the ratio of exact to located bytes (1.0 at the least), for each batch compiled both ways
+    whose exact compile ran to its end (its `refused` stated and empty: a refusal's bytes are
+    where the compiler gave up, not the program's). The climb reads each probe at the ratio of
+    the nearest such batch: the ratio drifts with the batch (1.157 at 305 rows, 1.153 at 260
+    below), and a far one aims a unit or two off, each an exact round.
 
-    Why: a probe stops at buffer assignment, and the passes after it can add bytes. rollouts
+    Why: a probe stops at buffer assignment, and the passes after it can add bytes. Rollouts
     of gemma3-12b on a 1x8 v6e-8: probes put 300-305 rows at 32.97-33.46 GB, under the 33.55
     allowed, and the exact compiles at 38.14-38.72 (16% more: prefill's temporaries grew),
     so each located fit's exact compile failed and the next climb, reading the probes as
     before, stopped one unit lower: six exact failures in a row, a unit apart (2026-11-30).
     Read at the exact bytes, the probes aim the climb where the exact compile fits. Still only
     an aim: the answer is the exact compiles'."""
-    ratios = [
-        exact[p["batch"]]["bytes_per_device"] / p["bytes_per_device"]
+    return {
+        p["batch"]: max(1.0, exact[p["batch"]]["bytes_per_device"] / p["bytes_per_device"])
         for p in located
         if p["batch"] in exact
         and exact[p["batch"]].get("refused") == []
         and p.get("bytes_per_device")
         and exact[p["batch"]].get("bytes_per_device")
-    ]
-    return max([1.0, *ratios])
+    }
