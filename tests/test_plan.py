@@ -539,6 +539,18 @@ def test_a_squeeze_above_an_exact_low_end_gallops(monkeypatch):
     assert len(exact) <= 10, exact  # 1504, 1512, 1888, halving to 1696 and 1704, the checks
 
 
+def _locating_compiler(monkeypatch, verdict_of, probe_of) -> None:
+    """Every search compile through made-up functions: exact verdicts (`verdict_of`) and
+    probes at buffer assignment (`probe_of`), which locate on every mesh."""
+    _fake_compiler(monkeypatch, verdict_of)
+    monkeypatch.setattr(search, "locates_at_assignment", lambda request, shape: True)
+    monkeypatch.setattr(
+        search,
+        "assigned_points",
+        lambda requests, use_cache, finish=False: [probe_of(r) for r in requests],
+    )
+
+
 def _squeezing_compiler(monkeypatch, answer: int, probe_answer: int) -> list[tuple[int, bool]]:
     """A made-up compiler shaped like GRPO of gemma3-1b on an 8x1 v6e-8 (33.6 GB a chip): 0.45
     GB a row to 64 rows, then squeezed to 31.3-31.9 GB up to `answer`, 34.7 GB and more past
@@ -560,13 +572,7 @@ def _squeezing_compiler(monkeypatch, answer: int, probe_answer: int) -> list[tup
         bytes_ = 0.992 * used(request.batch, probe_answer)
         return {**_fake_verdict(request, bytes_, usable), "probe": "assigned"}
 
-    _fake_compiler(monkeypatch, verdict_of)
-    monkeypatch.setattr(search, "locates_at_assignment", lambda request, shape: True)
-    monkeypatch.setattr(
-        search,
-        "assigned_points",
-        lambda requests, use_cache, finish=False: [probe_of(r) for r in requests],
-    )
+    _locating_compiler(monkeypatch, verdict_of, probe_of)
     return exact
 
 
@@ -617,13 +623,7 @@ def test_a_climb_reads_its_probes_at_the_exact_bytes_where_they_sat_under(monkey
     def probe_of(request):
         return {**_fake_verdict(request, located_bytes(request.batch), usable), "probe": "assigned"}
 
-    _fake_compiler(monkeypatch, verdict_of)
-    monkeypatch.setattr(search, "locates_at_assignment", lambda request, shape: True)
-    monkeypatch.setattr(
-        search,
-        "assigned_points",
-        lambda requests, use_cache, finish=False: [probe_of(r) for r in requests],
-    )
+    _locating_compiler(monkeypatch, verdict_of, probe_of)
     request = plan.Request("scale", "none", "v6e-1")
     result = search.searcher(request, progress=False)((1, 1))
     assert (result["max_batch"], result["first_not_fitting"]) == (261, 262), exact
