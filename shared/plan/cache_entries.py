@@ -54,6 +54,15 @@ def libtpu_flags() -> dict:
     return {"libtpu_init_args": flags} if flags else {}
 
 
+def compiler_versions() -> dict:
+    """What a verdict is compiled with: the libraries' versions and, where LIBTPU_INIT_ARGS sets
+    any, libtpu's flags (libtpu_flags). Every verdict states it, every cache key holds it, and a
+    stored atlas row answers only a search at the same (shared.plan.atlas.answer): the atlas is
+    compiled with libtpu's defaults, and a search with the SparseCore gather offload off was
+    answered "128" from the row that flag changes, without compiling (until 2026-11-30)."""
+    return versions() | libtpu_flags()
+
+
 def executable_key(lowered, target: str, options: dict | None) -> str:
     """The key of one executable's compile: the program XLA receives (the lowered module's
     text: shapes, shardings, donations), the target, the compile options, the versions and
@@ -67,7 +76,7 @@ def executable_key(lowered, target: str, options: dict | None) -> str:
             "module": module,
             "target": target,
             "options": options or {},
-            "versions": versions() | libtpu_flags(),
+            "versions": compiler_versions(),
             "sources": verdict_sources_digest(),
         },
         sort_keys=True,

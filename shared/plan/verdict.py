@@ -29,7 +29,7 @@ from shared.errors import BadInput, choose
 from shared.hardware import parse_target
 from shared.paths import ROOT, writable_folder
 from shared.plan import host_memory
-from shared.plan.cache_entries import executable_key, libtpu_flags, read_entry, write_entry
+from shared.plan.cache_entries import compiler_versions, executable_key, read_entry, write_entry
 from shared.plan.compiled import compile_with_layout, fast_options
 from shared.plan.executable import lower
 from shared.plan.floor import holds
@@ -46,7 +46,6 @@ from shared.plan.workload_bytes import (
     weights_dtype,
 )
 from shared.plan.workloads import COMMON, CUT_TO_LAYERS, READS, WORKLOADS, build_workload
-from shared.versions import versions
 
 CACHE_DIR = Path(os.environ.get("TPU_BUDGET_LAB_PLAN_CACHE", ROOT / ".cache" / "plan"))
 
@@ -139,7 +138,7 @@ class Request:
             else {name: getattr(self, name) for name in (*COMMON, *read)}
         )
         blob = json.dumps(
-            {"request": fields, "versions": versions() | libtpu_flags(), "sources": sources},
+            {"request": fields, "versions": compiler_versions(), "sources": sources},
             sort_keys=True,
         )
         return hashlib.sha256(blob.encode()).hexdigest()[:24]
@@ -400,7 +399,7 @@ class _Compiling:
         chip, target, mesh = self.target.chip, self.target, self.mesh
         result = {
             **dataclasses.asdict(request),
-            "versions": versions() | libtpu_flags(),
+            "versions": compiler_versions(),
             "dtype": weights_dtype(self.workload),
             "target_chip": chip.name,
             "devices": len(self.devices),

@@ -17,8 +17,8 @@ from shared.plan.atlas.store import (
     older_search,
     read_store,
     stepped_units,
-    versions_now,
 )
+from shared.plan.cache_entries import compiler_versions
 from shared.plan.verdict import Request
 from shared.plan.workloads import READS
 
@@ -72,10 +72,10 @@ def nearby_cell(request: Request, store: Path = STORE) -> tuple[dict, dict] | No
 
 def _current_row(recipe: str, request: Request, store: Path) -> dict | None:
     """The store's newest row of the recipe's cell for the request's model and target, where
-    it succeeded at these versions and libtpu flags (store.versions_now); else None."""
+    it succeeded at these versions and libtpu flags (cache_entries.compiler_versions); else None."""
     key = (recipe, request.model, parse_target(request.target).name)
     row = newest(read_store(store)).get(key)
-    if row is None or row["status"] != "ok" or row["versions"] != versions_now():
+    if row is None or row["status"] != "ok" or row["versions"] != compiler_versions():
         return None
     return row
 

@@ -17,7 +17,6 @@ from shared.errors import BadInput, choose
 from shared.hardware import parse_target
 from shared.hardware.sharding import mesh_name, mesh_shape
 from shared.paths import ROOT
-from shared.plan.cache_entries import libtpu_flags
 from shared.plan.mesh import least_batch, wider_shapes
 from shared.plan.search_lines import checks_above
 from shared.plan.target import target_devices
@@ -85,16 +84,6 @@ REVISIONS = {"rollout": 1, "lora-train": 2, "grpo": 1, "sft": 1}
 # same LoRA step compiles to the same bytes with and without them
 # (benchmarks/results/activation_sharding.json's v5e-1 point, tests/test_activation_sharding.py).
 MULTI_DEVICE_REVISIONS = {"rollout": 2, "lora-train": 3, "grpo": 2, "sft": 1}
-
-
-def versions_now() -> dict:
-    """The versions a search compiles with now, as its verdicts state them: the libraries' and,
-    where LIBTPU_INIT_ARGS sets any, libtpu's flags (cache_entries.libtpu_flags). A stored row
-    answers only a search at the same: the atlas is compiled with libtpu's defaults (bench_atlas
-    refuses flags), and a search with the SparseCore gather offload off (the flag that compiles
-    GRPO of gemma3-1b on a tpu7x-8 at 136) was answered "128" from the row that flag would
-    change, without compiling (until 2026-11-30)."""
-    return plan.versions() | libtpu_flags()
 
 
 def revision(recipe: str, target: str) -> int:
