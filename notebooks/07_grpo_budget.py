@@ -189,8 +189,8 @@ if results:
 # grpo` for one cell). Its GRPO column is the `grpo` workload's defaults (256-token prompts,
 # 1,024-token completions, 4 generations, LoRA rank 8, tunix's log-probs), not the demo recipe:
 # a first answer for the model to pick. On a v5e-8, gemma3-1b fits 56 sequences a call,
-# gemma2-2b 28 and gemma3-4b 16 (both on a 4x2 mesh); gemma4-31b fits none. A `?` is an older
-# search's answer, which a larger batch may beat.
+# gemma2-2b 28 and gemma3-4b 16 (both on a 4x2 mesh); gemma3-12b, gemma3-27b and gemma4-31b
+# fit none, on any mesh. A `?` is an older search's answer, which a larger batch may beat.
 
 # %%
 column = lookup.slice_column("grpo", setting.target)
