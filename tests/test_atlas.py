@@ -9,6 +9,7 @@ import functools
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -261,7 +262,8 @@ def test_a_row_that_left_a_mesh_unasked_is_computed_again():
     """llama3.1-8b LoRA on a v5e-8, searched with each mesh's own step: nothing on 8x1 and 4x2,
     4 on 2x4, where the room's arithmetic stopped the comparison before 1x8. Today's search
     asks every mesh the weights divide, so the row is an older search's; with 1x8 asked it
-    stands, and so does a row that stored its meshes' ceilings (today's search)."""
+    stands, and so does a row of today's search (it stores its meshes' ceilings) that asked
+    every mesh of them."""
     short = _left_1x8_unasked()
     answers = short["mesh_answers"]
     assert atlas.older_search(short) and not atlas.stepped_coarsely(short)
@@ -269,7 +271,9 @@ def test_a_row_that_left_a_mesh_unasked_is_computed_again():
     assert not atlas.older_search(asked)
     roomier = {**short, "mesh_answers": {"4x2": 2, "2x4": 4}}  # 8x1 and 1x8 never asked
     assert atlas.older_search(roomier)
-    assert not atlas.older_search({**roomier, "mesh_ceilings": {"8x1": 6960, "4x2": 7016}})
+    assert not atlas.older_search({**roomier, "mesh_ceilings": {"4x2": 7016, "2x4": 7100}})
+    # today's search told to stop at its first mesh (--one-mesh) left 8x1 unasked
+    assert atlas.older_search({**roomier, "mesh_ceilings": {"8x1": 6960, "4x2": 7016}})
     grid = atlas.cells(["llama3.1-8b"], ["v5e-8"], ["lora-train"])
     assert _keys(atlas.todo(grid, [short], VERSIONS)) == {("llama3.1-8b", "v5e-8", "lora-train")}
     assert not atlas.todo(grid, [asked], VERSIONS)
@@ -448,6 +452,36 @@ def test_a_row_that_left_a_mesh_unasked_asks_it_alone(monkeypatch, on_4x2, answe
     if on_4x2 == 60:
         assert asked == [(68, False)] and row["mesh_answers"]["4x2"] == "<68"
         assert "64 (batches 72, 80 and 96 do not)" in row["summary"]
+
+
+def test_a_one_mesh_cell_leaves_its_other_meshes_marked_for_a_later_run(monkeypatch):
+    """bench_atlas.py --one-mesh, for a host whose memory cannot hold another mesh's compiles
+    (gemma3-27b's full fine-tune on a tpu7x-8): the cell is searched on its first mesh only,
+    64 on 8x1, and stored marked '?', 4x2 named as not asked. A --one-mesh run leaves it
+    done; any other run asks 4x2 (mesh_row), which fits 96 there and answers the cell."""
+    monkeypatch.setattr(search_meshes, "wider_shapes", lambda request, devices, than: [(4, 2)])
+    from shared.plan.atlas.render import cell_text
+
+    _made_up_compiler(monkeypatch, lambda r: r.batch <= {"8x1": 64, "4x2": 96}[r.mesh])
+    cell = atlas.Cell("gemma3-tiny", "v5e-8", "rollout")
+    row = atlas.run_cell(cell, progress=False, one_mesh=True)
+    assert row["status"] == "ok", row.get("error")
+    assert (row["max_batch"], row["mesh"], row["mesh_answers"]) == (64, "8x1", None)
+    assert set(row["mesh_ceilings"]) == {"8x1", "4x2"}
+    assert atlas.older_search(row) and re.fullmatch(r"✓ 64 \(.*\)\?", cell_text(row))
+    grid = [cell]
+    assert not atlas.todo(grid, [row], row["versions"], one_mesh=True)
+    assert atlas.todo(grid, [row], row["versions"]) == grid
+    page, table = atlas.render([row], ["gemma3-tiny"], ["v5e-8"], ["rollout"], "test")
+    assert "4x2 not asked (--one-mesh), and may fit more" in page
+    stored = next(csv.DictReader(io.StringIO(table)))
+    assert stored["meshes_not_asked"] == "4x2"
+    from shared.plan import lookup
+
+    text = lookup.describe({**stored, "status": "ok", "prices_read": ""})
+    assert "searched on 8x1 only" in text and "4x2 not asked" in text
+    done = atlas.mesh_row(row, cell, progress=False)
+    assert (done["max_batch"], done["mesh"]) == (96, "4x2") and not atlas.older_search(done)
 
 
 def test_a_row_whose_unasked_meshes_cannot_hold_the_weights_stands_asked(monkeypatch):
@@ -636,8 +670,10 @@ def test_the_page_says_how_often_the_older_searches_it_computed_again_were_wrong
     older = _left_1x8_unasked()
     ceilings = {"mesh_ceilings": {"8x1": 9, "4x2": 9, "2x4": 9, "1x8": 9}}
     again = {**older, **ceilings, "date": "2026-11-28T00:00:00Z", "max_batch": 6, "mesh": "1x8"}
+    again["mesh_answers"] = {**older["mesh_answers"], "1x8": 6}  # today's asks every mesh
     same = {**older, "model": "qwen3-8b", "date": "2026-11-21T00:00:00Z"}
     same_again = {**same, **ceilings, "date": "2026-11-29T00:00:00Z"}
+    same_again["mesh_answers"] = {**same["mesh_answers"], "1x8": "<5"}
     rows = [older, again, same, same_again]
     assert atlas.older_search(older) and not atlas.older_search(again)
     md, _ = atlas.render(rows, ["llama3.1-8b"], ["v5e-8"], ["lora-train"], "cmd")

@@ -115,7 +115,13 @@ def describe(row: dict) -> str:
     if row.get("mesh"):
         settings += f", mesh {row['mesh']} (fsdp x tp)"
     lines = [f"{where}: {answer}", f"  settings: {settings}"]
-    if row.get("older_search") == "True":
+    if unasked := row.get("meshes_not_asked"):
+        lines.append(
+            f"  searched on {row['mesh']} only (--one-mesh: the host that computed it could "
+            f"not hold another mesh's compiles): {', '.join(unasked.split())} not asked, and may "
+            f"fit more\n  ask them: {command(*_cell(row), retry='')}"
+        )
+    elif row.get("older_search") == "True":
         lines.append(
             "  answered by an older search (until 2026-11-28 the atlas stepped every mesh by "
             "one unit or left a mesh the weights divide unasked): a larger batch, or one on "

@@ -80,6 +80,7 @@ def max_batch(
     ceiling: int | None = None,
     use_cache: bool = True,
     progress: bool = True,
+    other_meshes: bool = True,
 ) -> dict:
     """The largest batch (a multiple of the unit, at most `ceiling`, by default CEILING) the
     compiler says fits, with every probe. Without --mesh the search compares the mesh rule's
@@ -98,7 +99,11 @@ def max_batch(
     `mesh_answers` gives every mesh asked and its largest batch ("<N" where it was only
     found not to fit N), `units` each one's step (unit_for), `mesh_ceilings` every mesh's
     ceiling, and the probes and compiles are all of theirs. Where no mesh fits a unit, the
-    answer is the rule's mesh's."""
+    answer is the rule's mesh's. Without `other_meshes`, step 2 is left out: the answer is the
+    first mesh's, and the meshes of `mesh_ceilings` missing from `mesh_answers` are left for a
+    later search to ask (shared.plan.atlas.run.mesh_row), on a host whose memory holds their
+    compiles: one exact compile of gemma3-27b's full fine-tune on a 4x2 tpu7x-8 grew past
+    23 GB, all of this project's 2-core machines' memory, where 8x1's took 15.8."""
     start = time.perf_counter()
     devices = target_devices(parse_target(request.target))
     shape = search_shape(request, devices)
@@ -107,10 +112,14 @@ def max_batch(
     first, *others = ceilings
     answers = {first: search(first)}
     cap = CEILING if ceiling is None else ceiling
-    best = beat_on_other_meshes(
-        answers, first, others, worst_at_answer(answers[first]), search, cap
-    )
-    result = meshes_result(answers, best if answers[best]["max_batch"] else shape, ceilings)
+    best = first
+    if other_meshes:
+        best = beat_on_other_meshes(
+            answers, first, others, worst_at_answer(answers[first]), search, cap
+        )
+    # where no mesh fits a unit, the rule's mesh's answer (the first mesh's, the rest unasked)
+    none_fit = not answers[best]["max_batch"] and shape in answers
+    result = meshes_result(answers, shape if none_fit else best, ceilings)
     # the whole search's: the meshes' own walls leave out the questions asked side by side
     return {**result, "wall_s": time.perf_counter() - start}
 

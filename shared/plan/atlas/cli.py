@@ -83,7 +83,7 @@ def from_stored(args, stored: dict | None) -> tuple[Callable, str] | None:
         return partial(check_row, stored), "the check above"
     if args.retry_gaps and has_gap(stored):
         return partial(gap_row, stored), "closing the gap"
-    if skipped_a_mesh(stored):
+    if skipped_a_mesh(stored) and not args.one_mesh:
         return partial(mesh_row, stored), "asking the other meshes"
     return None
 
@@ -105,7 +105,9 @@ def finish_cell(args, cell, versions: dict, retry: dict):
         if kind in done:
             return
         done.add(kind)
-        row = run_cell_alone(cell, resume[0] if resume else run_cell)
+        row = run_cell_alone(
+            cell, resume[0] if resume else partial(run_cell, one_mesh=args.one_mesh)
+        )
         if resume and row["status"] != "ok":  # the stored answer stands
             yield {**row, "error": f"{resume[1]} failed, {row['error']}"}
             return
@@ -148,6 +150,14 @@ def main(argv: list[str] | None = None) -> int:
         "2026-11-27; the compiler's bytes are not monotone in the batch); where it fits, the "
         "search goes on above it. These checks run before the selected cells not computed yet",
     )
+    p.add_argument(
+        "--one-mesh",
+        action="store_true",
+        help="search each cell on its first mesh only (the most room by arithmetic) and store "
+        "that answer marked '?', its other meshes left to a run without this flag: for a host "
+        "whose memory cannot hold their compiles (one of gemma3-27b's full fine-tune on a 4x2 "
+        "tpu7x-8 grew past 23 GB)",
+    )
     p.add_argument("--render-only", action="store_true", help="no compiles: rewrite the docs")
     p.add_argument("--store", type=Path, default=STORE)
     p.add_argument("--md", type=Path, default=MARKDOWN)
@@ -183,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
             "retry_failed": args.retry_failed,
             "retry_gaps": args.retry_gaps,
             "check_above": args.check_above,
+            "one_mesh": args.one_mesh,
         }
         left = todo(
             [c for c in grid if c.recipe not in skipped],

@@ -23,8 +23,9 @@ from shared.plan.atlas.store import (
     reasked,
     revision,
     stepped_units,
+    unasked_meshes,
 )
-from shared.plan.batch_words import failed_batches
+from shared.plan.batch_words import failed_batches, listed
 from shared.versions import VERSIONED
 
 MARKDOWN = ROOT / "docs" / "atlas.md"
@@ -105,7 +106,10 @@ def _described(row: dict) -> str:
     if row.get("mesh"):
         fsdp, tp = map(int, row["mesh"].split("x"))
         fields["mesh_shape"] = {"fsdp": fsdp, "tp": tp}
-    return plan.describe({**row, **fields})
+    text = plan.describe({**row, **fields})
+    if unasked := unasked_meshes(row):  # searched on its first mesh only (--one-mesh)
+        text += f"; {listed(unasked)} not asked (--one-mesh), and may fit more"
+    return text
 
 
 def _on_mesh(row: dict) -> str:
@@ -166,6 +170,7 @@ CSV_COLUMNS = [
     "needs_check",
     "plan_command",
     "compiler_errors",
+    "meshes_not_asked",
 ]
 
 
@@ -194,6 +199,7 @@ def csv_row(recipe: str, model: str, target: str, row: dict | None, price: dict)
         needs_check(row),
         plan_command(recipe, model, target),
         _compiler_errors_text(row.get("compiler_errors") or []),
+        " ".join(unasked_meshes(row)),
     ]
 
 
@@ -269,7 +275,10 @@ def _header(best: list[dict], command: str, pairs: list[tuple[dict, dict]]) -> s
         "mesh the weights divide (a wider tp was searched only where it doubled the room for "
         "the batch: llama3.1-8b rollouts on a v6e-8 said 360 on 8x1, and 2x4 fits 674), so a "
         "batch between the steps, or one on another mesh, may fit; the next run computes "
-        f"these again.{_reasked_text(pairs)}\n"
+        "these again. Since 2026-12-02 also a cell searched on its first mesh only "
+        "(`--one-mesh`, where this 23 GiB host cannot hold another mesh's compiles): N is "
+        "that mesh's exact answer, another mesh may fit more, and a run without the flag asks "
+        f"them.{_reasked_text(pairs)}\n"
         "- `gap`: the search stopped with a gap between N and M, so a batch between may fit "
         "too (`--retry-gaps` closes it by compiles inside it); `✓ ≥N gap`: it stopped with "
         "every exact compile fitting, so more may fit.\n"
@@ -340,6 +349,7 @@ def _section(
                 or not row["converged"]
                 or row.get("dips")
                 or row.get("compiler_errors")
+                or unasked_meshes(row)
             ):
                 flagged = lookup.flag_answer(recipe, model, target, row["versions"])
                 notes.append(_described(row) + (f"; {flagged}" if flagged else ""))

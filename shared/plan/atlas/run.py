@@ -58,13 +58,16 @@ def _error_row(head: dict, err: BaseException, start: float) -> dict:
     }
 
 
-def run_cell(cell: Cell, *, progress: bool = True) -> dict:
-    """plan.max_batch for the cell as a store row: the answer and what it cost, or the error."""
+def run_cell(cell: Cell, *, progress: bool = True, one_mesh: bool = False) -> dict:
+    """plan.max_batch for the cell as a store row: the answer and what it cost, or the error;
+    `one_mesh`: on the search's first mesh only (max_batch's `other_meshes`), the others left
+    for mesh_row."""
     settings, row = cell.settings, _row_head(cell)
     start = time.perf_counter()
     try:
         request = plan.Request(model=cell.model, target=cell.target, **settings)
-        search = plan.max_batch(request, progress=progress)  # each mesh its own least batch
+        # each mesh its own least batch
+        search = plan.max_batch(request, progress=progress, other_meshes=not one_mesh)
     except Exception as err:  # recorded with its reason; --retry-failed tries again
         return _error_row(row, err, start)
     return search_row(row, search, time.perf_counter() - start)

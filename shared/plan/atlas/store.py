@@ -267,14 +267,33 @@ def skipped_a_mesh(row: dict) -> bool:
     360 on 8x1, where 2x4 fits 674. Such a row is an older search's where one of those meshes
     is not among its `mesh_answers` (a mesh too narrow to hold the weights counts too, though
     today's search leaves it out: which meshes hold them is a workload's build, seconds a
-    cell, where the page is rendered for every cell)."""
-    if row.get("status") != "ok" or not row["max_batch"] or "mesh_ceilings" in row:
+    cell, where the page is rendered for every cell). A row of today's search skipped one where
+    it was told to search its first mesh only (bench_atlas.py --one-mesh): a mesh of its
+    `mesh_ceilings` is not among its `mesh_answers`, "none fits" too."""
+    if row.get("status") != "ok" or row["devices"] == 1:
         return False
-    if row["devices"] == 1:
+    if "mesh_ceilings" in row:
+        return bool(unasked_meshes(row))
+    if not row["max_batch"]:
         return False
-    asked = set(row.get("mesh_answers") or [row.get("mesh") or f"{row['devices']}x1"])
+    asked = _asked_meshes(row)
     settings = json.dumps(row["settings"], sort_keys=True)
     return not asked.issuperset(_dividing_meshes(row["model"], row["target"], settings))
+
+
+def unasked_meshes(row: dict) -> list[str]:
+    """The meshes of a row's `mesh_ceilings` (today's search: every mesh it asks) it did not
+    ask, as 'FxT': those a search on its first mesh only left (bench_atlas.py --one-mesh).
+    None where its answer is the search's ceiling: no mesh can beat that."""
+    if row.get("status") != "ok" or row["at_least"]:
+        return []
+    asked = _asked_meshes(row)
+    return [mesh for mesh in row.get("mesh_ceilings") or {} if mesh not in asked]
+
+
+def _asked_meshes(row: dict) -> set[str]:
+    """The meshes a stored row's search asked: its `mesh_answers`, else its one mesh."""
+    return set(row.get("mesh_answers") or [row.get("mesh") or f"{row['devices']}x1"])
 
 
 @functools.cache
@@ -368,12 +387,14 @@ def todo(
     retry_failed: bool = False,
     retry_gaps: bool = False,
     check_above: bool = False,
+    one_mesh: bool = False,
 ) -> list[Cell]:
     """The cells without a row for these settings, revision and versions, or whose row today's
     search may answer differently (older_search); on request also those whose
     row failed, whose search stopped with a gap, or (`check_above`) whose answer lacks the
     check two units above it (needs_check), those first: a better search may change them, and
-    the newest row is the one shown."""
+    the newest row is the one shown. `one_mesh` (bench_atlas.py --one-mesh): a row that left a
+    mesh unasked is done, as a search on its first mesh only would leave it."""
 
     def again(row: dict) -> bool:
         if row.get("status") != "ok":
@@ -382,7 +403,8 @@ def todo(
 
     shown = {c: stored_row(rows, c, versions) for c in candidates}  # a cell's newest row decides
     # an older search's row: asked once a row (skipped_a_mesh builds the model)
-    older = {c: bool(row and older_search(row)) for c, row in shown.items()}
+    redo = stepped_coarsely if one_mesh else older_search
+    older = {c: bool(row and redo(row)) for c, row in shown.items()}
     left = [c for c, row in shown.items() if row is None or older[c] or again(row)]
 
     def first(cell: Cell) -> tuple[bool, bool]:
