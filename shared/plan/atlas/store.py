@@ -270,11 +270,11 @@ def skipped_a_mesh(row: dict) -> bool:
     cell, where the page is rendered for every cell). A row of today's search skipped one where
     it was told to search its first mesh only (bench_atlas.py --one-mesh): a mesh of its
     `mesh_ceilings` is not among its `mesh_answers`, "none fits" too."""
-    if row.get("status") != "ok" or row["devices"] == 1:
+    if row.get("status") != "ok":
         return False
     if "mesh_ceilings" in row:
         return bool(unasked_meshes(row))
-    if not row["max_batch"]:
+    if row["devices"] == 1 or not row["max_batch"]:
         return False
     asked = _asked_meshes(row)
     settings = json.dumps(row["settings"], sort_keys=True)
@@ -285,10 +285,11 @@ def unasked_meshes(row: dict) -> list[str]:
     """The meshes of a row's `mesh_ceilings` (today's search: every mesh it asks) it did not
     ask, as 'FxT': those a search on its first mesh only left (bench_atlas.py --one-mesh).
     None where its answer is the search's ceiling: no mesh can beat that."""
-    if row.get("status") != "ok" or row["at_least"]:
+    ceilings = row.get("mesh_ceilings") or {}
+    if row.get("status") != "ok" or row["at_least"] or not ceilings:
         return []
     asked = _asked_meshes(row)
-    return [mesh for mesh in row.get("mesh_ceilings") or {} if mesh not in asked]
+    return [mesh for mesh in ceilings if mesh not in asked]
 
 
 def _asked_meshes(row: dict) -> set[str]:
