@@ -102,8 +102,9 @@ def max_batch(
     answer is the rule's mesh's. Without `other_meshes`, step 2 is left out: the answer is the
     first mesh's, and the meshes of `mesh_ceilings` missing from `mesh_answers` are left for a
     later search to ask (shared.plan.atlas.run.mesh_row), on a host whose memory holds their
-    compiles: one exact compile of gemma3-27b's full fine-tune on a 4x2 tpu7x-8 grew past
-    23 GB, all of this project's 2-core machines' memory, where 8x1's took 15.8."""
+    compiles: asking a 4x2 tpu7x-8 whether gemma3-27b's full fine-tune fits 12, one exact
+    compile, grew the search's process to 23.5 GB, all of this project's 2-core machines'
+    memory (8x1's compiles took 15.8 GiB each)."""
     start = time.perf_counter()
     devices = target_devices(parse_target(request.target))
     shape = search_shape(request, devices)

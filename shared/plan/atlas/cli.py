@@ -155,8 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="search each cell on its first mesh only (the most room by arithmetic) and store "
         "that answer marked '?', its other meshes left to a run without this flag: for a host "
-        "whose memory cannot hold their compiles (one of gemma3-27b's full fine-tune on a 4x2 "
-        "tpu7x-8 grew past 23 GB)",
+        "whose memory cannot hold their compiles (asking a 4x2 tpu7x-8 about gemma3-27b's full "
+        "fine-tune grew the search to 23.5 GB)",
     )
     p.add_argument("--render-only", action="store_true", help="no compiles: rewrite the docs")
     p.add_argument("--store", type=Path, default=STORE)
