@@ -117,9 +117,9 @@ def describe(row: dict) -> str:
     lines = [f"{where}: {answer}", f"  settings: {settings}"]
     if unasked := row.get("meshes_not_asked"):
         lines.append(
-            f"  searched on {row['mesh']} only (--one-mesh: the host that computed it could "
-            f"not hold another mesh's compiles): {', '.join(unasked.split())} not asked, and may "
-            f"fit more\n  ask them: {command(*_cell(row), retry='')}"
+            f"  searched on {row['mesh']} only (bench_atlas.py --one-mesh): "
+            f"{', '.join(unasked.split())} not asked, and may fit more\n"
+            f"  ask them: {command(*_cell(row), retry='')}"
         )
     elif row.get("older_search") == "True":
         lines.append(
