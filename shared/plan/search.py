@@ -91,20 +91,13 @@ def max_batch(
        answer so far (as many, where it has fewer tp: it wins a tie)? Each question compiles
        beside the next mesh's (search_meshes.beat_on_other_meshes). Where it does, the search
        goes on above it there. A mesh whose ceiling is below that batch is answered by
-       arithmetic, without compiling (its verdict's floor is over the HBM). Until 2026-11-28
-       a wider mesh was searched only where it doubled the room of the one before, so
-       llama3.1-8b rollouts on a v6e-8 answered 360 on 8x1, where 2x4 fits 674 (31.17 of 31.25
-       GiB a chip) and 1x8 fits 667 (its ceiling 1466).
-    The answer is the mesh that fits the most, fewer tp on a tie (`mesh_shape`);
-    `mesh_answers` gives every mesh asked and its largest batch ("<N" where it was only
-    found not to fit N), `units` each one's step (unit_for), `mesh_ceilings` every mesh's
-    ceiling, and the probes and compiles are all of theirs. Where no mesh fits a unit, the
-    answer is the rule's mesh's. Without `other_meshes`, step 2 is left out: the answer is the
-    first mesh's, and the meshes of `mesh_ceilings` missing from `mesh_answers` are left for a
-    later search to ask (shared.plan.atlas.run.mesh_row), on a host whose memory holds their
-    compiles: asking a 4x2 tpu7x-8 whether gemma3-27b's full fine-tune fits 12, one exact
-    compile, grew the search's process to 23.5 GB, all of this project's 2-core machines'
-    memory (8x1's compiles took 15.8 GiB each)."""
+       arithmetic, without compiling (its verdict's floor is over the HBM). Until
+       2026-11-28 not every mesh was asked: shared.plan.atlas.store.skipped_a_mesh.
+    The answer is the mesh that fits the most, fewer tp on a tie (`mesh_shape`); `mesh_answers`
+    gives every mesh asked and its largest batch ("<N" where it was only found not to fit N),
+    `units` each one's step (unit_for), `mesh_ceilings` every mesh's ceiling, and the probes and
+    compiles are all of theirs. Where no mesh fits a unit, the answer is the rule's mesh's, where
+    it was asked. Without `other_meshes` (bench_atlas.py --one-mesh) step 2 is left out."""
     start = time.perf_counter()
     devices = target_devices(parse_target(request.target))
     shape = search_shape(request, devices)
@@ -113,12 +106,9 @@ def max_batch(
     first, *others = ceilings
     answers = {first: search(first)}
     cap = CEILING if ceiling is None else ceiling
-    best = first
-    if other_meshes:
-        best = beat_on_other_meshes(
-            answers, first, others, worst_at_answer(answers[first]), search, cap
-        )
-    # where no mesh fits a unit, the rule's mesh's answer (the first mesh's, the rest unasked)
+    best = beat_on_other_meshes(
+        answers, first, others if other_meshes else [], worst_at_answer(answers[first]), search, cap
+    )
     none_fit = not answers[best]["max_batch"] and shape in answers
     result = meshes_result(answers, shape if none_fit else best, ceilings)
     # the whole search's: the meshes' own walls leave out the questions asked side by side

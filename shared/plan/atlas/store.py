@@ -284,7 +284,7 @@ def skipped_a_mesh(row: dict) -> bool:
 def unasked_meshes(row: dict) -> list[str]:
     """The meshes of a row's `mesh_ceilings` (today's search: every mesh it asks) it did not
     ask, as 'FxT': those a search on its first mesh only left (bench_atlas.py --one-mesh).
-    None where its answer is the search's ceiling: no mesh can beat that."""
+    Nothing where its answer is the search's ceiling: no mesh can beat that."""
     ceilings = row.get("mesh_ceilings") or {}
     if row.get("status") != "ok" or row["at_least"] or not ceilings:
         return []
