@@ -44,6 +44,23 @@ def test_compiles_go_side_by_side_only_where_each_ones_measured_peak_fits(free):
     assert host_memory.one_compile_bytes(BIG, None) == 0
 
 
+def test_the_line_said_names_what_a_short_memory_does(free, monkeypatch, capsys):
+    """One line a key: fewer at once, or (nothing else to wait for) one that may not fit. The
+    line said "1 compile(s) at once, not 1" where one compile went ahead with too little free
+    (a tpu7x-8 atlas run beside another, 2026-12-02)."""
+    monkeypatch.setattr(host_memory, "_SAID", set())
+    host_memory.record(BIG, 10 * GIB, None)
+    free["bytes"] = 15 * GIB
+    assert host_memory.compiles_at_once([BIG, BIG], 2, None) == 1
+    assert "plan: 1 compile(s) at once, not 2: " in capsys.readouterr().err
+    monkeypatch.setattr(host_memory, "_SAID", set())
+    free["bytes"] = 3 * GIB
+    assert host_memory.compiles_at_once([BIG], 1, None) == 1
+    said = capsys.readouterr().err
+    assert "plan: one compile, with less memory free than it may take: " in said
+    assert "10.0 GiB of this machine's memory, 3.0 GiB free" in said
+
+
 def test_a_corrupt_or_unwritable_store_measures_again(free, tmp_path):
     (tmp_path / host_memory.STORE).write_text("{not json")
     assert host_memory.one_compile_bytes(BIG, tmp_path) == 0

@@ -183,10 +183,15 @@ def _fitting(requests: list, wanted: int, folder: Path | None) -> int:
     fit = min(wanted, max(0, free - _yet_to_take(stored)) // need)
     if fit < wanted and _key(largest) not in _SAID:
         _SAID.add(_key(largest))
+        if fit:
+            what = f"{fit} compile(s) at once, not {wanted}"
+        elif _ELSEWHERE:
+            what = "waiting for the compile beside this one to end"
+        else:  # nothing to wait for: one compile goes ahead, which the kernel may kill
+            what = "one compile, with less memory free than it may take"
         print(
-            f"plan: {max(fit, 1)} compile(s) at once, not {wanted}: one compile of "
-            f"{largest.model} {largest.workload} took {need / 2**30:.1f} GiB of this "
-            f"machine's memory, {free / 2**30:.1f} GiB free",
+            f"plan: {what}: one compile of {largest.model} {largest.workload} took "
+            f"{need / 2**30:.1f} GiB of this machine's memory, {free / 2**30:.1f} GiB free",
             file=sys.stderr,
         )
     return fit if fit or _ELSEWHERE else 1
