@@ -3,6 +3,7 @@ exact compiles of gemma3-27b's LoRA step side by side took a 23 GiB machine to 2
 kernel killed the search. Free memory and compile sizes are made up here; the compiles real."""
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -87,6 +88,46 @@ def test_a_compile_waits_while_a_child_compiling_elsewhere_holds_its_room(free):
         child.kill()
         child.wait()
         host_memory.done_elsewhere(child.pid)
+
+
+def test_a_compile_waits_while_another_process_sharing_the_cache_compiles(free, tmp_path):
+    """Two atlas runs sharing a plan cache each saw only what the other held (MemAvailable), not
+    what its compile would still take, and started exact compiles side by side that the
+    machine could not hold (2026-12-02): what one announces, the other waits for."""
+    host_memory.record(BIG, 12 * GIB, tmp_path)
+    announcing = (
+        "import sys, time; from shared import plan; from shared.plan import host_memory; "
+        "from pathlib import Path; request = plan.Request('lora-train', 'gemma3-27b', 'v6e-4'); "
+        "context = host_memory.compiling_here([request], 1, Path(sys.argv[1])); "
+        "context.__enter__(); time.sleep(60)"
+    )
+    other = subprocess.Popen([sys.executable, "-c", announcing, str(tmp_path)])
+    announced = tmp_path / host_memory.COMPILING / f"{other.pid}.json"
+    try:
+        while not announced.exists():
+            assert other.poll() is None, "the announcing process ended early"
+            time.sleep(0.1)
+        threading.Timer(1.0, other.kill).start()
+        started = time.perf_counter()
+        assert host_memory.compiles_at_once([BIG], 1, tmp_path) == 1
+        assert time.perf_counter() - started >= 1.0  # it returned once the other had ended
+        assert not announced.exists()  # a killed process's announcement is cleared
+        # (_fitting: 0 would be a wait, which compiles_at_once would never end)
+        with host_memory.compiling_here([BIG], 1, tmp_path):  # this one's own is passed over
+            assert host_memory._fitting([BIG], 1, tmp_path) == 1
+            assert (tmp_path / host_memory.COMPILING / f"{os.getpid()}.json").exists()
+        assert not list((tmp_path / host_memory.COMPILING).iterdir())
+        # a killed run's announcement whose pid the kernel has since given to another process
+        reused = tmp_path / host_memory.COMPILING / f"{os.getppid()}.json"
+        key = "lora-train gemma3-27b"
+        reused.write_text(
+            json.dumps({"key": key, "compiles": 1, "resident_before": 0, "started": 1})
+        )
+        assert host_memory._fitting([BIG], 1, tmp_path) == 1
+        assert not reused.exists()
+    finally:
+        other.kill()
+        other.wait()
 
 
 def test_a_round_of_compiles_records_this_processs_growth(monkeypatch):

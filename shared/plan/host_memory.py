@@ -5,7 +5,8 @@ compiles of gemma3-27b's LoRA step at 4,096 tokens on a 2x2 v6e-4, side by side 
 (a search's pair: shared.plan.verdict.plan_points), took it to 20.7 GB, and the kernel killed it
 on a 23 GiB machine: the search's answer was lost. So compiles go side by side only where each
 one's measured peak fits in the memory the machine has free at the time (MemAvailable), less
-what the compiles still running in probe children (shared.plan.assigned) are yet to take.
+what the compiles still running in probe children (shared.plan.assigned), or in other
+processes sharing the plan cache (an atlas run's shards: announce), are yet to take.
 
 A compile's peak is measured, never guessed from the model: the growth of a probe child's peak
 over its whole compile (shared.plan.assigned: not at buffer assignment, where gemma3-1b's LoRA
@@ -19,6 +20,7 @@ take. Linux only (/proc); elsewhere there is no limit.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 import json
@@ -31,12 +33,15 @@ import jax
 
 PROC = Path("/proc")
 STORE = "host_memory.json"  # in the plan cache's folder: "workload model" -> bytes
+COMPILING = "compiling"  # in the plan cache's folder: PID.json for each process compiling now
 _POLL_S = 0.5
 # "workload model" -> the most bytes of host memory one compile of it took, in this process
 _ONE_COMPILE: dict[str, int] = {}
 # pid of a probe child compiling on its own -> the "workload model" it compiles
 _ELSEWHERE: dict[int, str] = {}
 _SAID: set[str] = set()  # the keys whose limit has been said once
+# pid (this process, or a probe child of it) -> its file in COMPILING (announce)
+_ANNOUNCED: dict[int, Path] = {}
 
 
 def _key(request) -> str:
@@ -65,6 +70,16 @@ def _kb_field(path: Path, field: str) -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+def started_at(pid: int | str) -> int | None:
+    """When process `pid` started (clock ticks since boot, /proc/PID/stat's 22nd field), or
+    None where it has ended: with its pid, it names one process, which a pid alone does not
+    once the kernel hands the pid of an ended process to a new one."""
+    try:
+        return int((PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def resident_bytes(pid: int | str = "self") -> int | None:
@@ -150,13 +165,58 @@ def _most(key: str, stored: dict[str, int]) -> int:
     return max(_ONE_COMPILE.get(key, 0), stored.get(key, 0))
 
 
-def compiling_elsewhere(pid: int, request) -> None:
-    """A child process `pid` compiles `request` beside this one (a probe finishing its compile)."""
+def compiling_elsewhere(pid: int, request, folder: Path | None = None) -> None:
+    """A child process `pid` compiles `request` beside this one (a probe finishing its
+    compile); announced in `folder` (the plan cache's) for the processes sharing it."""
     _ELSEWHERE[pid] = _key(request)
+    announce(pid, request, 1, 0, folder)
 
 
 def done_elsewhere(pid: int) -> None:
     _ELSEWHERE.pop(pid, None)
+    withdraw(pid)
+
+
+def announce(pid: int, request, compiles: int, resident_before: int, folder: Path | None) -> None:
+    """Say in `folder` (the plan cache's) that process `pid` runs `compiles` compiles of
+    `request` now, from `resident_before` bytes held: the other processes sharing the folder
+    count what it may still take before they start theirs (_others_yet_to_take). Why: each
+    sees only what the other holds now (MemAvailable), not what its compile will take. Two
+    atlas runs on a 23 GiB machine started exact compiles of LoRA steps on a tpu7x-8 side by
+    side (gemma4-e4b's grew to 18.8 GB, llama3.1-8b's to 18.0) and one was killed, three
+    times in one session (2026-12-02). Nothing where the folder cannot be written."""
+    if folder is None:
+        return
+    path = folder / COMPILING / f"{pid}.json"
+    state = {
+        "key": _key(request),
+        "compiles": compiles,
+        "resident_before": resident_before,
+        "started": started_at(pid),
+    }
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(state))
+    except OSError:
+        return
+    _ANNOUNCED[pid] = path
+
+
+def withdraw(pid: int) -> None:
+    """Process `pid`'s compiles have ended: its announcement goes."""
+    if (path := _ANNOUNCED.pop(pid, None)) is not None:
+        path.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def compiling_here(requests: list, compiles: int, folder: Path | None):
+    """While this process runs `compiles` compiles of `requests` side by side: announced."""
+    largest = max(requests, key=lambda r: one_compile_bytes(r, folder))
+    announce(os.getpid(), largest, compiles, resident_bytes() or 0, folder)
+    try:
+        yield
+    finally:
+        withdraw(os.getpid())
 
 
 def _yet_to_take(stored: dict[str, int]) -> int:
@@ -172,21 +232,46 @@ def _yet_to_take(stored: dict[str, int]) -> int:
     return total
 
 
+def _others_yet_to_take(folder: Path | None, stored: dict[str, int]) -> tuple[int, int]:
+    """What other processes sharing `folder` may still take for the compiles they announced
+    (announce): each one's measured compiles less what it has grown since they started, and
+    how many such processes there are. An announcement whose process has ended (killed before
+    it could withdraw, its pid perhaps another's since) is removed; an unreadable one (being
+    written) is passed over."""
+    total, count = 0, 0
+    for path in folder.glob(f"{COMPILING}/*.json") if folder else ():
+        if not path.stem.isdigit() or (pid := int(path.stem)) in _ANNOUNCED:
+            continue  # this process's own, and its children's (_yet_to_take counts those)
+        try:
+            state = json.loads(path.read_text())
+            held = resident_bytes(pid)
+            if held is None or started_at(pid) != state["started"]:
+                path.unlink(missing_ok=True)
+                continue
+            grown = held - state["resident_before"]
+            total += max(0, _most(state["key"], stored) * state["compiles"] - grown)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        count += 1
+    return total, count
+
+
 def _fitting(requests: list, wanted: int, folder: Path | None) -> int:
     """How many of `wanted` compiles of `requests` fit in the free memory now: 0 where a child
-    compiling elsewhere holds the room the next one needs."""
+    or another process compiling elsewhere holds the room the next one needs."""
     stored = _stored(folder)  # read once: this runs in the probes' poll loop
     largest = max(requests, key=lambda r: _most(_key(r), stored))
     need, free = _most(_key(largest), stored), available_bytes()
     if not need or free is None:
         return wanted
-    fit = min(wanted, max(0, free - _yet_to_take(stored)) // need)
+    others, compiling_beside = _others_yet_to_take(folder, stored)
+    fit = min(wanted, max(0, free - _yet_to_take(stored) - others) // need)
     if fit < wanted and _key(largest) not in _SAID:
         _SAID.add(_key(largest))
         if fit:
             what = f"{fit} compile(s) at once, not {wanted}"
-        elif _ELSEWHERE:
-            what = "waiting for the compile beside this one to end"
+        elif _ELSEWHERE or compiling_beside:
+            what = "waiting for the compiles beside this one to end"
         else:  # nothing to wait for: one compile goes ahead, which the kernel may kill
             what = "one compile, with less memory free than it may take"
         print(
@@ -194,7 +279,7 @@ def _fitting(requests: list, wanted: int, folder: Path | None) -> int:
             f"{need / 2**30:.1f} GiB of this machine's memory, {free / 2**30:.1f} GiB free",
             file=sys.stderr,
         )
-    return fit if fit or _ELSEWHERE else 1
+    return fit if fit or _ELSEWHERE or compiling_beside else 1
 
 
 def compiles_at_once(requests: list, wanted: int, folder: Path | None) -> int:

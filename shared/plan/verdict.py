@@ -290,7 +290,8 @@ def plan_points(
         # as many at once as the cores take and this machine's memory holds (host_memory)
         workers = host_memory.compiles_at_once([c.request for c, _ in rounds], cores, measured_in)
         before = host_memory.restart_peak()
-        with ThreadPoolExecutor(workers) as pool:
+        announced = host_memory.compiling_here([c.request for c, _ in rounds], workers, measured_in)
+        with announced, ThreadPoolExecutor(workers) as pool:
             jobs = []
             for state, group in rounds:
                 for exe in group:
