@@ -1141,7 +1141,9 @@ def test_results_are_cached_atomically_and_a_broken_entry_recompiles(capsys):
     assert plan.plan_point(request)["cached"]
     (compiled,) = verdict.CACHE_DIR.glob("executable.*.json")  # its one executable's compile
     entries = {p.name for p in verdict.CACHE_DIR.iterdir()}  # and nothing half-written
-    assert entries <= {plan.cache_path(request).name, compiled.name, host_memory.STORE}
+    said = {host_memory.STORE, host_memory.COMPILING}  # compiles measured, and announced
+    assert entries <= {plan.cache_path(request).name, compiled.name, *said}
+    assert not list((verdict.CACHE_DIR / host_memory.COMPILING).iterdir())  # and withdrawn
     assert {plan.cache_path(request).name, compiled.name} <= entries
     plan.cache_path(request).write_text(json.dumps(first)[:100])  # a truncated write
     compiled.write_text(compiled.read_text()[:50])
