@@ -165,6 +165,11 @@ def _most(key: str, stored: dict[str, int]) -> int:
     return max(_ONE_COMPILE.get(key, 0), stored.get(key, 0))
 
 
+def _largest(requests: list, stored: dict[str, int]):
+    """The request whose one compile took the most host memory, here or as `stored`."""
+    return max(requests, key=lambda r: _most(_key(r), stored))
+
+
 def compiling_elsewhere(pid: int, request, folder: Path | None = None) -> None:
     """A child process `pid` compiles `request` beside this one (a probe finishing its
     compile); announced in `folder` (the plan cache's) for the processes sharing it."""
@@ -211,7 +216,7 @@ def withdraw(pid: int) -> None:
 @contextlib.contextmanager
 def compiling_here(requests: list, compiles: int, folder: Path | None):
     """While this process runs `compiles` compiles of `requests` side by side: announced."""
-    largest = max(requests, key=lambda r: one_compile_bytes(r, folder))
+    largest = _largest(requests, _stored(folder))
     announce(os.getpid(), largest, compiles, resident_bytes() or 0, folder)
     try:
         yield
@@ -260,7 +265,7 @@ def _fitting(requests: list, wanted: int, folder: Path | None) -> int:
     """How many of `wanted` compiles of `requests` fit in the free memory now: 0 where a child
     or another process compiling elsewhere holds the room the next one needs."""
     stored = _stored(folder)  # read once: this runs in the probes' poll loop
-    largest = max(requests, key=lambda r: _most(_key(r), stored))
+    largest = _largest(requests, stored)
     need, free = _most(_key(largest), stored), available_bytes()
     if not need or free is None:
         return wanted

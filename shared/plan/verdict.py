@@ -288,9 +288,10 @@ def plan_points(
     measured_in = CACHE_DIR if use_cache else None  # host_memory's STORE
     while rounds := [(c, group) for c in compiling if (group := c.next_group(cores))]:
         # as many at once as the cores take and this machine's memory holds (host_memory)
-        workers = host_memory.compiles_at_once([c.request for c, _ in rounds], cores, measured_in)
+        asked = [c.request for c, _ in rounds]
+        workers = host_memory.compiles_at_once(asked, cores, measured_in)
         before = host_memory.restart_peak()
-        announced = host_memory.compiling_here([c.request for c, _ in rounds], workers, measured_in)
+        announced = host_memory.compiling_here(asked, workers, measured_in)
         with announced, ThreadPoolExecutor(workers) as pool:
             jobs = []
             for state, group in rounds:
