@@ -39,6 +39,20 @@ def test_a_batch_whose_arguments_alone_exceed_the_hbm_starts_no_child():
     assert point["bytes_per_device"] > point["hbm_bytes"]
 
 
+def test_a_probe_child_is_announced_to_the_processes_sharing_the_cache_from_its_start():
+    """A second atlas run started its probe beside one that was not announced until it was
+    found finishing, and both went on into whole compiles the machine could not hold
+    (2026-12-02): the child is announced as it starts, and withdrawn as it ends."""
+    request = plan.Request("sft", "gemma3-tiny", "v5e-8", batch=8, seq=64, layers=1)
+    child = assigned._Child(request, verdict.floor_verdict(request))
+    announced = verdict.CACHE_DIR / host_memory.COMPILING / f"{child.process.pid}.json"
+    try:
+        assert announced.exists()
+    finally:
+        child.close()
+    assert not announced.exists()
+
+
 def test_grpo_is_probed_at_its_policy_update_with_the_resident_bytes_it_does_not_take():
     """GRPO's point: the update's report plus the buffers resident beside it (the reference
     model's weights), as a verdict would count them were the update the worst."""

@@ -130,6 +130,42 @@ def test_a_compile_waits_while_another_process_sharing_the_cache_compiles(free, 
         other.wait()
 
 
+def test_a_compile_never_measured_starts_beside_no_other_processs(free, tmp_path):
+    """Two atlas runs' first exact compiles (qwen3-8b's and gemma3-12b's LoRA steps on a
+    tpu7x-8), neither measured, each counted the other's as taking nothing more and grew side
+    by side past 17 GB of a 23 GiB machine (2026-12-02): where this compile or the one beside
+    it was never measured, it waits; once both are, the measures decide."""
+    small = plan.Request("rollout", "gemma3-1b", "v5e-1")
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    announced = tmp_path / host_memory.COMPILING / f"{other.pid}.json"
+    announced.parent.mkdir()
+    started = host_memory.started_at(other.pid)
+    announced.write_text(
+        json.dumps(
+            {
+                "key": "lora-train gemma3-27b",
+                "compiles": 1,
+                "resident_before": 0,
+                "started": started,
+            }
+        )
+    )
+    try:
+        assert host_memory._fitting([small], 2, tmp_path) == 0  # neither is measured
+        host_memory.record(small, 1 * GIB, tmp_path)
+        assert host_memory._fitting([small], 2, tmp_path) == 0  # the one beside is not
+        host_memory.record(BIG, 12 * GIB, tmp_path)
+        assert host_memory._fitting([small], 2, tmp_path) == 2  # 22 GiB free, 12 of it theirs
+        free["bytes"] = 12 * GIB
+        assert host_memory._fitting([small], 2, tmp_path) == 0  # theirs may take it all
+    finally:
+        other.kill()
+        other.wait()
+    # with nobody beside it, a compile never measured goes ahead, as many as asked
+    assert host_memory._fitting([plan.Request("sft", "gemma3-4b", "v5e-8")], 3, tmp_path) == 3
+    assert not announced.exists()
+
+
 def test_a_round_of_compiles_records_this_processs_growth(monkeypatch):
     peaks = iter([3 * GIB])
     monkeypatch.setattr(host_memory, "peak_resident_bytes", lambda: next(peaks))

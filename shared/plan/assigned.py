@@ -183,6 +183,9 @@ class _Child:
                 stderr=log,
                 env=env,
             )
+        # announced from its start, not once it is found finishing: a second atlas run sharing
+        # the plan cache started its probe beside this one's, and both finished their compiles
+        host_memory.announce(self.process.pid, request, 1, 0, verdict.CACHE_DIR)
 
     def done(self) -> bool:
         """Whether every probed executable's bytes are read (the child is then killed), or

@@ -15,7 +15,8 @@ step on a v5e-8 had taken 1.39 of its 5.95 GiB), or of this process's over a rou
 benchmarks/results/plan_host_memory.json). Keyed
 by workload and model, the largest seen, kept beside the plan cache (STORE) so the next process
 knows it before its first compile. Before any is measured, as many compile at once as the cores
-take. Linux only (/proc); elsewhere there is no limit.
+take in one process, and none beside another process's compile. Linux only (/proc); elsewhere
+there is no limit.
 """
 
 from __future__ import annotations
@@ -239,11 +240,13 @@ def _yet_to_take(stored: dict[str, int]) -> int:
 
 def _others_yet_to_take(folder: Path | None, stored: dict[str, int]) -> tuple[int, int]:
     """What other processes sharing `folder` may still take for the compiles they announced
-    (announce): each one's measured compiles less what it has grown since they started, and
-    how many such processes there are. An announcement whose process has ended (killed before
-    it could withdraw, its pid perhaps another's since) is removed; an unreadable one (being
-    written) is passed over."""
-    total, count = 0, 0
+    (announce): each one's measured compiles less what it has grown since they started, None
+    where one of them compiles a workload and model never measured (it may take all that is
+    free); and how many such processes there are. An announcement whose process has ended
+    (killed before it could withdraw, its pid perhaps another's since) is removed; an
+    unreadable one (being written) is passed over."""
+    total: int | None = 0
+    count = 0
     for path in folder.glob(f"{COMPILING}/*.json") if folder else ():
         if not path.stem.isdigit() or (pid := int(path.stem)) in _ANNOUNCED:
             continue  # this process's own, and its children's (_yet_to_take counts those)
@@ -254,7 +257,10 @@ def _others_yet_to_take(folder: Path | None, stored: dict[str, int]) -> tuple[in
                 path.unlink(missing_ok=True)
                 continue
             grown = held - state["resident_before"]
-            total += max(0, _most(state["key"], stored) * state["compiles"] - grown)
+            if not (measured := _most(state["key"], stored)):
+                total = None
+            elif total is not None:
+                total += max(0, measured * state["compiles"] - grown)
         except (OSError, ValueError, KeyError, TypeError):
             continue
         count += 1
@@ -267,24 +273,46 @@ def _fitting(requests: list, wanted: int, folder: Path | None) -> int:
     stored = _stored(folder)  # read once: this runs in the probes' poll loop
     largest = _largest(requests, stored)
     need, free = _most(_key(largest), stored), available_bytes()
-    if not need or free is None:
+    if free is None:
         return wanted
     others, compiling_beside = _others_yet_to_take(folder, stored)
+    if not need or others is None:
+        # Either this compile or one another process runs beside it was never measured, and
+        # may take all that is free: none starts beside another process's compile. Why: two
+        # atlas runs' first exact compiles of qwen3-8b's and gemma3-12b's LoRA steps on a
+        # tpu7x-8, neither measured, each counted the other's as taking nothing more, and grew
+        # side by side past 17 GB of a 23 GiB machine (2026-12-02). In one process, as many
+        # as the cores take until one is measured.
+        if not compiling_beside:
+            return wanted
+        _say_once(
+            largest,
+            "waiting for the compiles beside this one to end: what one of them "
+            f"takes of this machine's memory is not measured yet, {free / 2**30:.1f} GiB free",
+        )
+        return 0
     fit = min(wanted, max(0, free - _yet_to_take(stored) - others) // need)
-    if fit < wanted and _key(largest) not in _SAID:
-        _SAID.add(_key(largest))
+    if fit < wanted:
         if fit:
             what = f"{fit} compile(s) at once, not {wanted}"
         elif _ELSEWHERE or compiling_beside:
             what = "waiting for the compiles beside this one to end"
         else:  # nothing to wait for: one compile goes ahead, which the kernel may kill
             what = "one compile, with less memory free than it may take"
-        print(
-            f"plan: {what}: one compile of {largest.model} {largest.workload} took "
+        _say_once(
+            largest,
+            f"{what}: one compile of {largest.model} {largest.workload} took "
             f"{need / 2**30:.1f} GiB of this machine's memory, {free / 2**30:.1f} GiB free",
-            file=sys.stderr,
         )
     return fit if fit or _ELSEWHERE or compiling_beside else 1
+
+
+def _say_once(request, line: str) -> None:
+    """Print `line` on stderr the first time a limit is met for `request`'s workload and model:
+    the probes' poll loop asks twice a second."""
+    if _key(request) not in _SAID:
+        _SAID.add(_key(request))
+        print(f"plan: {line}", file=sys.stderr)
 
 
 def compiles_at_once(requests: list, wanted: int, folder: Path | None) -> int:
