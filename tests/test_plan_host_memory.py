@@ -132,9 +132,10 @@ def test_a_compile_waits_while_another_process_sharing_the_cache_compiles(free, 
 
 def test_a_compile_never_measured_starts_beside_no_other_processs(free, tmp_path):
     """Two atlas runs' first exact compiles (qwen3-8b's and gemma3-12b's LoRA steps on a
-    tpu7x-8), neither measured, each counted the other's as taking nothing more and grew side
-    by side past 17 GB of a 23 GiB machine (2026-12-02): where this compile or the one beside
-    it was never measured, it waits; once both are, the measures decide."""
+    tpu7x-8), neither measured, each counted the other's as taking nothing more, and ran side
+    by side until the second was killed (alone they took 17.0 and 23.3 GB of a 23 GiB machine;
+    2026-12-02): where this compile or the one beside it was never measured, it waits; once
+    both are, the measures decide."""
     small = plan.Request("rollout", "gemma3-1b", "v5e-1")
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     announced = tmp_path / host_memory.COMPILING / f"{other.pid}.json"

@@ -238,7 +238,7 @@ def _yet_to_take(stored: dict[str, int]) -> int:
     return total
 
 
-def _others_yet_to_take(folder: Path | None, stored: dict[str, int]) -> tuple[int, int]:
+def _others_yet_to_take(folder: Path | None, stored: dict[str, int]) -> tuple[int | None, int]:
     """What other processes sharing `folder` may still take for the compiles they announced
     (announce): each one's measured compiles less what it has grown since they started, None
     where one of them compiles a workload and model never measured (it may take all that is
@@ -280,9 +280,10 @@ def _fitting(requests: list, wanted: int, folder: Path | None) -> int:
         # Either this compile or one another process runs beside it was never measured, and
         # may take all that is free: none starts beside another process's compile. Why: two
         # atlas runs' first exact compiles of qwen3-8b's and gemma3-12b's LoRA steps on a
-        # tpu7x-8, neither measured, each counted the other's as taking nothing more, and grew
-        # side by side past 17 GB of a 23 GiB machine (2026-12-02). In one process, as many
-        # as the cores take until one is measured.
+        # tpu7x-8, neither measured, each counted the other's as taking nothing more; on a 23
+        # GiB machine they reached 14.7 and 7.7 GB side by side before the second was killed
+        # (alone, they took 17.0 and 23.3 GB; 2026-12-02). In one process, as many as the
+        # cores take until one is measured.
         if not compiling_beside:
             return wanted
         _say_once(
