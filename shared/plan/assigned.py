@@ -138,7 +138,7 @@ def _probe_all(requests: list[Request], finish: bool = False) -> list[dict]:
         for child in children:
             if child.finishing():
                 _FINISHING[child.request] = child
-                host_memory.compiling_elsewhere(child.process.pid, child.request, verdict.CACHE_DIR)
+                host_memory.compiling_elsewhere(child.process.pid, child.request)
         return points
     finally:
         for child in children:

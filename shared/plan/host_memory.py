@@ -171,11 +171,10 @@ def _largest(requests: list, stored: dict[str, int]):
     return max(requests, key=lambda r: _most(_key(r), stored))
 
 
-def compiling_elsewhere(pid: int, request, folder: Path | None = None) -> None:
+def compiling_elsewhere(pid: int, request) -> None:
     """A child process `pid` compiles `request` beside this one (a probe finishing its
-    compile); announced in `folder` (the plan cache's) for the processes sharing it."""
+    compile; shared.plan.assigned announced it to the other processes as it started)."""
     _ELSEWHERE[pid] = _key(request)
-    announce(pid, request, 1, 0, folder)
 
 
 def done_elsewhere(pid: int) -> None:
