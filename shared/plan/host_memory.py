@@ -224,6 +224,23 @@ def compiling_here(requests: list, compiles: int, folder: Path | None):
         withdraw(os.getpid())
 
 
+@contextlib.contextmanager
+def round_of_compiles(requests: list, wanted: int, folder: Path | None):
+    """One round of compiles of `requests` side by side in this process: it waits until this
+    machine's memory holds them (compiles_at_once), is announced while it runs, and afterwards
+    what it took is recorded and the heap it freed handed back. Yields how many compile at once
+    and a list the caller fills with the requests it did compile (a round whose executables
+    were all read from the cache measured nothing)."""
+    workers = compiles_at_once(requests, wanted, folder)
+    before = restart_peak()
+    compiled: list = []
+    with compiling_here(requests, workers, folder):
+        yield workers, compiled
+    if compiled:
+        record_round(compiled, before, folder)
+        give_back_freed(compiled, wanted, folder)
+
+
 def _yet_to_take(stored: dict[str, int]) -> int:
     """What the children compiling elsewhere may still take: each one's measured compile, less
     what it holds now; a child that has ended takes nothing."""

@@ -289,18 +289,18 @@ def plan_points(
     while rounds := [(c, group) for c in compiling if (group := c.next_group(cores))]:
         # as many at once as the cores take and this machine's memory holds (host_memory)
         asked = [c.request for c, _ in rounds]
-        workers = host_memory.compiles_at_once(asked, cores, measured_in)
-        before = host_memory.restart_peak()
-        announced = host_memory.compiling_here(asked, workers, measured_in)
-        with announced, ThreadPoolExecutor(workers) as pool:
+        with (
+            host_memory.round_of_compiles(asked, cores, measured_in) as (workers, compiled),
+            ThreadPoolExecutor(workers) as pool,
+        ):
             jobs = []
             for state, group in rounds:
                 for exe in group:
                     with jax.set_mesh(state.mesh):  # lowered here: the mesh context is per thread
                         lowered = lower(exe, state.layouts)
                     path = state.compile_path(exe, lowered)
-                    if path and (compiled := read_entry(path)) is not None:
-                        state.record(exe, {**compiled, "compile_s": 0.0, "compiled_before": True})
+                    if path and (entry := read_entry(path)) is not None:
+                        state.record(exe, {**entry, "compile_s": 0.0, "compiled_before": True})
                         continue
                     compiling_now = pool.submit(compile_with_layout, lowered, state.options)
                     jobs.append((state, exe, path, compiling_now))
@@ -309,9 +309,7 @@ def plan_points(
                 if path:
                     write_entry(path, summary)
                 state.record(exe, summary, layout)
-        if compiled := [state.request for state, *_ in jobs]:
-            host_memory.record_round(compiled, before, measured_in)
-            host_memory.give_back_freed(compiled, cores, measured_in)
+            compiled.extend(state.request for state, *_ in jobs)
     results = iter(state.result() for state in compiling)
     return [answer or next(results) for answer in answers]
 
