@@ -1042,7 +1042,14 @@ def test_the_figure_colours_each_cell_by_its_verdict(tmp_path):
     assert figure.state(_row("gemma3-1b", "v5e-1", max_batch=0)) == ("none", "0")
     assert figure.state(_row("gemma3-1b", "v5e-1", max_batch=8, at_least=True)) == ("fits", "≥8")
     coarse = _before_units(_row("llama3.1-8b", "v5e-8", "lora-train", max_batch=0))
-    assert figure.state(coarse) == ("older", "0?")
+    assert figure.state(coarse) == ("may fit more", "0?")
+    one_mesh = _row("qwen3-8b", "tpu7x-8", "lora-train", max_batch=40, first_not_fitting=44)
+    one_mesh.update(mesh="4x2", mesh_answers={"4x2": 40}, mesh_ceilings={"4x2": 64, "8x1": 64})
+    assert figure.state(one_mesh) == ("may fit more", "40?")
+    asked = {**one_mesh, "mesh_answers": {"4x2": 40, "8x1": 32}}
+    assert figure.state(asked) == ("fits", "40")
+    unchecked = _before_the_check(asked)  # the page says 40?
+    assert atlas.needs_check(unchecked) and figure.state(unchecked) == ("may fit more", "40?")
     rows = [_row("gemma3-1b", "v5e-1", max_batch=208, first_not_fitting=216)]
     path = tmp_path / "figures" / "atlas.png"
     figure.write(path, rows, ["gemma3-1b", "gemma3-27b"], ["v5e-1", "v6e-1"], ["rollout", "grpo"])

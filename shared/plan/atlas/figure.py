@@ -1,6 +1,6 @@
 """The atlas at a glance: one panel a recipe, models down, slices across, each cell coloured by
-what the compiler said (fits, nothing fits, failed, not computed yet, or an older search's
-answer to compute again) and labelled with the largest batch. docs/atlas.md shows it above
+what the compiler said (fits, nothing fits, failed, not computed yet, or an answer a later run
+may raise: the page's '?') and labelled with the largest batch. docs/atlas.md shows it above
 its tables (docs/figures/atlas.png)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from matplotlib.colors import ListedColormap  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 from shared.plan.atlas.render import grid_of  # noqa: E402
-from shared.plan.atlas.store import newest, older_search  # noqa: E402
+from shared.plan.atlas.store import needs_check, newest, older_search  # noqa: E402
 
 # The cell's state -> (colour index, legend label)
 STATES = {
@@ -22,7 +22,10 @@ STATES = {
     "none": (1, "not even the smallest batch fits"),
     "failed": (2, "failed (see the tables)"),
     "not yet": (3, "not computed yet"),
-    "older": (4, "?: an older search (until 2026-11-28), computed again next"),
+    # the page's '?' (render.cell_text): an older search's answer, one searched on one mesh
+    # only (--one-mesh), or one not checked above: a larger batch may fit. Until 2026-12-02
+    # this said "an older search (until 2026-11-28)", also on the one-mesh cells of that day.
+    "may fit more": (4, "?: another mesh, or a batch the search skipped, may fit more"),
 }
 COLOURS = ListedColormap(["#7fc97f", "#f0027f", "#fdc086", "#dddddd", "#ffff99"])
 
@@ -33,8 +36,8 @@ def state(row: dict | None) -> tuple[str, str]:
         return "not yet", ""
     if row["status"] != "ok":
         return "failed", "!"
-    if older_search(row):  # today's search may answer it differently
-        return "older", f"{row['max_batch']}?"
+    if older_search(row) or needs_check(row):  # a later run may answer it with more
+        return "may fit more", f"{row['max_batch']}?"
     if row["max_batch"] == 0:
         return "none", "0"
     return "fits", f"{'≥' if row['at_least'] else ''}{row['max_batch']}"
