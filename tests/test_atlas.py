@@ -864,6 +864,7 @@ def test_a_cell_killed_in_a_compile_runs_again_one_compile_at_a_time(monkeypatch
     row = atlas.run_cell_alone(cell, work=always)
     assert (row["status"], row["signal"]) == ("error", how)
     assert "one_compile_at_a_time" not in row
+    assert ("GiB; run it again on a larger one" in row["error"]) == (how == signal.SIGKILL)
 
 
 def test_one_real_cell_for_a_tiny_model(tmp_path, monkeypatch):

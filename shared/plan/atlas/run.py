@@ -357,10 +357,19 @@ def search_row(head: dict, search: dict, wall_s: float) -> dict:
 
 
 CHILD_EXIT_S = 60  # how long a cell's process may take to exit once it sent its row
-KILLED_FOR_MEMORY = "the cell's process died: killed (signal 9: out of host memory?)"
 # how a cell's process dies when the kernel kills it for memory or a compiler crashes in it;
 # not SIGTERM or SIGINT, with which a person or a time limit stops the run
 CRASH_SIGNALS = (signal.SIGKILL, signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS)
+
+
+def _killed_for_memory() -> str:
+    """Why a SIGKILL most likely came (the kernel's OOM killer; dmesg says for sure), with this
+    machine's memory, so a reader of the atlas knows how much more a retry needs."""
+    total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return (
+        f"killed (signal 9), most likely for host memory: this machine has {total / 2**30:.1f} "
+        "GiB; run it again on a larger one (--retry-failed)"
+    )
 
 
 def _send_row(work: Callable, cell: Cell, pipe, workers: int) -> None:
@@ -409,11 +418,11 @@ def _row_in_child(work: Callable, cell: Cell, workers: int) -> dict:
     except EOFError:
         child.join()
         code = child.exitcode
-        died = KILLED_FOR_MEMORY if code == -9 else f"the cell's process died: exit code {code}"
+        died = _killed_for_memory() if code == -signal.SIGKILL else f"exit code {code}"
         return {
             **_row_head(cell),
             "status": "error",
-            "error": died,
+            "error": f"the cell's process died: {died}",
             "signal": -code if code < 0 else None,
             "wall_s": time.perf_counter() - start,
         }
