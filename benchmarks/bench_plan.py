@@ -5,7 +5,8 @@ Parts (`--parts`, comma-separated):
   and exact, and its wall time from an empty cache), and one exact and one fast verdict at a
   fixed batch;
 - `deep-search`: `--max-batch` for gemma3-27b's LoRA step on a v5p-8 (sequence 2048, rank 16),
-  its compiles and the process's peak memory;
+  its compiles, the process's peak memory and, second by second, which of its processes kept
+  which cores busy (shared.report.cpu_timeline);
 - `breakdown`: build, lower and compile seconds of each executable, fast and exact, at full
   depth and cut to one and two repeats of the attention pattern (shared.plan.timing), for the
   1B rollout near its v5e-1 boundary and a 27B LoRA step on a v5p-8; with the straight line
@@ -81,6 +82,7 @@ from shared.plan.assigned import assigned_points  # noqa: E402
 from shared.plan.cut_depth import carried_to_depth, cut_depths, cut_pair  # noqa: E402
 from shared.plan.search_view import probe_rows  # noqa: E402
 from shared.report import results  # noqa: E402
+from shared.report.cpu_timeline import CpuTimeline  # noqa: E402
 
 
 def _timed(fn, *args, **kwargs):
@@ -140,11 +142,22 @@ def deep_search(a) -> dict:
     request = plan.Request(
         "lora-train", a.breakdown_lora_model, a.lora_target, seq=a.lora_seq, lora_rank=16
     )
-    search, wall = _timed(plan.max_batch, request, progress=False)
+    with CpuTimeline(note=_search_progress) as timeline:
+        search, wall = _timed(plan.max_batch, request)
     return {
         **_searched(request, search, wall),
         "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        # second by second, which process kept which cores busy: where the wall leaves a
+        # core idle, overlapping work can cut it; where both are busy, only less work can
+        "cpu_timeline": timeline.report(),
     }
+
+
+def _search_progress() -> str:
+    """What a search's progress bar says it compiles now (its postfix), for CpuTimeline."""
+    from tqdm.auto import tqdm
+
+    return "; ".join(str(bar.postfix or "") for bar in list(getattr(tqdm, "_instances", ())))
 
 
 # What a benchmark records of each probe that located a search

@@ -136,3 +136,26 @@ def test_busy_cores_sees_a_process_the_load_average_has_not_caught_up_with():
     finally:
         spinner.kill()
         spinner.wait()
+
+
+def test_the_cpu_timeline_names_each_child_by_what_it_compiles_and_sums_the_cores():
+    """A search's timeline must tell a probe's child from the parent and count its cores: a
+    child spinning under a probe's command line shows as that probe, busy, and the summary
+    counts its core-seconds as probes' and the rest of the machine's cores as idle."""
+    from shared.report.cpu_timeline import CpuTimeline
+
+    spin = "import time\nend = time.time() + 1.5\nwhile time.time() < end: pass"
+    probe = json.dumps({"batch": 6, "mesh": "2x2"})
+    with CpuTimeline(period_s=0.25, note=lambda: "locating") as timeline:
+        child = subprocess.Popen(
+            [sys.executable, "-c", spin, "-m", "shared.plan.assigned", probe, "/tmp", ""]
+        )
+        child.wait()
+    timeline_report = timeline.report()
+    cores = [s["by"].get("probe 6 on 2x2", 0.0) for s in timeline_report["samples"]]
+    assert max(cores) >= 0.5
+    assert timeline_report["core_s_by"]["probes"] >= 0.3
+    assert {s["note"] for s in timeline_report["samples"]} == {"locating"}
+    idle = os.cpu_count() * len(timeline_report["samples"]) * 0.25 - timeline_report["busy_core_s"]
+    assert math.isclose(timeline_report["idle_core_s"], idle, abs_tol=0.2)
+    assert sum(timeline_report["samples_at_busy_cores"].values()) == len(timeline_report["samples"])

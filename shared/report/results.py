@@ -43,21 +43,23 @@ def write(path: str | Path, report: dict) -> Path:
     return path
 
 
+def cpu_ticks() -> tuple[int, int]:
+    """The machine's busy and total clock ticks so far, over all its cores (/proc/stat's first
+    line; idle and iowait are not busy)."""
+    with open("/proc/stat") as stat:
+        fields = [int(x) for x in stat.readline().split()[1:]]
+    idle = fields[3] + fields[4]
+    return sum(fields[:8]) - idle, sum(fields[:8])
+
+
 def busy_cores(seconds: float = 2.0) -> float | None:
     """How many cores other processes keep busy now, sampled from /proc/stat over `seconds`
     (None off Linux). The load average lags: a compile at nice 19 beside a benchmark left a
     one-minute load of 1.2 on two cores while it ran (plan_grpo_order.json)."""
-
-    def ticks() -> tuple[int, int]:
-        with open("/proc/stat") as stat:
-            fields = [int(x) for x in stat.readline().split()[1:]]
-        idle = fields[3] + fields[4]  # idle and iowait
-        return sum(fields[:8]) - idle, sum(fields[:8])
-
     try:
-        busy, total = ticks()
+        busy, total = cpu_ticks()
         time.sleep(seconds)
-        busy_after, total_after = ticks()
+        busy_after, total_after = cpu_ticks()
     except OSError:
         return None
     return (busy_after - busy) / max(total_after - total, 1) * (os.cpu_count() or 1)
