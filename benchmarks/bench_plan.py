@@ -7,6 +7,9 @@ Parts (`--parts`, comma-separated):
 - `deep-search`: `--max-batch` for gemma3-27b's LoRA step on a v5p-8 (sequence 2048, rank 16),
   its compiles, the process's peak memory and, second by second, which of its processes kept
   which cores busy (shared.report.cpu_timeline);
+- `near-pair`: the deep search twice from an empty cache, in one run: its second located
+  point alone (as before 2026-12-03), then with the unit above it located beside it
+  (shared.plan.search.BESIDE_AIM): each one's wall and CPU timeline, and their ratio;
 - `breakdown`: build, lower and compile seconds of each executable, fast and exact, at full
   depth and cut to one and two repeats of the attention pattern (shared.plan.timing), for the
   1B rollout near its v5e-1 boundary and a 27B LoRA step on a v5p-8; with the straight line
@@ -153,6 +156,28 @@ def deep_search(a) -> dict:
     }
 
 
+def near_pair(a) -> dict:
+    """The deep search twice in one run, each from an empty plan cache: its second probe
+    located alone (search.BESIDE_AIM off, as before 2026-12-03), then with the unit above it
+    located beside it: each one's answer, compiles, wall and CPU timeline, and the ratio."""
+    from shared.plan import search
+
+    runs, cache = {}, verdict.CACHE_DIR
+    for name, beside in (("alone", False), ("beside", True)):
+        search.BESIDE_AIM = beside
+        with tempfile.TemporaryDirectory() as empty:
+            verdict.CACHE_DIR = Path(empty)
+            runs[name] = deep_search(a)
+        print(f"near pair, {name}: {runs[name]['summary']}, {runs[name]['search_wall_s']:.0f} s")
+    search.BESIDE_AIM, verdict.CACHE_DIR = True, cache
+    same = runs["alone"]["max_batch"] == runs["beside"]["max_batch"]
+    return {
+        **runs,
+        "same_answer": same,
+        "beside_over_alone": runs["beside"]["search_wall_s"] / runs["alone"]["search_wall_s"],
+    }
+
+
 def _search_progress() -> str:
     """What a search's progress bar says it compiles now (its postfix), for CpuTimeline."""
     from tqdm.auto import tqdm
@@ -296,6 +321,7 @@ QUIET_BUSY = 0.3  # cores other processes keep busy just before the start (the l
 PARTS = (
     "search",
     "deep-search",
+    "near-pair",
     "pairing",
     "grpo-order",
     "phase-reuse",
@@ -635,6 +661,9 @@ def main(argv: list[str] | None = None) -> int:
         if "deep-search" in parts:
             _part(report, "deep_search", lambda: deep_search(args), args.out)
             print(f"deep search: {report['deep_search']['summary']}", flush=True)
+        if "near-pair" in parts:
+            _part(report, "near_pair", lambda: near_pair(args), args.out)
+            print(f"near pair: {report['near_pair']['beside_over_alone']:.2f}x", flush=True)
         if "pairing" in parts:
             _part(report, "pairing", lambda: pairing(args), args.out)
             print(

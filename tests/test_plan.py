@@ -576,6 +576,66 @@ def _squeezing_compiler(monkeypatch, answer: int, probe_answer: int) -> list[tup
     return exact
 
 
+@pytest.mark.parametrize("beside_aim", [True, False])
+def test_a_near_aim_is_located_beside_one_unit_above_and_the_round_takes_both_compiles(
+    monkeypatch, beside_aim
+):
+    """gemma3-27b LoRA on a v5p-8 (2x2) located 6 alone, one core idle for 133 s, then compiled
+    8 and 10 exactly beside 6's finishing compile. Where the steepest line crosses the HBM
+    within 8 units, the unit above the aim is located beside it (its child compiling on, as
+    the aim's does), and the first exact round takes both children's compiles, compiling in
+    this process only the check above while they finish. Made-up one-executable step on a
+    v5e-1: 2.5 GiB a row (6 fit, 7 do not), located 1% under; BESIDE_AIM off, as before."""
+    monkeypatch.setattr(search, "BESIDE_AIM", beside_aim)
+    usable, events, left = 15.75 * GIB, [], set()
+
+    def plan_points(requests, use_cache, first=None):
+        events.append(("exact", [r.batch for r in requests]))
+        return [_fake_verdict(r, 2.5 * r.batch * GIB, usable) for r in requests]
+
+    def assigned_points(requests, use_cache, finish=False):
+        events.append(("located", [r.batch for r in requests]))
+        left.update(requests if finish else ())
+        return [
+            {**_fake_verdict(r, 0.99 * 2.5 * r.batch * GIB, usable), "workload_executables": 1}
+            for r in requests
+        ]
+
+    def stop_finishing(keep=()):
+        left.intersection_update(keep)
+
+    def finish_compile(request):
+        events.append(("finished", request.batch))
+        left.discard(request)
+
+    monkeypatch.setattr(search, "plan_points", plan_points)
+    monkeypatch.setattr(search, "locates_at_assignment", lambda request, shape: True)
+    monkeypatch.setattr(search, "assigned_points", assigned_points)
+    monkeypatch.setattr(search, "finishing", lambda request: request in left)
+    monkeypatch.setattr(search, "stop_finishing", stop_finishing)
+    monkeypatch.setattr(search, "finish_compile", finish_compile)
+    result = search.searcher(plan.Request("scale", "none", "v5e-1"), progress=False)((1, 1))
+    assert (result["max_batch"], result["first_not_fitting"]) == (6, 7)
+    if beside_aim:
+        assert events == [
+            ("located", [1]),
+            ("located", [6, 7]),
+            ("exact", [8]),  # the check above, while 6 and 7 finish in their children
+            ("finished", 6),
+            ("finished", 7),
+            ("exact", [6, 7]),  # their verdicts, read from the compiles the children wrote
+        ]
+    else:
+        assert events == [
+            ("located", [1]),
+            ("located", [6]),
+            ("exact", [7, 8]),
+            ("finished", 6),
+            ("exact", [6]),
+        ]
+    assert not left
+
+
 @pytest.mark.parametrize("probe_answer", [120, 128])
 def test_a_missed_first_round_climbs_by_probes_and_compiles_exactly_at_the_boundary(
     monkeypatch, probe_answer

@@ -33,6 +33,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 from shared.hardware import parse_target
@@ -113,9 +114,10 @@ def finishing(request: Request) -> bool:
     return request in _FINISHING
 
 
-def stop_finishing(keep: Request | None = None) -> None:
-    """Kill every probe left finishing but `keep`'s: their compiles would answer nothing."""
-    for request in [r for r in _FINISHING if r != keep]:
+def stop_finishing(keep: Collection[Request] = ()) -> None:
+    """Kill every probe left finishing but those of the requests in `keep`: their compiles
+    would answer nothing."""
+    for request in [r for r in _FINISHING if r not in keep]:
         _FINISHING.pop(request).close()
 
 

@@ -21,8 +21,10 @@ Bytes per device grow close to linearly with the batch (KV cache, activations). 
    a probe costs what a failing exact compile does, a fourth of a fitting one's.
    A point that fails stops compiling at its first failing executable; a GRPO step compiles
    its worst phase alone below the answer, every phase at it (search_phases). The latest
-   located point's compile goes on past buffer assignment in its child, and where the exact
-   compiles start there, that verdict takes it rather than compiling the program again.
+   located points' compiles go on past buffer assignment in their children, and where the
+   exact compiles start there, those verdicts take them rather than compiling the programs
+   again; where the boundary is near, the batch one unit above the aim is located beside it
+   for that (a one-executable step, with a core to spare).
 3. check: bytes are not monotone in the batch, so the batch two units above the answer is
    compiled too, and the next batch of 4 rows a device where that is further
    (search_lines.checks_above); where one fits (a dip: one more row a device cost more than
@@ -71,6 +73,9 @@ CEILING = 1 << 16  # the largest batch a search tries; reaching it is reported a
 # exact rounds that compile (besides checks above) before a search gives up on a non-linear
 # line; a batch answered by arithmetic costs nothing and counts none
 MAX_EXACT = 8
+# Locate one unit above a near aim beside it (_max_batch_on); False: as before 2026-12-03
+# (bench_plan.py's near-pair part compares the two in one run)
+BESIDE_AIM = True
 
 
 def max_batch(
@@ -325,7 +330,16 @@ def _max_batch_on(
             located_low, high = locate_all(low["batch"], aim)
             located.append(located_low)
         else:
-            located_low, high = low, locate(aim)
+            # where the steepest line crosses the HBM within 8 units (the boundary is near),
+            # the first exact round most often pairs `aim` with one unit above it (partner):
+            # that batch is located beside `aim`, on the core aim's probe leaves idle (a
+            # compile keeps one core busy), and its child compiles on into the verdict the
+            # round takes. gemma3-27b LoRA on a v5p-8 (2x2): 6 was located alone in 133 s
+            # with the other core idle, then 8 and 10 compiled exactly beside 6's finishing
+            # compile, three on two cores (benchmarks/results/plan_near_pair.json)
+            near = aim == reach and aim + unit <= ceiling and at_assignment
+            beside_aim = [aim + unit] if near and compiles_alone(low) and BESIDE_AIM else []
+            located_low, high = low, locate_all(aim, *beside_aim)[0]
         located.append(high)
         located_slope = slope(located_low, high)
         aim_from = low if low_is_exact or not high["fits"] else high
@@ -373,14 +387,19 @@ def _max_batch_on(
             # a check compiles first the executable that was worst at the answer
             worst = exact[bracket(exact)[0]].get("worst") if checking else None
             phases = None if checking else phase_alone(request, latest_worst(probes, request))
-            # where a located point's compile goes on at the candidate (at_buffer_assignment),
-            # the others compile beside it, and the candidate's verdict takes it
-            at_candidate = dataclasses.replace(request, batch=candidate)
-            stop_finishing(keep=None if phases else at_candidate)
-            if not phases and finishing(at_candidate):
-                beside_it = probe(batches[1:], False, worst) if batches[1:] else []
-                finish_compile(at_candidate)
-                points = probe([candidate], False, worst) + beside_it
+            # where located points' compiles go on at batches of this round (the candidate,
+            # its partner: at_buffer_assignment), the others compile beside them, and the
+            # verdicts there take them
+            at = {b: dataclasses.replace(request, batch=b) for b in batches}
+            taken = [] if phases else [b for b in batches if finishing(at[b])]
+            stop_finishing(keep=[at[b] for b in taken])
+            if taken:
+                rest = [b for b in batches if b not in taken]
+                points_at = dict(zip(rest, probe(rest, False, worst) if rest else [], strict=True))
+                for b in taken:
+                    finish_compile(at[b])
+                points_at.update(zip(taken, probe(taken, False, worst), strict=True))
+                points = [points_at[b] for b in batches]
             else:
                 points = probe(batches, False, worst, phases)
             exact.update(zip(batches, points, strict=True))
