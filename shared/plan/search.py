@@ -41,7 +41,7 @@ import dataclasses
 import time
 
 from shared.hardware import parse_target
-from shared.plan import search_climb
+from shared.plan import host_memory, search_climb, verdict
 from shared.plan.assigned import (
     assigned_points,
     finish_compile,
@@ -180,6 +180,14 @@ class MeshSearch:
             first = first_batch(unit, top, exact_from, floor_fits)
             requests.append(dataclasses.replace(pinned, batch=first, fast=False))
         return plan_points(requests, use_cache=self.use_cache, first=first_worst)
+
+
+def _room_for_two(request: Request) -> bool:
+    """Whether this machine's memory holds two compiles of `request` side by side now
+    (host_memory), the probes left finishing stopped first (the next probe stops them anyway):
+    where it does not, a second probe's child would wait for the first's whole compile."""
+    stop_finishing()
+    return host_memory.compiles_at_once([request], 2, verdict.CACHE_DIR) >= 2
 
 
 def _on_mesh(
@@ -333,13 +341,14 @@ def _max_batch_on(
             # where the steepest line crosses the HBM within 8 units (the boundary is near),
             # the first exact round most often pairs `aim` with one unit above it (partner):
             # that batch is located beside `aim`, on the core aim's probe leaves idle (a
-            # compile keeps one core busy), and its child compiles on into the verdict the
-            # round takes. gemma3-27b LoRA on a v5p-8 (2x2): 6 was located alone in 133 s
-            # with the other core idle, then 8 and 10 compiled exactly beside 6's finishing
-            # compile, three on two cores (benchmarks/results/plan_near_pair.json)
-            near = aim == reach and aim + unit <= ceiling and at_assignment
-            beside_aim = [aim + unit] if near and compiles_alone(low) and BESIDE_AIM else []
-            located_low, high = low, locate_all(aim, *beside_aim)[0]
+            # compile keeps one core busy) where the memory holds both, and its child compiles
+            # on into the verdict the round takes. gemma3-27b LoRA on a v5p-8 (2x2): 6 was
+            # located alone in 133 s with the other core idle, then 8 and 10 compiled exactly
+            # beside 6's finishing compile, three on two cores (plan_near_pair.json)
+            near = aim == reach and aim + unit <= ceiling and at_assignment and BESIDE_AIM
+            at_aim = dataclasses.replace(request, batch=aim)
+            two = near and compiles_alone(low) and _room_for_two(at_aim)
+            located_low, high = low, locate_all(aim, *([aim + unit] if two else []))[0]
         located.append(high)
         located_slope = slope(located_low, high)
         aim_from = low if low_is_exact or not high["fits"] else high
