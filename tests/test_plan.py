@@ -25,6 +25,7 @@ from shared.errors import BadInput
 from shared.hardware import parse_target
 from shared.paths import ROOT
 from shared.plan import (
+    assigned,
     compiled,
     cut_depth,
     host_memory,
@@ -613,9 +614,10 @@ def test_a_near_aim_is_located_beside_one_unit_above_and_the_round_takes_both_co
     monkeypatch.setattr(search, "plan_points", plan_points)
     monkeypatch.setattr(search, "locates_at_assignment", lambda request, shape: True)
     monkeypatch.setattr(search, "assigned_points", assigned_points)
-    monkeypatch.setattr(search, "finishing", lambda request: request in left)
-    monkeypatch.setattr(search, "stop_finishing", stop_finishing)
-    monkeypatch.setattr(search, "finish_compile", finish_compile)
+    monkeypatch.setattr(assigned, "finishing", lambda request: request in left)
+    for module in (search, assigned):
+        monkeypatch.setattr(module, "stop_finishing", stop_finishing)
+    monkeypatch.setattr(assigned, "finish_compile", finish_compile)
     result = search.searcher(plan.Request("scale", "none", "v5e-1"), progress=False)((1, 1))
     assert (result["max_batch"], result["first_not_fitting"]) == (6, 7)
     if beside_aim and room == 2:

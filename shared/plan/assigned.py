@@ -33,7 +33,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from shared.hardware import parse_target
@@ -119,6 +119,34 @@ def stop_finishing(keep: Collection[Request] = ()) -> None:
     would answer nothing."""
     for request in [r for r in _FINISHING if r not in keep]:
         _FINISHING.pop(request).close()
+
+
+def room_for_two(request: Request, batch: int) -> bool:
+    """Whether this machine's memory holds two probes' compiles of `request` at `batch` side by
+    side now (host_memory), the probes left finishing stopped first (the next probe stops them
+    anyway): where it does not, _probe_all starts the second child only once the first's whole
+    compile has ended, slower than one probe alone."""
+    stop_finishing()
+    at = dataclasses.replace(request, batch=batch)
+    return host_memory.compiles_at_once([at], 2, verdict.CACHE_DIR) >= 2
+
+
+def verdicts_taking_finished(
+    request: Request, batches: list[int], verdicts: Callable[..., list[dict]], *args
+) -> list[dict]:
+    """One round of exact verdicts of `request` at `batches`, `verdicts(batches, *args)`, where
+    probes left finishing (assigned_points' `finish`) at some of them go on: the others compile
+    first, beside those children, then each child's compile is waited for and the verdict there
+    reads it. Every other finishing probe is stopped: its compile would answer nothing."""
+    at = {b: dataclasses.replace(request, batch=b) for b in batches}
+    taken = [b for b in batches if finishing(at[b])]
+    stop_finishing(keep=[at[b] for b in taken])
+    rest = [b for b in batches if b not in taken]
+    points = dict(zip(rest, verdicts(rest, *args) if rest else [], strict=True))
+    for b in taken:
+        finish_compile(at[b])
+    points.update(zip(taken, verdicts(taken, *args) if taken else [], strict=True))
+    return [points[b] for b in batches]
 
 
 def _probe_all(requests: list[Request], finish: bool = False) -> list[dict]:

@@ -21,10 +21,8 @@ Bytes per device grow close to linearly with the batch (KV cache, activations). 
    a probe costs what a failing exact compile does, a fourth of a fitting one's.
    A point that fails stops compiling at its first failing executable; a GRPO step compiles
    its worst phase alone below the answer, every phase at it (search_phases). The latest
-   located points' compiles go on past buffer assignment in their children, and where the
-   exact compiles start there, those verdicts take them rather than compiling the programs
-   again; where the boundary is near, the batch one unit above the aim is located beside it
-   for that (a one-executable step, with a core to spare).
+   located points' compiles go on past buffer assignment in their children (near the boundary,
+   one unit above the aim is located beside it), and the exact verdicts there take them.
 3. check: bytes are not monotone in the batch, so the batch two units above the answer is
    compiled too, and the next batch of 4 rows a device where that is further
    (search_lines.checks_above); where one fits (a dip: one more row a device cost more than
@@ -41,13 +39,13 @@ import dataclasses
 import time
 
 from shared.hardware import parse_target
-from shared.plan import host_memory, search_climb, verdict
+from shared.plan import search_climb
 from shared.plan.assigned import (
     assigned_points,
-    finish_compile,
-    finishing,
     locates_at_assignment,
+    room_for_two,
     stop_finishing,
+    verdicts_taking_finished,
 )
 from shared.plan.mesh import search_shape
 from shared.plan.mesh_steps import first_batch, pinned_to, unit_for
@@ -73,9 +71,7 @@ CEILING = 1 << 16  # the largest batch a search tries; reaching it is reported a
 # exact rounds that compile (besides checks above) before a search gives up on a non-linear
 # line; a batch answered by arithmetic costs nothing and counts none
 MAX_EXACT = 8
-# Locate one unit above a near aim beside it (_max_batch_on); False: as before 2026-12-03
-# (bench_plan.py's near-pair part compares the two in one run)
-BESIDE_AIM = True
+BESIDE_AIM = True  # a near aim's partner located beside it; False: as before 2026-12-03
 
 
 def max_batch(
@@ -180,14 +176,6 @@ class MeshSearch:
             first = first_batch(unit, top, exact_from, floor_fits)
             requests.append(dataclasses.replace(pinned, batch=first, fast=False))
         return plan_points(requests, use_cache=self.use_cache, first=first_worst)
-
-
-def _room_for_two(request: Request) -> bool:
-    """Whether this machine's memory holds two compiles of `request` side by side now
-    (host_memory), the probes left finishing stopped first (the next probe stops them anyway):
-    where it does not, a second probe's child would wait for the first's whole compile."""
-    stop_finishing()
-    return host_memory.compiles_at_once([request], 2, verdict.CACHE_DIR) >= 2
 
 
 def _on_mesh(
@@ -338,16 +326,10 @@ def _max_batch_on(
             located_low, high = locate_all(low["batch"], aim)
             located.append(located_low)
         else:
-            # where the steepest line crosses the HBM within 8 units (the boundary is near),
-            # the first exact round most often pairs `aim` with one unit above it (partner):
-            # that batch is located beside `aim`, on the core aim's probe leaves idle (a
-            # compile keeps one core busy) where the memory holds both, and its child compiles
-            # on into the verdict the round takes. gemma3-27b LoRA on a v5p-8 (2x2): 6 was
-            # located alone in 133 s with the other core idle, then 8 and 10 compiled exactly
-            # beside 6's finishing compile, three on two cores (plan_near_pair.json)
-            near = aim == reach and aim + unit <= ceiling and at_assignment and BESIDE_AIM
-            at_aim = dataclasses.replace(request, batch=aim)
-            two = near and compiles_alone(low) and _room_for_two(at_aim)
+            # near the boundary (reach within 8 units) the exact round pairs `aim` with the unit
+            # above: located beside it, on the core aim's probe leaves idle (plan_near_pair.json)
+            near = BESIDE_AIM and at_assignment and aim == reach and aim + unit <= ceiling
+            two = near and compiles_alone(low) and room_for_two(request, aim)
             located_low, high = low, locate_all(aim, *([aim + unit] if two else []))[0]
         located.append(high)
         located_slope = slope(located_low, high)
@@ -396,21 +378,11 @@ def _max_batch_on(
             # a check compiles first the executable that was worst at the answer
             worst = exact[bracket(exact)[0]].get("worst") if checking else None
             phases = None if checking else phase_alone(request, latest_worst(probes, request))
-            # where located points' compiles go on at batches of this round (the candidate,
-            # its partner: at_buffer_assignment), the others compile beside them, and the
-            # verdicts there take them
-            at = {b: dataclasses.replace(request, batch=b) for b in batches}
-            taken = [] if phases else [b for b in batches if finishing(at[b])]
-            stop_finishing(keep=[at[b] for b in taken])
-            if taken:
-                rest = [b for b in batches if b not in taken]
-                points_at = dict(zip(rest, probe(rest, False, worst) if rest else [], strict=True))
-                for b in taken:
-                    finish_compile(at[b])
-                points_at.update(zip(taken, probe(taken, False, worst), strict=True))
-                points = [points_at[b] for b in batches]
-            else:
+            if phases:
+                stop_finishing()
                 points = probe(batches, False, worst, phases)
+            else:  # located points' compiles going on at this round's batches are taken
+                points = verdicts_taking_finished(request, batches, probe, False, worst)
             exact.update(zip(batches, points, strict=True))
             ceiling = set_aside_compiler_failures(exact, failed, ceiling, unit)
             checking = False
