@@ -162,14 +162,14 @@ def near_pair(a) -> dict:
     located beside it: each one's answer, compiles, wall and CPU timeline, and the ratio."""
     from shared.plan import search
 
-    runs, cache = {}, verdict.CACHE_DIR
+    runs, cache, beside_aim = {}, verdict.CACHE_DIR, search.BESIDE_AIM
     for name, beside in (("alone", False), ("beside", True)):
         search.BESIDE_AIM = beside
         with tempfile.TemporaryDirectory() as empty:
             verdict.CACHE_DIR = Path(empty)
             runs[name] = deep_search(a)
         print(f"near pair, {name}: {runs[name]['summary']}, {runs[name]['search_wall_s']:.0f} s")
-    search.BESIDE_AIM, verdict.CACHE_DIR = True, cache
+    search.BESIDE_AIM, verdict.CACHE_DIR = beside_aim, cache
     same = runs["alone"]["max_batch"] == runs["beside"]["max_batch"]
     return {
         **runs,
