@@ -1243,6 +1243,56 @@ def test_a_program_one_verdict_compiled_is_not_compiled_again_for_another():
     assert "compiled_before" not in fresh["executables"]["scale"]
 
 
+@pytest.fixture
+def edit_source(monkeypatch):
+    """A function that makes shared/NAME read as edited: the plan cache's keys computed again
+    from the edited text (sources' digests), and from the checkout's after the test."""
+    from shared.plan import sources
+
+    digests = (sources.verdict_sources_digest, sources.compile_sources_digest)
+    read, edited = Path.read_bytes, set()
+    monkeypatch.setattr(Path, "read_bytes", lambda p: read(p) + b"\n#" * (p in edited))
+
+    def edit(name: str) -> None:
+        edited.add(ROOT / "shared" / name)
+        for digest in digests:
+            digest.cache_clear()
+
+    yield edit
+    for digest in digests:
+        digest.cache_clear()
+
+
+def test_a_change_to_the_verdicts_code_takes_its_programs_compiles(edit_source):
+    """A verdict whose own source changed (how compiles are scheduled, a table helper it
+    imports) is computed again from its programs' cached compiles: the programs are the same,
+    and so are their bytes. A change to the code that reads the compiler's answer compiles
+    them again."""
+    request = plan.Request("scale", "none", "v6e-1", batch=2)
+    first = plan.plan_point(request)
+    for name in ("plan/host_memory.py", "report/tables.py"):
+        edit_source(name)
+        again = plan.plan_point(request)
+        assert not again["cached"] and again["executables"]["scale"]["compiled_before"], name
+        assert again["bytes_per_device"] == first["bytes_per_device"]
+    edit_source("plan/compiled.py")
+    fresh = plan.plan_point(request)
+    assert not fresh["cached"] and "compiled_before" not in fresh["executables"]["scale"]
+
+
+def test_a_compiles_key_holds_only_the_code_that_reads_the_compilers_answer():
+    """The files one executable's compile runs are the verdict's, less what schedules compiles,
+    builds workloads or prints tables; what reads the compiler's numbers is among them."""
+    from shared.plan import sources
+
+    compile_files = {p.relative_to(ROOT / "shared").as_posix() for p in sources.compile_files()}
+    assert sources.compile_files() < sources.verdict_files()
+    assert {"plan/compiled.py", "plan/buffers.py", "hardware/measure.py"} <= compile_files
+    scheduling = {"plan/host_memory.py", "plan/verdict.py", "plan/workloads/__init__.py"}
+    assert not scheduling & compile_files
+    assert not any(name.startswith(("report/", "models/")) for name in compile_files)
+
+
 @pytest.mark.parametrize(
     "request_kw, message",
     [

@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from shared.plan.sources import verdict_sources_digest
+from shared.plan.sources import compile_sources_digest
 from shared.versions import versions
 
 
@@ -65,11 +65,13 @@ def compiler_versions() -> dict:
 
 def executable_key(lowered, target: str, options: dict | None) -> str:
     """The key of one executable's compile: the program XLA receives (the lowered module's
-    text: shapes, shardings, donations), the target, the compile options, the versions and
-    shared/'s source. Why: two verdicts can hold the same program, a GRPO phase compiled alone
-    below a search's answer and then in the whole step at the same batch
-    (shared.plan.search_phases), and the second then takes the first's compile. Hashing the
-    text costs about 1 s on a 27B LoRA step (7 MB), against minutes of compile."""
+    text: shapes, shardings, donations), the target, the compile options, the versions and the
+    source that reads the compiler's answer (sources.compile_sources_digest), not the whole
+    verdict's: the same program compiles the same, whatever code built it. Why: two verdicts
+    can hold the same program, a GRPO phase compiled alone below a search's answer and then in
+    the whole step at the same batch (shared.plan.search_phases), and the second then takes
+    the first's compile; and a verdict whose own code changed takes its programs' compiles.
+    Hashing the text costs about 1 s on a 27B LoRA step (7 MB), against minutes of compile."""
     module = hashlib.sha256(lowered.as_text().encode()).hexdigest()
     blob = json.dumps(
         {
@@ -77,7 +79,7 @@ def executable_key(lowered, target: str, options: dict | None) -> str:
             "target": target,
             "options": options or {},
             "versions": compiler_versions(),
-            "sources": verdict_sources_digest(),
+            "sources": compile_sources_digest(),
         },
         sort_keys=True,
     )

@@ -32,7 +32,8 @@ from pathlib import Path
 
 import jax
 
-PROC = Path("/proc")
+from shared.hardware.procfs import PROC, stat_fields
+
 STORE = "host_memory.json"  # in the plan cache's folder: "workload model" -> bytes
 COMPILING = "compiling"  # in the plan cache's folder: PID.json for each process compiling now
 _POLL_S = 0.5
@@ -77,10 +78,8 @@ def started_at(pid: int | str) -> int | None:
     """When process `pid` started (clock ticks since boot, /proc/PID/stat's 22nd field), or
     None where it has ended: with its pid, it names one process, which a pid alone does not
     once the kernel hands the pid of an ended process to a new one."""
-    try:
-        return int((PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
+    fields = stat_fields(pid)
+    return int(fields[19]) if fields and len(fields) > 19 else None
 
 
 def resident_bytes(pid: int | str = "self") -> int | None:

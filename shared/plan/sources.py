@@ -1,6 +1,17 @@
-"""The source a verdict runs, for the plan cache's key (shared.plan.verdict.Request.key and
-cache_entries.executable_key): the modules of shared/ that shared.plan.verdict imports, directly
-or through each other, found by reading their import statements (function bodies included).
+"""The source a verdict runs, for the plan cache's keys: the modules of shared/ that a root module
+imports, directly or through each other, found by reading their import statements (function
+bodies included). A verdict's key (shared.plan.verdict.Request.key) holds everything
+shared.plan.verdict runs; one executable's compile (cache_entries.executable_key) only what
+shared.plan.compiled runs, which turns a lowered program into the numbers cached for it.
+
+Why two: a verdict is arithmetic over its executables' compiles (resident bytes, the worst
+transient, the roofline), so any change to the verdict's code must recompute it; the compile
+of a program depends on the program XLA receives, the options and the versions (the key holds
+them) and on how compiled.py reads the compiler's answer. Until 2026-12-03 the executables
+were keyed on the verdict's sources too, so a change to how compiles are scheduled
+(shared.plan.host_memory) or to a table helper the verdict imports (shared.report) compiled
+every cached program again; now such a change re-lowers each verdict's programs (seconds) and
+takes their compiles from the cache.
 
 Why not all of shared/: a change to a module no verdict runs must keep every cached verdict.
 Until 2026-11-27 the key hashed all of shared/, so each change to the search compiled again
@@ -22,6 +33,7 @@ from pathlib import Path
 
 SHARED = Path(__file__).resolve().parents[1]
 ROOT_MODULE = "shared.plan.verdict"  # the verdict: Request, plan_point, the workloads it builds
+COMPILE_MODULE = "shared.plan.compiled"  # one executable's compile and what is read off it
 
 
 def module_file(name: str) -> Path | None:
@@ -57,10 +69,20 @@ def imported_names(path: Path) -> set[str]:
 
 
 def verdict_files() -> set[Path]:
-    """The files of shared/ a verdict can run: ROOT_MODULE's imports followed through shared/,
-    each module's parent packages included (importing a.b.c runs a and a.b first)."""
+    """The files of shared/ a verdict can run (files_run_by ROOT_MODULE)."""
+    return files_run_by(ROOT_MODULE)
+
+
+def compile_files() -> set[Path]:
+    """The files of shared/ one executable's compile can run (files_run_by COMPILE_MODULE)."""
+    return files_run_by(COMPILE_MODULE)
+
+
+def files_run_by(root: str) -> set[Path]:
+    """The files of shared/ module `root` can run: its imports followed through shared/, each
+    module's parent packages included (importing a.b.c runs a and a.b first)."""
     found: set[Path] = set()
-    pending = [ROOT_MODULE]
+    pending = [root]
     while pending:
         parts = pending.pop().split(".")
         for depth in range(1, len(parts) + 1):
@@ -74,4 +96,15 @@ def verdict_files() -> set[Path]:
 @functools.cache
 def verdict_sources_digest() -> str:
     """A digest of the source a verdict runs (verdict_files), read once a process."""
-    return hashlib.sha256(b"".join(p.read_bytes() for p in sorted(verdict_files()))).hexdigest()
+    return _digest(verdict_files())
+
+
+@functools.cache
+def compile_sources_digest() -> str:
+    """A digest of the source one executable's compile runs (compile_files), read once a
+    process."""
+    return _digest(compile_files())
+
+
+def _digest(files: set[Path]) -> str:
+    return hashlib.sha256(b"".join(p.read_bytes() for p in sorted(files))).hexdigest()

@@ -19,18 +19,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from shared.hardware.procfs import PROC, stat_fields
 from shared.report.results import cpu_ticks
 
-PROC = Path("/proc")
 TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 PROBE_MODULE = "shared.plan.assigned"  # a buffer-assignment probe's child (its request in argv)
 
 
 def _stat(pid: int) -> tuple[int, float] | None:
     """Process `pid`'s parent and CPU seconds so far (user + system), or None where it ended."""
-    try:
-        fields = (PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
+    if not (fields := stat_fields(pid)):
         return None
     return int(fields[1]), (int(fields[11]) + int(fields[12])) / TICKS_PER_S
 
