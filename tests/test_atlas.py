@@ -341,7 +341,7 @@ def _made_up_compiler(monkeypatch, fits) -> list[tuple[int, bool | str]]:
         monkeypatch.setattr(
             module,
             "plan_points",
-            lambda requests, use_cache, first=None: [verdict_of(r) for r in requests],
+            lambda requests, use_cache, first=None, waits=None: [verdict_of(r) for r in requests],
         )
     monkeypatch.setattr(
         search,
@@ -610,7 +610,7 @@ def test_a_gap_closed_where_the_compiler_fails_answers_below_and_says_so(monkeyp
     for module in (search, gap):
         made_up = module.plan_points
 
-        def failing(requests, use_cache, first=None, made_up=made_up):
+        def failing(requests, use_cache, first=None, waits=None, made_up=made_up):
             points = made_up(requests, use_cache, first)
             for p in points:
                 if p["batch"] >= 56:

@@ -332,7 +332,7 @@ def exact_rounds(monkeypatch) -> list[list[int]]:
     at once, or a search's two cut depths), in order: the real verdicts, recorded."""
     rounds, plan_points = [], search.plan_points
 
-    def recorded(requests, use_cache, first=None):
+    def recorded(requests, use_cache, first=None, waits=None):
         if not any(r.fast for r in requests):
             rounds.append([r.batch for r in requests])
         return plan_points(requests, use_cache=use_cache, first=first)
@@ -371,7 +371,7 @@ def _fake_compiler(monkeypatch, verdict_of) -> None:
     monkeypatch.setattr(
         search,
         "plan_points",
-        lambda requests, use_cache, first=None: [verdict_of(r) for r in requests],
+        lambda requests, use_cache, first=None, waits=None: [verdict_of(r) for r in requests],
     )
 
 
@@ -592,8 +592,10 @@ def test_a_near_aim_is_located_beside_one_unit_above_and_the_round_takes_both_co
     monkeypatch.setattr(host_memory, "compiles_at_once", lambda requests, wanted, folder: room)
     usable, events, left = 15.75 * GIB, [], set()
 
-    def plan_points(requests, use_cache, first=None):
-        events.append(("exact", [r.batch for r in requests]))
+    def plan_points(requests, use_cache, first=None, waits=None):
+        events.append(("exact", [r.batch for r in requests]))  # lowered, then each one waited
+        for request in requests:
+            (waits or {}).get(request, lambda: None)()
         return [_fake_verdict(r, 2.5 * r.batch * GIB, usable) for r in requests]
 
     def assigned_points(requests, use_cache, finish=False):
@@ -625,17 +627,17 @@ def test_a_near_aim_is_located_beside_one_unit_above_and_the_round_takes_both_co
             ("located", [1]),
             ("located", [6, 7]),
             ("exact", [8]),  # the check above, while 6 and 7 finish in their children
+            ("exact", [6, 7]),  # their verdicts lowered, then read from the children's compiles
             ("finished", 6),
             ("finished", 7),
-            ("exact", [6, 7]),  # their verdicts, read from the compiles the children wrote
         ]
     else:
         assert events == [
             ("located", [1]),
             ("located", [6]),
             ("exact", [7, 8]),
-            ("finished", 6),
             ("exact", [6]),
+            ("finished", 6),
         ]
     assert not left
 
@@ -793,7 +795,7 @@ def test_a_one_executable_step_compiles_the_batch_above_each_candidate_beside_it
         used = 14e9 + 10e9 * request.batch + (0 if request.batch <= 4 else 38e9)
         return _fake_verdict(request, used, usable, executables={"lora_train_step": {}})
 
-    def plan_points(requests, use_cache, first=None):
+    def plan_points(requests, use_cache, first=None, waits=None):
         rounds.append([r.batch for r in requests])
         return [verdict_of(r) for r in requests]
 
@@ -845,7 +847,7 @@ def test_a_check_above_compiles_the_answers_worst_executable_alone_first(monkeyp
     beside it). No other compile is asked to."""
     usable, firsts = 15.75 * GIB, {}
 
-    def plan_points(requests, use_cache, first=None):
+    def plan_points(requests, use_cache, first=None, waits=None):
         firsts.update({(r.batch, r.fast): first for r in requests})
         return [
             _fake_verdict(r, (2 + 0.037 * r.batch) * GIB, usable, worst="prefill") for r in requests
@@ -999,7 +1001,7 @@ def test_past_a_mesh_that_fits_nothing_each_wider_mesh_is_asked_for_one_unit_mor
         )
     usable, most, together = 15.75 * GIB, {"2x4": 4, "1x8": on_1x8}, []
 
-    def plan_points(requests, use_cache, first=None):
+    def plan_points(requests, use_cache, first=None, waits=None):
         together.append([(r.mesh, r.batch) for r in requests if not r.fast])
         return [
             _fake_verdict(
@@ -1087,7 +1089,7 @@ def test_a_narrower_mesh_is_asked_with_the_answers_worst_executable_alone_first(
     _wider_shapes(monkeypatch, [(4, 2)])
     usable, firsts = 15.75 * GIB, {}
 
-    def plan_points(requests, use_cache, first=None):
+    def plan_points(requests, use_cache, first=None, waits=None):
         firsts.update({(r.mesh, r.batch, r.fast): first for r in requests})
         return [
             _fake_verdict(
@@ -1261,6 +1263,30 @@ def edit_source(monkeypatch):
     yield edit
     for digest in digests:
         digest.cache_clear()
+
+
+def test_a_verdict_lowers_while_another_process_finishes_its_compile_then_reads_it():
+    """A search's exact verdict where a probe's child is finishing the same compile: its
+    programs are lowered first, then the wait, then the compile the child wrote is read (as
+    compiled before); where the child wrote nothing (it was killed), it compiles here."""
+    request = plan.Request("scale", "none", "v6e-1", batch=2)
+    first = plan.plan_point(request)
+    (entry,) = verdict.CACHE_DIR.glob("executable.*.json")
+    written = entry.read_text()
+    for path in (entry, plan.cache_path(request)):
+        path.unlink()
+    waited = []
+
+    def child_finishes():  # the compile lands only now: read before the wait, it would miss
+        waited.append(request)
+        entry.write_text(written)
+
+    (taken,) = verdict.plan_points([request], waits={request: child_finishes})
+    assert waited == [request] and taken["executables"]["scale"]["compiled_before"]
+    assert taken["bytes_per_device"] == first["bytes_per_device"]
+    other = dataclasses.replace(request, batch=3)
+    (alone,) = verdict.plan_points([other], waits={other: lambda: None})
+    assert alone["executables"]["scale"]["compile_s"] > 0
 
 
 def test_a_change_to_the_verdicts_code_takes_its_programs_compiles(edit_source):

@@ -26,6 +26,7 @@ executable holds more, the exact verdicts the search aims with this find it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import subprocess
@@ -39,8 +40,9 @@ from pathlib import Path
 from shared.hardware import parse_target
 from shared.plan import host_memory, verdict
 from shared.plan.compiled import report_hbm_bytes
+from shared.plan.request_checks import check_request
 from shared.plan.target import target_devices
-from shared.plan.verdict import Request, check_request, floor_verdict, read_cache, write_cache
+from shared.plan.verdict import Request, floor_verdict, read_cache, write_cache
 
 # The workloads a search locates with this probe (shared.plan.search): rollouts, the fine-tune
 # steps and GRPO, every workload the atlas grows. `train` and `forward` are one executable too,
@@ -136,16 +138,16 @@ def verdicts_taking_finished(
 ) -> list[dict]:
     """One round of exact verdicts of `request` at `batches`, `verdicts(batches, *args)`, where
     probes left finishing (assigned_points' `finish`) at some of them go on: the others compile
-    first, beside those children, then each child's compile is waited for and the verdict there
-    reads it. Every other finishing probe is stopped: its compile would answer nothing."""
+    first, beside those children, then the verdicts there are lowered while the children
+    finish, and read their compiles (`verdicts(batches, *args, waits=...)`: plan_points').
+    Every other finishing probe is stopped: its compile would answer nothing."""
     at = {b: dataclasses.replace(request, batch=b) for b in batches}
     taken = [b for b in batches if finishing(at[b])]
     stop_finishing(keep=[at[b] for b in taken])
     rest = [b for b in batches if b not in taken]
     points = dict(zip(rest, verdicts(rest, *args) if rest else [], strict=True))
-    for b in taken:
-        finish_compile(at[b])
-    points.update(zip(taken, verdicts(taken, *args) if taken else [], strict=True))
+    waits = {at[b]: functools.partial(finish_compile, at[b]) for b in taken}
+    points.update(zip(taken, verdicts(taken, *args, waits=waits) if taken else [], strict=True))
     return [points[b] for b in batches]
 
 

@@ -226,18 +226,17 @@ def _max_batch_on(
     probes: list[dict] = []  # the whole model's verdicts, fast and exact
     assigned_probes: list[dict] = []  # the whole model's bytes at buffer assignment
 
-    def probe(
-        batches: list[int], fast: bool, first: str | None = None, phases: str | None = None
-    ) -> list[dict]:
+    def probe(batches: list[int], fast: bool, first=None, phases=None, waits=None) -> list[dict]:
         """The whole model's verdicts at `batches`, compiled at once (two exact ones beside
         each other: see compiles_alone); `first`: the executable each compiles alone first,
-        where a failure is expected (verdict.plan_points); `phases`: only those (GRPO's:
-        search_phases)."""
+        where a failure is expected, and `waits` (verdict.plan_points'); `phases`: only those
+        (GRPO's: search_phases)."""
         bar.set_postfix(batch=",".join(map(str, batches)), fast=fast)
         points = plan_points(
             [in_phases(dataclasses.replace(request, batch=b, fast=fast), phases) for b in batches],
             use_cache=use_cache,
             first=first,
+            waits=waits,
         )
         probes.extend(points)
         bar.update(len(points))

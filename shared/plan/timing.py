@@ -24,8 +24,9 @@ from shared.plan.compiled import compile_with_layout, fast_options, report_hbm_b
 from shared.plan.cut_depth import carry
 from shared.plan.executable import lower
 from shared.plan.mesh import mesh_for
+from shared.plan.request_checks import check_request
 from shared.plan.target import target_devices
-from shared.plan.verdict import Request, check_request
+from shared.plan.verdict import Request
 from shared.plan.workloads import build_workload
 
 

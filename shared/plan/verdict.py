@@ -19,13 +19,14 @@ import dataclasses
 import hashlib
 import json
 import os
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import jax
 
-from shared.errors import BadInput, choose
+from shared.errors import choose
 from shared.hardware import parse_target
 from shared.paths import ROOT, writable_folder
 from shared.plan import host_memory
@@ -35,6 +36,7 @@ from shared.plan.executable import lower
 from shared.plan.floor import holds
 from shared.plan.matmul_bound import run_flops
 from shared.plan.mesh import mesh_for
+from shared.plan.request_checks import check_request
 from shared.plan.sources import verdict_sources_digest
 from shared.plan.target import target_devices, usable_hbm_per_device
 from shared.plan.workload_bytes import (
@@ -45,7 +47,7 @@ from shared.plan.workload_bytes import (
     takes_of,
     weights_dtype,
 )
-from shared.plan.workloads import COMMON, CUT_TO_LAYERS, READS, WORKLOADS, build_workload
+from shared.plan.workloads import COMMON, READS, WORKLOADS, build_workload
 
 CACHE_DIR = Path(os.environ.get("TPU_BUDGET_LAB_PLAN_CACHE", ROOT / ".cache" / "plan"))
 
@@ -183,43 +185,6 @@ def is_cached(request: Request) -> bool:
     return read_cache(request) is not None
 
 
-# Request fields that count something: a workload reading one needs it a positive integer.
-COUNTS = (
-    "batch",
-    "seq",
-    "prompt_len",
-    "steps",
-    "cache_size",
-    "k",
-    "lora_rank",
-    "microbatches",
-    "prompts_per_step",
-    "num_generations",
-    "num_iterations",
-    "rollout_micro",
-    "logps_micro",
-    "train_micro",
-)
-
-
-def check_request(request: Request) -> None:
-    """BadInput in one line for a count the workload reads that is not a positive integer
-    (`--seq 0` would otherwise end in a JAX traceback from deep inside a model) or a negative
-    KL weight; None means "not given" where a field allows it."""
-    reads = READS.get(request.workload) or [f.name for f in dataclasses.fields(Request)]
-    for name in COUNTS:
-        value = getattr(request, name)
-        if name in reads and value is not None and (type(value) is not int or value < 1):
-            raise BadInput(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
-    if request.layers is not None and request.workload not in CUT_TO_LAYERS:
-        raise BadInput(
-            f"the {request.workload} workload cannot be cut to {request.layers} layers "
-            f"(those that can: {', '.join(CUT_TO_LAYERS)})"
-        )
-    if "beta" in reads and request.beta < 0:
-        raise BadInput(f"--beta (the KL weight) must be zero or positive, got {request.beta}")
-
-
 def floor_verdict(request: Request, devices: list | None = None) -> dict:
     """Whether the request can fit at all, known without compiling (shared.plan.floor), on the
     mesh the verdict would use. A search over slices drops a slice whose devices cannot even
@@ -252,7 +217,11 @@ def plan_point(request: Request, *, use_cache: bool = True) -> dict:
 
 
 def plan_points(
-    requests: list[Request], *, use_cache: bool = True, first: str | None = None
+    requests: list[Request],
+    *,
+    use_cache: bool = True,
+    first: str | None = None,
+    waits: Mapping[Request, Callable[[], None]] | None = None,
 ) -> list[dict]:
     """plan_point for several requests, their executables compiled together, one per core.
 
@@ -266,7 +235,14 @@ def plan_points(
     For a batch the caller expects to fail, the worst executable of a point beside it: a
     search's check above its answer (gemma3-1b rollouts on a v5e-1: 376's prefill was refused
     after 3.2 s, while its decode compiled for 11.2 s beside it and could not change the
-    verdict)."""
+    verdict).
+
+    `waits`: for a request whose compiles another process is finishing into the plan cache (a
+    search's probe child, shared.plan.assigned), the call that waits for it. Its programs are
+    lowered first, while that compile goes on, and read once it has ended (compiled here where
+    it wrote nothing): lowering gemma3-27b's LoRA step takes 10-13 s of a core, which the
+    search spent after the wait, with the other core idle."""
+    waits = waits or {}
     for request in requests:
         choose("workload", request.workload, WORKLOADS)
         check_request(request)
@@ -293,17 +269,20 @@ def plan_points(
             host_memory.round_of_compiles(asked, cores, measured_in) as (workers, compiled),
             ThreadPoolExecutor(workers) as pool,
         ):
-            jobs = []
+            jobs, awaited = [], []
             for state, group in rounds:
                 for exe in group:
                     with jax.set_mesh(state.mesh):  # lowered here: the mesh context is per thread
                         lowered = lower(exe, state.layouts)
                     path = state.compile_path(exe, lowered)
-                    if path and (entry := read_entry(path)) is not None:
-                        state.record(exe, {**entry, "compile_s": 0.0, "compiled_before": True})
-                        continue
-                    compiling_now = pool.submit(compile_with_layout, lowered, state.options)
-                    jobs.append((state, exe, path, compiling_now))
+                    if path and state.request in waits:  # read once the other compile ends
+                        awaited.append((state, exe, lowered, path))
+                    elif job := state.read_or_compile(exe, lowered, path, pool):
+                        jobs.append((state, exe, path, job))
+            for state, exe, lowered, path in awaited:
+                waits[state.request]()
+                if job := state.read_or_compile(exe, lowered, path, pool):
+                    jobs.append((state, exe, path, job))
             for state, exe, path, job in jobs:
                 summary, layout = job.result()
                 if path:
@@ -360,6 +339,14 @@ class _Compiling:
         if not self.use_cache or any(e.laid_out_by == exe.label for e in self.workload.executables):
             return None
         return executable_path(lowered, self.request.target, self.options)
+
+    def read_or_compile(self, exe, lowered, path: Path | None, pool):
+        """`exe`'s compile read from the plan cache (recorded; None returned), or its compile
+        started in `pool` (the future)."""
+        if path and (entry := read_entry(path)) is not None:
+            self.record(exe, {**entry, "compile_s": 0.0, "compiled_before": True})
+            return None
+        return pool.submit(compile_with_layout, lowered, self.options)
 
     def record(self, exe, summary: dict, layout=None) -> None:
         if layout is not None:
