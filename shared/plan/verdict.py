@@ -275,7 +275,7 @@ def plan_points(
                     with jax.set_mesh(state.mesh):  # lowered here: the mesh context is per thread
                         lowered = lower(exe, state.layouts)
                     path = state.compile_path(exe, lowered)
-                    if path and state.request in waits:  # read once the other compile ends
+                    if state.request in waits:  # read or compiled once the other compile ends
                         awaited.append((state, exe, lowered, path))
                     elif job := state.read_or_compile(exe, lowered, path, pool):
                         jobs.append((state, exe, path, job))
