@@ -63,7 +63,7 @@ Parts (`--parts`, comma-separated):
   exact compiles that fit and that fail, probes, wall, and the ratio.
 Runs on any machine with libtpu, no TPU needed. Compile times say something about the engine
 only on a quiet machine: the JSON records the load average before and after each part and
-flags a part that started above QUIET_LOAD (run nothing else beside it).
+flags a part that started above results.QUIET_LOAD (run nothing else beside it).
 
     python benchmarks/bench_plan.py --parts search,breakdown --out benchmarks/results/plan_cpu.json
 """
@@ -316,8 +316,6 @@ def big_lora(a) -> list[dict]:
     return rows
 
 
-QUIET_LOAD = 1.5  # on 2 cores: above this, another job shares the compiler's CPU
-QUIET_BUSY = 0.3  # cores other processes keep busy just before the start (the load lags)
 PARTS = (
     "search",
     "deep-search",
@@ -632,17 +630,8 @@ def main(argv: list[str] | None = None) -> int:
     parts = [choose("part", name, PARTS) for name in filter(None, args.parts.split(","))]
     args.lora_batches = [int(b) for b in args.lora_batches.split(",") if b]
     report = {**results.header("benchmarks/bench_plan.py", argv), "loads": {}}
-    report["start_load"] = os.getloadavg()
-    report["start_busy_cores"] = busy = results.busy_cores()
-    report["reference_s"] = results.reference_seconds()  # this machine's speed today
-    report["quiet"] = report["start_load"][0] <= QUIET_LOAD and (busy or 0.0) <= QUIET_BUSY
-    if not report["quiet"]:
-        print(
-            f"warning: load {report['start_load'][0]:.1f} (at most {QUIET_LOAD}), "
-            f"{busy or 0.0:.1f} cores busy (at most {QUIET_BUSY}) at the start: these timings "
-            "say more about the other jobs than about the engine",
-            flush=True,
-        )
+    report.update(results.start_conditions())
+    results.warn_unless_quiet(report)
     with tempfile.TemporaryDirectory() as empty:  # every number from an empty cache
         verdict.CACHE_DIR = Path(empty)
         if "search" in parts:

@@ -138,6 +138,41 @@ def test_busy_cores_sees_a_process_the_load_average_has_not_caught_up_with():
         spinner.wait()
 
 
+def test_a_run_is_quiet_only_under_both_the_load_and_the_busy_cores(monkeypatch):
+    from shared.report import results
+
+    monkeypatch.setattr(results, "reference_seconds", lambda: 0.5)
+    for load, busy, quiet in ((0.4, 0.1, True), (2.1, 0.1, False), (0.4, 0.9, False)):
+        monkeypatch.setattr(results.os, "getloadavg", lambda load=load: (load, load, load))
+        monkeypatch.setattr(results, "busy_cores", lambda busy=busy: busy)
+        start = results.start_conditions()
+        assert start["quiet"] is quiet and start["reference_s"] == 0.5
+
+
+def test_the_suite_benchmark_reads_pytests_counts_and_slowest_tests():
+    from benchmarks import bench_suite
+
+    output = """\
+============================= slowest 3 durations ==============================
+30.84s call     tests/test_notebooks.py::test_notebook_runs_headless[08_which_slice-local]
+29.57s setup    tests/test_grpo.py::test_run_reports_tunix_metrics_per_step
+0.01s teardown tests/test_report.py::test_x
+671 passed, 2 failed, 1 warning in 542.67s (0:09:02)
+"""
+    assert bench_suite.summary(output) == {
+        "counts": {"passed": 671, "failed": 2, "warning": 1},
+        "pytest_s": 542.67,
+    }
+    slow = bench_suite.slowest(output)
+    assert [(row["phase"], row["seconds"]) for row in slow] == [
+        ("call", 30.84),
+        ("setup", 29.57),
+        ("teardown", 0.01),
+    ]
+    assert slow[1]["test"] == "tests/test_grpo.py::test_run_reports_tunix_metrics_per_step"
+    assert bench_suite.summary("Segmentation fault\n") == {}
+
+
 def test_the_cpu_timeline_names_each_child_by_what_it_compiles_and_sums_the_cores():
     """A search's timeline must tell a probe's child from the parent and count its cores: a
     child spinning under a probe's command line shows as that probe, busy, and the summary

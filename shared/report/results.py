@@ -65,6 +65,36 @@ def busy_cores(seconds: float = 2.0) -> float | None:
     return (busy_after - busy) / max(total_after - total, 1) * (os.cpu_count() or 1)
 
 
+QUIET_LOAD = 1.5  # on 2 cores: above this, another job shares the CPU a timing measures
+QUIET_BUSY = 0.3  # cores other processes keep busy just before the start (the load lags)
+
+
+def start_conditions() -> dict:
+    """What a timing benchmark records before it starts: the load average, the cores other
+    processes keep busy, this machine's speed today (`reference_seconds`) and whether the
+    machine was quiet (load and busy cores under QUIET_LOAD and QUIET_BUSY). A timing from a
+    run that was not quiet says more about the other jobs than about what it measured."""
+    load = os.getloadavg()
+    busy = busy_cores()
+    return {
+        "start_load": load,
+        "start_busy_cores": busy,
+        "reference_s": reference_seconds(),
+        "quiet": load[0] <= QUIET_LOAD and (busy or 0.0) <= QUIET_BUSY,
+    }
+
+
+def warn_unless_quiet(start: dict) -> None:
+    """One line on stdout where `start` (start_conditions) was not quiet."""
+    if not start["quiet"]:
+        print(
+            f"warning: load {start['start_load'][0]:.1f} (at most {QUIET_LOAD}), "
+            f"{start['start_busy_cores'] or 0.0:.1f} cores busy (at most {QUIET_BUSY}) at the "
+            "start: these timings say more about the other jobs than about what they measure",
+            flush=True,
+        )
+
+
 def reference_seconds(rounds: int = 3) -> float:
     """Seconds one core takes for a fixed pure-Python loop, the best of `rounds`: how fast this
     machine's cores are today, beside a benchmark's timings. `bench_plan.py --parts search`
