@@ -1,0 +1,250 @@
+"""bench_plan.py's parts about searches: what a `--max-batch` search costs from an empty cache
+(the 1B rollout and the 27B LoRA step the speed goals name, meshes, the located climb) and
+what each of its scheduling choices saves (a partner compiled beside, GRPO's peak first, a
+phase's compile reused). Not a command: run `python benchmarks/bench_plan.py --parts ...`."""
+
+import dataclasses
+import resource
+import tempfile
+from pathlib import Path
+
+from plan_compiles import rollout_request, timed, verdict_row
+
+from shared import plan
+from shared.plan import verdict
+from shared.plan.search_view import probe_rows
+from shared.report.cpu_timeline import CpuTimeline
+
+
+def rollout_target(target: str, a) -> dict:
+    request = plan.Request(
+        "rollout",
+        a.model,
+        target,
+        batch=a.batch,
+        prompt_len=a.prompt_len,
+        steps=a.steps,
+        cache_size=a.cache_size,
+    )
+    search, search_s = timed(plan.max_batch, request, progress=False)
+    entry = {
+        "max_batch": search["max_batch"],
+        "first_not_fitting": search["first_not_fitting"],
+        "compiles": search["compiles"],
+        "search_wall_s": search_s,
+        "summary": plan.describe(search),
+        "probes": probe_rows(search),
+    }
+    for fast in (False, True):  # one verdict each at a fixed batch, nothing cached
+        point, wall = timed(
+            plan.plan_point, dataclasses.replace(request, fast=fast), use_cache=False
+        )
+        entry["fast_verdict" if fast else "exact_verdict"] = verdict_row(point, wall)
+    return entry
+
+
+def deep_search(a) -> dict:
+    """`--max-batch` for a deep model's LoRA step (gemma3-27b on a v5p-8 by default) from an
+    empty cache: the search the 5-minute goal is about, its compiles (located and exact) and this
+    process's peak memory (a 27B compile needs most of a 23 GiB machine: run it alone)."""
+    request = plan.Request(
+        "lora-train", a.breakdown_lora_model, a.lora_target, seq=a.lora_seq, lora_rank=16
+    )
+    with CpuTimeline(note=_search_progress) as timeline:
+        search, wall = timed(plan.max_batch, request)
+    return {
+        **_searched(request, search, wall),
+        "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        # second by second, which process kept which cores busy: where the wall leaves a
+        # core idle, overlapping work can cut it; where both are busy, only less work can
+        "cpu_timeline": timeline.report(),
+    }
+
+
+def near_pair(a) -> dict:
+    """The deep search twice in one run, each from an empty plan cache: its second probe
+    located alone (search.BESIDE_AIM off, as before 2026-12-03), then with the unit above it
+    located beside it: each one's answer, compiles, wall and CPU timeline, and the ratio."""
+    from shared.plan import search
+
+    runs, cache, beside_aim = {}, verdict.CACHE_DIR, search.BESIDE_AIM
+    for name, beside in (("alone", False), ("beside", True)):
+        search.BESIDE_AIM = beside
+        with tempfile.TemporaryDirectory() as empty:
+            verdict.CACHE_DIR = Path(empty)
+            runs[name] = deep_search(a)
+        print(f"near pair, {name}: {runs[name]['summary']}, {runs[name]['search_wall_s']:.0f} s")
+    search.BESIDE_AIM, verdict.CACHE_DIR = beside_aim, cache
+    same = runs["alone"]["max_batch"] == runs["beside"]["max_batch"]
+    return {
+        **runs,
+        "same_answer": same,
+        "beside_over_alone": runs["beside"]["search_wall_s"] / runs["alone"]["search_wall_s"],
+    }
+
+
+def _search_progress() -> str:
+    """What a search's progress bar says it compiles now (its postfix), for CpuTimeline."""
+    from tqdm.auto import tqdm
+
+    return "; ".join(str(bar.postfix or "") for bar in list(getattr(tqdm, "_instances", ())))
+
+
+# What a benchmark records of each probe that located a search
+LOCATED_COLUMNS = ("batch", "layers", "fits", "bytes_per_device", "compile_s")
+
+
+def _searched(request: plan.Request, search: dict, wall: float) -> dict:
+    """What a benchmark records of a `--max-batch` search that took `wall` seconds: its
+    answer, compiles, every verdict, and each probe that located it under the search's own
+    key for them (`assigned_probes`; `cut_probes` in a search before 2026-11-28)."""
+    return {
+        "request": dataclasses.asdict(request),
+        "max_batch": search["max_batch"],
+        "first_not_fitting": search["first_not_fitting"],
+        "summary": plan.describe(search),
+        "compiles": search["compiles"],
+        "search_wall_s": wall,
+        "probes": probe_rows(search),
+        **{
+            key: [{k: p.get(k) for k in LOCATED_COLUMNS} for p in probes]
+            for key, probes in search.items()
+            if key.endswith("_probes")
+        },
+    }
+
+
+def pairing(a) -> dict:
+    """One exact verdict alone against two at once (plan_points), after a fast verdict that
+    pays the process's start-up: the second compile's price in wall time, measured in one run."""
+    request = plan.Request(
+        "lora-train", a.pair_model, a.pair_target, batch=a.pair_batch, seq=a.lora_seq, lora_rank=16
+    )
+    above = dataclasses.replace(request, batch=2 * a.pair_batch)
+    plan.plan_point(dataclasses.replace(request, fast=True), use_cache=False)
+    alone, alone_s = timed(plan.plan_point, request, use_cache=False)
+    pair, pair_s = timed(verdict.plan_points, [request, above], use_cache=False)
+    return {
+        "request": dataclasses.asdict(request),
+        "alone": verdict_row(alone, alone_s),
+        "pair": [verdict_row(point, pair_s) for point in pair],
+        "pair_over_alone": pair_s / alone_s,
+        "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+    }
+
+
+def _in_run_order(build):
+    """build_workload with no executable marked likely_worst: each compiles in the order the
+    workload runs them."""
+
+    def built(request, mesh):
+        workload = build(request, mesh)
+        plain = [dataclasses.replace(exe, likely_worst=False) for exe in workload.executables]
+        return dataclasses.replace(workload, executables=plain)
+
+    return built
+
+
+def grpo_order(a) -> dict:
+    """A GRPO verdict that does not fit, its likeliest peak compiled first against every
+    executable in run order, one after the other in one process."""
+    request = plan.Request("grpo", a.grpo_model, a.grpo_target, batch=a.grpo_batch)
+    first, first_s = timed(plan.plan_point, request, use_cache=False)
+    build = verdict.build_workload
+    verdict.build_workload = _in_run_order(build)
+    try:
+        in_order, in_order_s = timed(plan.plan_point, request, use_cache=False)
+    finally:
+        verdict.build_workload = build
+    return {
+        "request": dataclasses.asdict(request),
+        "likely_worst_first": {**verdict_row(first, first_s), "skipped": first["skipped"]},
+        "run_order": {**verdict_row(in_order, in_order_s), "skipped": in_order["skipped"]},
+        "first_over_run_order": first_s / in_order_s,
+    }
+
+
+def phase_reuse(a) -> dict:
+    """A GRPO step that fits (`--grpo-model` on `--grpo-target` at `--grpo-fit-batch`) compiled
+    whole with nothing cached; then, in a fresh cache, its update alone and the whole step
+    again, as a search compiles them at its answer (shared.plan.search_phases): that whole step
+    takes the update's compile (verdict.executable_path). The walls in one run: their ratio is
+    what the reuse saves where a search stops."""
+    request = plan.Request("grpo", a.grpo_model, a.grpo_target, batch=a.grpo_fit_batch)
+    whole, whole_s = timed(plan.plan_point, request, use_cache=False)
+    before = verdict.CACHE_DIR
+    with tempfile.TemporaryDirectory() as fresh:
+        verdict.CACHE_DIR = Path(fresh)
+        try:
+            alone, alone_s = timed(plan.plan_point, dataclasses.replace(request, phases="update"))
+            after, after_s = timed(plan.plan_point, request)
+        finally:
+            verdict.CACHE_DIR = before
+    assert after["bytes_per_device"] == whole["bytes_per_device"], "the same verdict"
+    return {
+        "request": dataclasses.asdict(request),
+        "whole_from_nothing": verdict_row(whole, whole_s),
+        "update_alone": verdict_row(alone, alone_s),
+        "whole_after_the_update": {
+            **verdict_row(after, after_s),
+            "compiled_before": [
+                k for k, e in after["executables"].items() if e.get("compiled_before")
+            ],
+        },
+        "alone_and_whole_over_two_wholes": (alone_s + after_s) / (2 * whole_s),
+        "whole_after_over_whole": after_s / whole_s,
+    }
+
+
+def mesh_search(a) -> dict:
+    """`--max-batch` for rollouts on a pinned mesh of eight, nothing cached (module doc): the
+    search whose locating compiles locate-rollout compares, whole. Every probe that located
+    it is recorded (_searched)."""
+    cases = {
+        "mesh": rollout_request(a, a.model, "v5e-8", mesh="8x1"),
+        "mesh_deep": rollout_request(a, a.locate_deep_model, "v5e-8", mesh="4x2"),
+    }
+    out = {}
+    for name, request in cases.items():
+        search, wall = timed(plan.max_batch, request, use_cache=False, progress=False)
+        out[name] = _searched(request, search, wall)
+        print(f"mesh search {name}: {out[name]['summary']}, {wall:.0f} s", flush=True)
+    return out
+
+
+def climb(a) -> dict:
+    """The `climb` part (module doc): one search without the located climb, then with it,
+    each from its own empty cache (the second must not read the first's compiles)."""
+    from shared.plan import search_climb
+
+    request = plan.Request(
+        "grpo",
+        a.climb_model,
+        a.climb_target,
+        prompt_len=a.prompt_len,
+        steps=a.steps,
+        mesh=a.climb_mesh,
+    )
+    out, climbs, cache = (
+        {"request": dataclasses.asdict(request)},
+        search_climb.MAX_LOCATED,
+        verdict.CACHE_DIR,
+    )
+    for name, max_located in (("lines_only", 0), ("climb", climbs)):
+        search_climb.MAX_LOCATED = max_located
+        with tempfile.TemporaryDirectory() as empty:
+            verdict.CACHE_DIR = Path(empty)
+            search, wall = timed(plan.max_batch, request, progress=False)
+        exact = [p for p in search["probes"] if not p["fast"] and p.get("compiled", True)]
+        out[name] = {
+            **_searched(request, search, wall),
+            "exact_fits": sum(p["fits"] for p in exact),
+            "exact_failures": sum(not p["fits"] for p in exact),
+            "exact_fit_s": sum(p["compile_s"] for p in exact if p["fits"]),
+        }
+        print(f"climb {name}: {out[name]['summary']}, {wall:.0f} s", flush=True)
+    search_climb.MAX_LOCATED, verdict.CACHE_DIR = climbs, cache
+    out["climb_over_lines_only"] = (
+        out["climb"]["search_wall_s"] / out["lines_only"]["search_wall_s"]
+    )
+    return out
