@@ -373,3 +373,19 @@ def test_an_unwritable_checkpoint_folder_is_one_line_before_training(tmp_path):
     (tmp_path / "file").write_text("not a folder")
     with pytest.raises(BadInput, match="cannot write checkpoints in .*pass a writable --ckpt-dir"):
         Checkpoints(str(tmp_path / "file" / "ckpt"), {})
+
+
+def test_a_run_checks_its_checkpoint_folder_before_it_tokenizes(tmp_path, monkeypatch):
+    """A run whose --ckpt-dir cannot be written stops before any work it would lose: the
+    tokenizer and the data are never asked for."""
+    from shared.errors import BadInput
+
+    def never(*args, **kwargs):
+        raise AssertionError("the data was prepared before the checkpoint folder was checked")
+
+    monkeypatch.setattr(train.data, "tokenizer", never)
+    monkeypatch.setattr(train.data, "prepare", never)
+    (tmp_path / "file").write_text("not a folder")
+    cfg = train.TrainConfig(steps=2, batch=8, seq=64, ckpt_dir=str(tmp_path / "file" / "ckpt"))
+    with pytest.raises(BadInput, match="cannot write checkpoints in .*pass a writable --ckpt-dir"):
+        train.train(cfg, progress=False)

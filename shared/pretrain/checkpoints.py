@@ -41,6 +41,14 @@ class _Unreadable(Exception):
     """A step orbax cannot restore; the message says why in a few words."""
 
 
+def checkpoint_folder(directory: str) -> Path:
+    """`directory` resolved and created; BadInput in one line where it cannot be written. A
+    run checks it before tokenizing and compiling, and Checkpoints again when it opens it."""
+    return writable_folder(
+        Path(directory).resolve(), what="checkpoints", fix="pass a writable --ckpt-dir"
+    )
+
+
 class Checkpoints:
     """orbax checkpoints of (params, opt_state) plus a JSON record of step, data position and
     the run's fingerprint; a context manager that closes orbax's threads on the way out."""
@@ -49,9 +57,7 @@ class Checkpoints:
         import orbax.checkpoint as ocp
 
         self.ocp = ocp
-        self.directory = writable_folder(
-            Path(directory).resolve(), what="checkpoints", fix="pass a writable --ckpt-dir"
-        )
+        self.directory = checkpoint_folder(directory)
         self.fingerprint = fingerprint
         self._abandoned = _AbandonedReads()
         options = ocp.CheckpointManagerOptions(

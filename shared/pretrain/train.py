@@ -38,7 +38,7 @@ from shared.errors import BadInput, run_cli
 from shared.hardware import measure, sharding
 from shared.paths import writable_folder
 from shared.pretrain import model, optim
-from shared.pretrain.checkpoints import Checkpoints
+from shared.pretrain.checkpoints import Checkpoints, checkpoint_folder
 from shared.pretrain.config import TrainConfig, parse_args
 from shared.pretrain.records import Metrics, Preemption, wandb_run
 from shared.report import ledger
@@ -166,6 +166,8 @@ def train(cfg: TrainConfig, *, progress: bool = True) -> Run:
     """Train (or resume from cfg.ckpt_dir) and return the summary, model and tokenizer."""
     from tqdm.auto import tqdm
 
+    if cfg.ckpt_dir:  # fails now, not after the data is tokenized and the model built
+        checkpoint_folder(cfg.ckpt_dir)
     hardware.initialize_distributed()
     sp = data.tokenizer(cfg.vocab_size, corpus=cfg.corpus, parquet_dir=cfg.parquet_dir)
     splits = data.prepare(
