@@ -375,9 +375,16 @@ def test_an_unwritable_checkpoint_folder_is_one_line_before_training(tmp_path):
         Checkpoints(str(tmp_path / "file" / "ckpt"), {})
 
 
-def test_a_run_checks_its_checkpoint_folder_before_it_tokenizes(tmp_path, monkeypatch):
-    """A run whose --ckpt-dir cannot be written stops before any work it would lose: the
-    tokenizer and the data are never asked for."""
+@pytest.mark.parametrize(
+    "output, message",
+    [
+        ("ckpt_dir", "cannot write checkpoints in .*pass a writable --ckpt-dir"),
+        ("metrics", "cannot write the metrics file in .*pass a writable --metrics"),
+    ],
+)
+def test_a_run_checks_where_it_writes_before_it_tokenizes(tmp_path, monkeypatch, output, message):
+    """A run whose --ckpt-dir or --metrics cannot be written stops before any work it would
+    lose: the tokenizer and the data are never asked for."""
     from shared.errors import BadInput
 
     def never(*args, **kwargs):
@@ -386,6 +393,7 @@ def test_a_run_checks_its_checkpoint_folder_before_it_tokenizes(tmp_path, monkey
     monkeypatch.setattr(train.data, "tokenizer", never)
     monkeypatch.setattr(train.data, "prepare", never)
     (tmp_path / "file").write_text("not a folder")
-    cfg = train.TrainConfig(steps=2, batch=8, seq=64, ckpt_dir=str(tmp_path / "file" / "ckpt"))
-    with pytest.raises(BadInput, match="cannot write checkpoints in .*pass a writable --ckpt-dir"):
+    unwritable = {output: str(tmp_path / "file" / "out" / "metrics.jsonl")}
+    cfg = train.TrainConfig(steps=2, batch=8, seq=64, **unwritable)
+    with pytest.raises(BadInput, match=message):
         train.train(cfg, progress=False)

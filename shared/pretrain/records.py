@@ -10,6 +10,14 @@ from pathlib import Path
 from shared.paths import writable_folder
 
 
+def metrics_folder(path: str | Path) -> Path:
+    """The metrics file's folder, created; BadInput in one line where it cannot be written. A
+    run checks it before tokenizing and compiling, and Metrics again when it opens the file."""
+    return writable_folder(
+        Path(path).parent, what="the metrics file", fix="pass a writable --metrics"
+    )
+
+
 class Metrics:
     """Per-step JSON lines; on resume, lines past the restored step (and the final evaluation
     line, rewritten at the end) are dropped first, so a resumed run's file equals an
@@ -19,7 +27,7 @@ class Metrics:
         self.path = Path(path) if path else None
         if self.path is None:
             return
-        writable_folder(self.path.parent, what="the metrics file", fix="pass a writable --metrics")
+        metrics_folder(self.path)
         kept = []
         if self.path.exists():
             for line in self.path.read_text().splitlines():

@@ -40,7 +40,7 @@ from shared.paths import writable_folder
 from shared.pretrain import model, optim
 from shared.pretrain.checkpoints import Checkpoints, checkpoint_folder
 from shared.pretrain.config import TrainConfig, parse_args
-from shared.pretrain.records import Metrics, Preemption, wandb_run
+from shared.pretrain.records import Metrics, Preemption, metrics_folder, wandb_run
 from shared.report import ledger
 
 # Columns that measure the machine, not the maths: they differ between two identical runs.
@@ -166,8 +166,11 @@ def train(cfg: TrainConfig, *, progress: bool = True) -> Run:
     """Train (or resume from cfg.ckpt_dir) and return the summary, model and tokenizer."""
     from tqdm.auto import tqdm
 
-    if cfg.ckpt_dir:  # fails now, not after the data is tokenized and the model built
+    # where the run writes: checked now, not after the data is tokenized and the model built
+    if cfg.ckpt_dir:
         checkpoint_folder(cfg.ckpt_dir)
+    if cfg.metrics:
+        metrics_folder(cfg.metrics)
     hardware.initialize_distributed()
     sp = data.tokenizer(cfg.vocab_size, corpus=cfg.corpus, parquet_dir=cfg.parquet_dir)
     splits = data.prepare(
