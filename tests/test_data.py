@@ -228,6 +228,12 @@ def test_bad_inputs_fail_with_one_line(tmp_path, splits, data_dir):
     cases = [
         (lambda: data.prepare("parquet", V, tmp_path, tmp_path / "missing"), "does not exist"),
         (lambda: data.prepare("parquet", V, tmp_path, None), "needs --parquet-dir"),
+        (
+            lambda: data_main(
+                ["prepare", "--parquet-dir", str(tmp_path / "shards"), "--out", str(tmp_path)]
+            ),
+            "read with --corpus parquet only",
+        ),
         (lambda: data.prepare("poems", V, tmp_path), "unknown corpus"),
         (lambda: data.tokenizer(100, tmp_path), "out of range"),
         (lambda: data.tokenizer(70000, tmp_path), "out of range"),

@@ -61,6 +61,11 @@ def is_val_text(text: str, val_fraction: float) -> bool:
 def corpus_name(corpus: str, parquet_dir) -> str:
     """What prepared files are named after: `shakespeare`, or the parquet folder's name."""
     if corpus == "shakespeare":
+        if parquet_dir is not None:  # else the folder is ignored and Shakespeare prepared
+            raise BadInput(
+                f"--parquet-dir {parquet_dir} is read with --corpus parquet only: add "
+                "--corpus parquet, or leave --parquet-dir out for the Shakespeare default"
+            )
         return corpus
     if parquet_dir is None:
         raise BadInput("--corpus parquet needs --parquet-dir DIR (a folder of *.parquet files)")
