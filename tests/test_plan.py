@@ -1176,6 +1176,8 @@ def test_search_steps_in_the_multiple_asked_for():
     assert result["max_batch"] == 112 and result["first_not_fitting"] == 128  # 2 x 14 GiB < 31.25
     with pytest.raises(BadInput, match="multiple of the mesh's data-parallel size 8"):
         plan.max_batch(plan.Request("scale", "none", "v6e-8"), multiple_of=12, progress=False)
+    with pytest.raises(BadInput, match="--multiple-of 0 must be a positive multiple"):
+        plan.max_batch(plan.Request("scale", "none", "v6e-8"), multiple_of=0, progress=False)
 
 
 def test_a_search_that_never_fails_says_at_least():

@@ -205,6 +205,10 @@ def test_command_line_reports_bad_input_in_one_line(tmp_path, capsys):
     code, err = cli_exit(sweep.main, ["--config", str(tmp_path / "missing.yaml")], capsys)
     assert code == 2
     assert err.strip().count("\n") == 0
+    # a count of 0 ran the whole grid, as no count does, before one trial was checked
+    argv = ["--config", str(NOTEBOOK_CONFIG), "--count", "0", "--out", str(tmp_path / "out")]
+    code, err = cli_exit(sweep.main, argv, capsys)
+    assert code == 2 and err.strip() == "error: count must be positive, got 0"
 
 
 def test_trial_arguments_are_the_wandb_agents_and_typos_fail_early():

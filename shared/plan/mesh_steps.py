@@ -23,7 +23,7 @@ def unit_for(request: Request, multiple_of: int | None) -> int:
     (the atlas stepped every mesh by the rule mesh's 8 until 2026-11-27, and so said "not even
     batch 8 fits on any mesh" for llama3.1-8b LoRA on a v5e-8 without asking 1x8 for 1 to 7)."""
     fsdp, _ = search_shape(request, target_devices(parse_target(request.target)))
-    unit = multiple_of or least_batch(request, fsdp)
+    unit = least_batch(request, fsdp) if multiple_of is None else multiple_of  # 0 is refused
     if unit < 1 or unit % fsdp:
         raise BadInput(
             f"--multiple-of {multiple_of} must be a positive multiple of the mesh's "

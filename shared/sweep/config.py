@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from shared.errors import BadInput
+from shared.errors import BadInput, positive
 
 METHODS = ("grid", "random", "bayes")
 GOALS = ("minimize", "maximize")
@@ -288,6 +288,7 @@ def sample(name: str, spec: dict, rng: np.random.Generator):
 def expand(config: dict, count: int | None = None, seed: int = 0) -> list[dict]:
     """The trials the local runner runs, in order: a restart with the same arguments (or a
     larger count) repeats them, so finished ones are recognised and skipped."""
+    positive(count=count)  # else a count of 0 ran the whole grid, as no count does
     params = config["parameters"]
     count = count or config.get("run_cap")
     if config["method"] == "grid":

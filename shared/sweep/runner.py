@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from shared import report
-from shared.errors import BadInput
+from shared.errors import BadInput, positive
 from shared.paths import ROOT
 from shared.sweep.config import (
     arm,
@@ -317,6 +317,7 @@ def run(
 ) -> list[dict]:
     """Run the sweep with wandb when asked (or, if `use_wandb` is None, when an account exists
     and WANDB_MODE is not offline/disabled), else locally."""
+    positive(count=count)  # before wandb creates a sweep for it
     if use_wandb is None:
         use_wandb = (
             os.environ.get("WANDB_MODE", "online") not in ("offline", "disabled", "dryrun")
