@@ -209,6 +209,7 @@ def test_command_line_reports_bad_input_in_one_line(tmp_path, capsys):
     argv = ["--config", str(NOTEBOOK_CONFIG), "--count", "0", "--out", str(tmp_path / "out")]
     code, err = cli_exit(sweep.main, argv, capsys)
     assert code == 2 and err.strip() == "error: count must be positive, got 0"
+    assert not (tmp_path / "out").exists()
 
 
 def test_trial_arguments_are_the_wandb_agents_and_typos_fail_early():

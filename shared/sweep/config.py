@@ -285,12 +285,18 @@ def sample(name: str, spec: dict, rng: np.random.Generator):
     return _round(value) if kind == "log_uniform_values" else _quantised(value, spec)
 
 
+def trial_count(config: dict, count: int | None) -> int | None:
+    """How many trials a sweep runs: `count` where given, else the config's run_cap (None:
+    neither). A count of 0 is BadInput, not "none given" (it ran the whole grid)."""
+    positive(count=count)
+    return count or config.get("run_cap")
+
+
 def expand(config: dict, count: int | None = None, seed: int = 0) -> list[dict]:
     """The trials the local runner runs, in order: a restart with the same arguments (or a
     larger count) repeats them, so finished ones are recognised and skipped."""
-    positive(count=count)  # else a count of 0 ran the whole grid, as no count does
     params = config["parameters"]
-    count = count or config.get("run_cap")
+    count = trial_count(config, count)
     if config["method"] == "grid":
         axes = [_grid_values(name, spec) for name, spec in params.items()]
         trials = [dict(zip(params, combo, strict=True)) for combo in itertools.product(*axes)]

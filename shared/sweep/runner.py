@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from shared import report
-from shared.errors import BadInput, positive
+from shared.errors import BadInput
 from shared.paths import ROOT
 from shared.sweep.config import (
     arm,
@@ -50,6 +50,7 @@ from shared.sweep.config import (
     sample,
     sweep_name,
     trial_command,
+    trial_count,
     trial_id,
 )
 from shared.sweep.results import recommend, usable
@@ -186,8 +187,8 @@ def run_local(
     """Run the config's trials one process each; skip finished ones; write OUT/trials.csv."""
     from tqdm.auto import tqdm
 
+    trials = expand(config, count, seed)  # bad input fails before the results folder is made
     out = report.results_dir(out)
-    trials = expand(config, count, seed)
     check_train_args(trial_command(config, trials[0]))
     env, metric = _trial_env(out), config["metric"]["name"]
     sign = 1 if config["metric"].get("goal", "minimize") == "minimize" else -1
@@ -247,10 +248,8 @@ def run_wandb(
     check_train_args(
         trial_command(config, {n: sample(n, s, rng) for n, s in config["parameters"].items()})
     )
-    count = (
-        count
-        or config.get("run_cap")
-        or (len(expand(config)) if config["method"] == "grid" else None)
+    count = trial_count(config, count) or (
+        len(expand(config)) if config["method"] == "grid" else None
     )
     sweep_id = wandb.sweep(config, project=project)  # prints the sweep's URL
     bin_dir = os.path.dirname(sys.executable)  # the agent runs `python` from PATH: this one
@@ -317,7 +316,6 @@ def run(
 ) -> list[dict]:
     """Run the sweep with wandb when asked (or, if `use_wandb` is None, when an account exists
     and WANDB_MODE is not offline/disabled), else locally."""
-    positive(count=count)  # before wandb creates a sweep for it
     if use_wandb is None:
         use_wandb = (
             os.environ.get("WANDB_MODE", "online") not in ("offline", "disabled", "dryrun")
