@@ -10,6 +10,10 @@ Parts (`--parts`, comma-separated):
 - `near-pair`: the deep search twice from an empty cache, in one run: its second located
   point alone (as before 2026-12-03), then with the unit above it located beside it
   (shared.plan.search.BESIDE_AIM): each one's wall and CPU timeline, and their ratio;
+- `above-first`: rollout `--max-batch` on one device for each of `--above-cells`, twice from an
+  empty cache, in one run: the exact candidate alone (as before 2026-12-03), then with the unit
+  above it beside it, its worst executable first (shared.plan.search_lines.ABOVE_WORST_FIRST): each
+  one's answer, wall and CPU timeline, and their ratio;
 - `breakdown`: build, lower and compile seconds of each executable, fast and exact, at full
   depth and cut to one and two repeats of the attention pattern (shared.plan.timing), for the
   1B rollout near its v5e-1 boundary and a 27B LoRA step on a v5p-8; with the straight line
@@ -86,6 +90,7 @@ PARTS = (
     "search",
     "deep-search",
     "near-pair",
+    "above-first",
     "pairing",
     "grpo-order",
     "phase-reuse",
@@ -143,6 +148,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--climb-model", default="gemma3-1b")
     p.add_argument("--climb-target", default="v6e-8")
     p.add_argument("--climb-mesh", default="8x1")
+    p.add_argument(
+        "--above-cells",
+        default="qwen3-8b:v6e-1,gemma3-1b:v5e-1",
+        help="the above-first part's model:target pairs, comma-separated",
+    )
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
     parts = [choose("part", name, PARTS) for name in filter(None, args.parts.split(","))]
@@ -174,6 +184,10 @@ def main(argv: list[str] | None = None) -> int:
         if "near-pair" in parts:
             _part(report, "near_pair", lambda: plan_searches.near_pair(args), args.out)
             print(f"near pair: {report['near_pair']['beside_over_alone']:.2f}x", flush=True)
+        if "above-first" in parts:
+            _part(report, "above_first", lambda: plan_searches.above_first(args), args.out)
+            for cell, runs in report["above_first"].items():
+                print(f"above first, {cell}: {runs['above_over_alone']:.2f}x", flush=True)
         if "pairing" in parts:
             _part(report, "pairing", lambda: plan_searches.pairing(args), args.out)
             print(

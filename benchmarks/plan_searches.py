@@ -4,6 +4,7 @@ what each of its scheduling choices saves (a partner compiled beside, GRPO's pea
 phase's compile reused). Not a command: run `python benchmarks/bench_plan.py --parts ...`."""
 
 import dataclasses
+import functools
 import resource
 import tempfile
 from pathlib import Path
@@ -67,20 +68,66 @@ def near_pair(a) -> dict:
     located beside it: each one's answer, compiles, wall and CPU timeline, and the ratio."""
     from shared.plan import search
 
-    runs, cache, beside_aim = {}, verdict.CACHE_DIR, search.BESIDE_AIM
-    for name, beside in (("alone", False), ("beside", True)):
-        search.BESIDE_AIM = beside
-        with tempfile.TemporaryDirectory() as empty:
-            verdict.CACHE_DIR = Path(empty)
-            runs[name] = deep_search(a)
-        print(f"near pair, {name}: {runs[name]['summary']}, {runs[name]['search_wall_s']:.0f} s")
-    search.BESIDE_AIM, verdict.CACHE_DIR = beside_aim, cache
+    def run(name: str) -> dict:
+        entry = deep_search(a)
+        print(f"near pair, {name}: {entry['summary']}, {entry['search_wall_s']:.0f} s", flush=True)
+        return entry
+
+    runs = each_setting(search, "BESIDE_AIM", {"alone": False, "beside": True}, run)
     same = runs["alone"]["max_batch"] == runs["beside"]["max_batch"]
     return {
         **runs,
         "same_answer": same,
         "beside_over_alone": runs["beside"]["search_wall_s"] / runs["alone"]["search_wall_s"],
     }
+
+
+def above_first(a) -> dict:
+    """For each of `--above-cells` (model:target, one device), the rollout `--max-batch` twice
+    in one run, each from an empty plan cache: the exact candidate alone (search_lines.
+    ABOVE_WORST_FIRST off, as before 2026-12-03), then with the unit above it beside it, its
+    worst executable first: each one's answer, compiles, wall and CPU timeline, and the ratio."""
+    from shared.plan import search_lines
+
+    out = {}
+    for cell in filter(None, a.above_cells.split(",")):
+        model, target = cell.split(":")
+        request = dataclasses.replace(rollout_request(a, model, target), cache_size=a.cache_size)
+        settings = {"alone": False, "above": True}
+        runs = each_setting(
+            search_lines, "ABOVE_WORST_FIRST", settings, functools.partial(_watched_search, request)
+        )
+        out[cell] = {
+            **runs,
+            "same_answer": runs["alone"]["max_batch"] == runs["above"]["max_batch"],
+            "above_over_alone": runs["above"]["search_wall_s"] / runs["alone"]["search_wall_s"],
+        }
+    return out
+
+
+def _watched_search(request: plan.Request, name: str) -> dict:
+    """`--max-batch` for `request` (its setting called `name`), with its CPU timeline."""
+    with CpuTimeline(note=_search_progress) as timeline:
+        found, wall = timed(plan.max_batch, request, progress=False)
+    print(f"{name}: {plan.describe(found)}, {wall:.0f} s", flush=True)
+    return {**_searched(request, found, wall), "cpu_timeline": timeline.report()}
+
+
+def each_setting(module, flag: str, settings: dict, run) -> dict:
+    """`run(name)` once for each name and value of `settings`, with `module.flag` set to that
+    value and from an empty plan cache of its own (a run must not read the one before's
+    compiles); the flag and the cache are put back after, whatever happens."""
+    kept, cache, out = getattr(module, flag), verdict.CACHE_DIR, {}
+    try:
+        for name, value in settings.items():
+            setattr(module, flag, value)
+            with tempfile.TemporaryDirectory() as empty:
+                verdict.CACHE_DIR = Path(empty)
+                out[name] = run(name)
+    finally:
+        setattr(module, flag, kept)
+        verdict.CACHE_DIR = cache
+    return out
 
 
 def _search_progress() -> str:
@@ -225,25 +272,23 @@ def climb(a) -> dict:
         steps=a.steps,
         mesh=a.climb_mesh,
     )
-    out, climbs, cache = (
-        {"request": dataclasses.asdict(request)},
-        search_climb.MAX_LOCATED,
-        verdict.CACHE_DIR,
-    )
-    for name, max_located in (("lines_only", 0), ("climb", climbs)):
-        search_climb.MAX_LOCATED = max_located
-        with tempfile.TemporaryDirectory() as empty:
-            verdict.CACHE_DIR = Path(empty)
-            search, wall = timed(plan.max_batch, request, progress=False)
+
+    def run(name: str) -> dict:
+        search, wall = timed(plan.max_batch, request, progress=False)
         exact = [p for p in search["probes"] if not p["fast"] and p.get("compiled", True)]
-        out[name] = {
+        print(f"climb {name}: {plan.describe(search)}, {wall:.0f} s", flush=True)
+        return {
             **_searched(request, search, wall),
             "exact_fits": sum(p["fits"] for p in exact),
             "exact_failures": sum(not p["fits"] for p in exact),
             "exact_fit_s": sum(p["compile_s"] for p in exact if p["fits"]),
         }
-        print(f"climb {name}: {out[name]['summary']}, {wall:.0f} s", flush=True)
-    search_climb.MAX_LOCATED, verdict.CACHE_DIR = climbs, cache
+
+    settings = {"lines_only": 0, "climb": search_climb.MAX_LOCATED}
+    out = {
+        "request": dataclasses.asdict(request),
+        **each_setting(search_climb, "MAX_LOCATED", settings, run),
+    }
     out["climb_over_lines_only"] = (
         out["climb"]["search_wall_s"] / out["lines_only"]["search_wall_s"]
     )

@@ -862,6 +862,57 @@ def test_a_check_above_compiles_the_answers_worst_executable_alone_first(monkeyp
     )
 
 
+@pytest.mark.parametrize(
+    "row_bytes, exact_over_fast, rounds",
+    [
+        (400e6, 1.015, [[37, 38], [36], [40]]),  # 37 and 38 fail; 40: the aligned check
+        (400e6, 0.985, [[37, 38], [39], [40]]),  # 37 fits: then only the checks above
+        (40e6, 1.003, [[372], [371], [373]]),  # a unit under the fast line's error: alone
+    ],
+)
+def test_a_one_device_rollout_compiles_the_unit_above_beside_a_near_candidate(
+    monkeypatch, row_bytes, exact_over_fast, rounds
+):
+    """A rollout on one device is located by fast compiles, and its two executables keep both
+    cores busy; where one unit's bytes exceed the fast line's error (search_lines.FAST_LINE_ERROR),
+    the unit above the candidate compiles beside it, its worst executable first (qwen3-8b on
+    a v6e-1: 39 fit and 40 was refused in one round, 0.78x the search's wall). Fake verdicts
+    over 2 GB, the fast line crossing the HBM at 37 (or 372): where the exact bytes sit over
+    the fast ones (qwen3-8b's 1.5%), 37 and 38 fail together and the next round is 36, one
+    unit under the failure, not half the bracket (the refusal beside is no step down);
+    where they sit under, 37 fits and only the checks above are left. At 40 MB a row (gemma3-1b
+    on a v5e-1) the candidate compiles alone, as before."""
+    usable, firsts, exact_rounds = 15.75 * GIB, {}, []
+    executables = {"prefill": {}, "decode": {}}
+
+    def used(batch, fast):
+        return (2e9 + row_bytes * batch) * (1 if fast else exact_over_fast)
+
+    def plan_points(requests, use_cache, first=None, waits=None):
+        if not any(r.fast for r in requests):
+            exact_rounds.append([r.batch for r in requests])
+            given = first if isinstance(first, dict) else dict.fromkeys(requests, first)
+            firsts.update({r.batch: given.get(r) for r in requests})
+        return [
+            _fake_verdict(
+                r, used(r.batch, r.fast), usable, worst="prefill", executables=executables
+            )
+            for r in requests
+        ]
+
+    monkeypatch.setattr(search, "plan_points", plan_points)
+    result = plan.max_batch(plan.Request("scale", "none", "v5e-1"), progress=False)
+    best = max(b for b in range(1, 1000) if used(b, fast=False) <= usable)
+    assert (result["max_batch"], result["first_not_fitting"]) == (best, best + 1)
+    assert exact_rounds == rounds
+    if len(rounds[0]) == 2:
+        assert firsts[rounds[0][0]] is None and firsts[rounds[0][1]] == "prefill"
+        monkeypatch.setattr(search_lines, "ABOVE_WORST_FIRST", False)
+        exact_rounds.clear()
+        plan.max_batch(plan.Request("scale", "none", "v5e-1"), progress=False)
+        assert exact_rounds[0] == [37]  # as before 2026-12-03: the candidate alone
+
+
 def test_plan_points_first_compiles_that_executable_alone_then_the_rest():
     """verdict.plan_points' `first`: the round compiles that executable alone; without it,
     every executable ready compiles at once (as many as there are workers)."""

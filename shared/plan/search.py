@@ -23,6 +23,8 @@ Bytes per device grow close to linearly with the batch (KV cache, activations). 
    its worst phase alone below the answer, every phase at it (search_phases). The latest
    located points' compiles go on past buffer assignment in their children (near the boundary,
    one unit above the aim is located beside it), and the exact verdicts there take them.
+   A rollout on one device, located by fast compiles, compiles the unit above its candidate
+   beside it, worst executable first, where a unit's bytes exceed the fast line's error.
 3. check: bytes are not monotone in the batch, so the batch two units above the answer is
    compiled too, and the next batch of 4 rows a device where that is further
    (search_lines.checks_above); where one fits (a dip: one more row a device cost more than
@@ -39,7 +41,7 @@ import dataclasses
 import time
 
 from shared.hardware import parse_target
-from shared.plan import search_climb
+from shared.plan import search_climb, search_lines
 from shared.plan.assigned import (
     assigned_points,
     locates_at_assignment,
@@ -229,15 +231,15 @@ def _max_batch_on(
     def probe(batches: list[int], fast: bool, first=None, phases=None, waits=None) -> list[dict]:
         """The whole model's verdicts at `batches`, compiled at once (two exact ones beside
         each other: see compiles_alone); `first`: the executable each compiles alone first,
-        where a failure is expected, and `waits` (verdict.plan_points'); `phases`: only those
-        (GRPO's: search_phases)."""
+        where a failure is expected (a dict: by batch, those batches' only), and `waits`
+        (verdict.plan_points'); `phases`: only those (GRPO's: search_phases)."""
         bar.set_postfix(batch=",".join(map(str, batches)), fast=fast)
-        points = plan_points(
-            [in_phases(dataclasses.replace(request, batch=b, fast=fast), phases) for b in batches],
-            use_cache=use_cache,
-            first=first,
-            waits=waits,
-        )
+        requests = [
+            in_phases(dataclasses.replace(request, batch=b, fast=fast), phases) for b in batches
+        ]
+        if isinstance(first, dict):  # by batch: those batches' only
+            first = {r: first[r.batch] for r in requests if r.batch in first}
+        points = plan_points(requests, use_cache=use_cache, first=first, waits=waits)
         probes.extend(points)
         bar.update(len(points))
         return points
@@ -350,6 +352,13 @@ def _max_batch_on(
         candidate = min(max(candidate, first + unit), ceiling)
     # a located unit that does not fit makes the unit a confirmation: nothing above to pair
     paired = low["fits"] and compiles_alone((assigned_probes or probes)[0])
+    above_first = (
+        low["fits"]
+        and not at_assignment
+        and not paired
+        and search_lines.above_worst_first(probes[0], located_slope or steepest, unit, usable)
+    )
+    beside_refusals: set[int] = set()  # those units above that failed: no step of the search's
     rounds = 0
     kept, kept_worst = 0, None  # rounds in a row that kept the bracket's failing end (illinois)
     checking = False  # the candidate is a check above the answer: most likely a failure
@@ -358,6 +367,9 @@ def _max_batch_on(
         failures = len(failed)
         if candidate not in exact:
             beside = partner(candidate, exact, unit, ceiling) if paired else None
+            if above_first and not checking:
+                above = partner(candidate, exact, unit, ceiling)
+                beside = above if above == candidate + unit else None
             batches = [candidate, beside] if beside else [candidate]
             check = candidate + 2 * unit
             if (
@@ -376,6 +388,8 @@ def _max_batch_on(
                 batches.append(check)
             # a check compiles first the executable that was worst at the answer
             worst = exact[bracket(exact)[0]].get("worst") if checking else None
+            if above_first and beside and (located_worst := latest_worst(probes, request)):
+                worst = {beside: located_worst}  # the candidate compiles whole
             phases = None if checking else phase_alone(request, latest_worst(probes, request))
             if phases:
                 stop_finishing()
@@ -383,6 +397,8 @@ def _max_batch_on(
             else:  # located points' compiles going on at this round's batches are taken
                 points = verdicts_taking_finished(request, batches, probe, False, worst)
             exact.update(zip(batches, points, strict=True))
+            if isinstance(worst, dict):
+                beside_refusals.update(b for b in worst if not exact[b]["fits"])
             ceiling = set_aside_compiler_failures(exact, failed, ceiling, unit)
             checking = False
         point = exact.get(candidate) or failed[candidate]
@@ -437,8 +453,11 @@ def _max_batch_on(
                 exact, point, located, locate, located_slope, reference, usable, unit, ceiling
             )
             continue
+        # a refusal compiled beside the candidate is no step down the search took (next_guess
+        # halves the bracket after two in a row: it took 375 and 376 for one and aimed at 191)
+        stepped = {b: p for b, p in exact.items() if b not in beside_refusals}
         candidate = next_guess(
-            exact, point, located, located_slope, reference, usable, unit, ceiling, kept
+            stepped, point, located, located_slope, reference, usable, unit, ceiling, kept
         )
     if not any(p["fits"] for p in exact.values()) and unit not in {*exact, *failed}:
         exact[unit] = probe([unit], False)[0]  # "not even one unit fits" must be an exact verdict

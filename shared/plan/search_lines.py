@@ -18,6 +18,13 @@ from shared.plan.verdict import Request, floor_verdict, workers_for
 # so the search steps up by GALLOP until a batch fails and then halves the bracket.
 SQUEEZE_SLOPE = 0.25
 GALLOP = 1.25
+# A one-device rollout's search compiles the unit above its candidate beside it (False: the
+# candidate alone, as before 2026-12-03: benchmarks/results/plan_above_first.json) where a
+# unit's bytes exceed FAST_LINE_ERROR of the HBM: the least gap measured between its bytes
+# compiled fast and exactly (gemma3-1b at 374 on a v5e-1: 0.3% under; qwen3-8b at 32 on a
+# v6e-1: 1.5% over; benchmarks/results/plan_locate_rollout.json)
+ABOVE_WORST_FIRST = True
+FAST_LINE_ERROR = 0.003
 
 
 def crossing(at: dict, slope: float, usable: int, unit: int, ceiling: int) -> int:
@@ -157,10 +164,36 @@ def compiles_alone(point: dict) -> bool:
     LoRA on a v5p-8: 159 s for batch 4, which fits, then 53 s for 8, which does not; a
     gemma3-4b LoRA verdict took 1.14x its wall alone with its partner beside it:
     benchmarks/results/plan_pairing.json)."""
-    executables = point.get("workload_executables")  # a probe's
-    if executables is None:  # a verdict's: those it compiled and those it skipped
-        executables = len(point.get("executables", {})) + len(point.get("skipped", []))
+    executables = executables_of(point)
     return 0 < executables and 2 * executables <= workers_for(point["target"])
+
+
+def above_worst_first(first_probe: dict, unit_slope: float | None, unit: int, usable: int) -> bool:
+    """Whether a search located by fast compiles (a rollout on one device, whose candidate's
+    two executables keep both cores busy: `first_probe` says how many it has) compiles the unit
+    above its candidate beside it, its worst executable first: where one unit's bytes on the
+    located line (`unit_slope`) exceed the fast line's error, the candidate is most likely the
+    boundary or a unit from it. Where it fits, that refusal ends the search in its round
+    (qwen3-8b on a v6e-1: 39 fit, 40 was refused beside it, 0.80x the search's wall); where it
+    does not, it is the answer's check two units up. Under that error the candidate is often
+    several units off, and a compile beside every round that crept toward the boundary cost
+    1.31x (gemma3-tiny on a v5e-1); gemma3-1b's 40 MB a row on a v5e-1 is under it, and took as
+    long either way (benchmarks/results/plan_above_first.json)."""
+    return (
+        ABOVE_WORST_FIRST
+        and executables_of(first_probe) > 1
+        and unit_slope is not None
+        and unit_slope * unit >= FAST_LINE_ERROR * usable
+    )
+
+
+def executables_of(point: dict) -> int:
+    """How many executables the verdict of a request compiles, read off a verdict `point` of
+    it (those it compiled and those it skipped) or a probe's `workload_executables`."""
+    executables = point.get("workload_executables")  # a probe's
+    if executables is None:  # a verdict's
+        executables = len(point.get("executables", {})) + len(point.get("skipped", []))
+    return executables
 
 
 def partner(candidate: int, exact: dict[int, dict], unit: int, ceiling: int) -> int | None:

@@ -220,7 +220,7 @@ def plan_points(
     requests: list[Request],
     *,
     use_cache: bool = True,
-    first: str | None = None,
+    first: str | Mapping[Request, str] | None = None,
     waits: Mapping[Request, Callable[[], None]] | None = None,
 ) -> list[dict]:
     """plan_point for several requests, their executables compiled together, one per core.
@@ -235,7 +235,8 @@ def plan_points(
     For a batch the caller expects to fail, the worst executable of a point beside it: a
     search's check above its answer (gemma3-1b rollouts on a v5e-1: 376's prefill was refused
     after 3.2 s, while its decode compiled for 11.2 s beside it and could not change the
-    verdict).
+    verdict). A mapping names it for some requests only (Request to label): those the caller
+    expects to fail, beside one it expects to fit, compiled whole.
 
     `waits`: for a request whose compiles another process is finishing into the plan cache (a
     search's probe child, shared.plan.assigned), the call that waits for it. Its programs are
@@ -243,6 +244,7 @@ def plan_points(
     it wrote nothing): lowering gemma3-27b's LoRA step takes 10-13 s of a core, which the
     search spent after the wait, with the other core idle."""
     waits = waits or {}
+    firsts = first if isinstance(first, Mapping) else dict.fromkeys(requests, first)
     for request in requests:
         choose("workload", request.workload, WORKLOADS)
         check_request(request)
@@ -256,7 +258,7 @@ def plan_points(
         for request in requests
     ]
     compiling = [
-        _Compiling(r, first, use_cache)
+        _Compiling(r, firsts.get(r), use_cache)
         for r, answer in zip(requests, answers, strict=True)
         if not answer
     ]
