@@ -388,9 +388,10 @@ def _max_batch_on(
                 batches.append(check)
             # a check compiles first the executable that was worst at the answer
             worst = exact[bracket(exact)[0]].get("worst") if checking else None
-            if above_first and beside and (located_worst := latest_worst(probes, request)):
-                worst = {beside: located_worst}  # the candidate compiles whole
-            phases = None if checking else phase_alone(request, latest_worst(probes, request))
+            latest = latest_worst(probes, request)
+            if above_first and beside and latest:
+                worst = {beside: latest}  # the candidate compiles whole
+            phases = None if checking else phase_alone(request, latest)
             if phases:
                 stop_finishing()
                 points = probe(batches, False, worst, phases)
