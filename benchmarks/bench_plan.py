@@ -9,7 +9,7 @@ Parts (`--parts`, comma-separated):
   which cores busy (shared.report.cpu_timeline);
 - `near-pair`: the deep search twice from an empty cache, in one run: its second located
   point alone (as before 2026-12-03), then with the unit above it located beside it
-  (shared.plan.search.BESIDE_AIM): each one's wall and CPU timeline, and their ratio;
+  (shared.plan.search_locate.BESIDE_AIM): each one's wall and CPU timeline, and their ratio;
 - `above-first`: rollout `--max-batch` on one device for each of `--above-cells`, twice from an
   empty cache, in one run: the exact candidate alone (as before 2026-12-03), then with the unit
   above it beside it, its worst executable first (shared.plan.search_lines.ABOVE_WORST_FIRST): each

@@ -64,16 +64,16 @@ def deep_search(a) -> dict:
 
 def near_pair(a) -> dict:
     """The deep search twice in one run, each from an empty plan cache: its second probe
-    located alone (search.BESIDE_AIM off, as before 2026-12-03), then with the unit above it
+    located alone (search_locate.BESIDE_AIM off, as before 2026-12-03), then with the unit above it
     located beside it: each one's answer, compiles, wall and CPU timeline, and the ratio."""
-    from shared.plan import search
+    from shared.plan import search_locate
 
     def run(name: str) -> dict:
         entry = deep_search(a)
         print(f"near pair, {name}: {entry['summary']}, {entry['search_wall_s']:.0f} s", flush=True)
         return entry
 
-    runs = each_setting(search, "BESIDE_AIM", {"alone": False, "beside": True}, run)
+    runs = each_setting(search_locate, "BESIDE_AIM", {"alone": False, "beside": True}, run)
     same = runs["alone"]["max_batch"] == runs["beside"]["max_batch"]
     return {
         **runs,

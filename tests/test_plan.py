@@ -33,6 +33,7 @@ from shared.plan import (
     search,
     search_climb,
     search_lines,
+    search_locate,
     search_meshes,
     search_phases,
     search_result,
@@ -588,7 +589,7 @@ def test_a_near_aim_is_located_beside_one_unit_above_and_the_round_takes_both_co
     this process only the check above while they finish. Made-up one-executable step on a
     v5e-1: 2.5 GiB a row (6 fit, 7 do not), located 1% under; BESIDE_AIM off, as before, and
     where the machine's memory holds one compile at a time (host_memory), the aim alone."""
-    monkeypatch.setattr(search, "BESIDE_AIM", beside_aim)
+    monkeypatch.setattr(search_locate, "BESIDE_AIM", beside_aim)
     monkeypatch.setattr(host_memory, "compiles_at_once", lambda requests, wanted, folder: room)
     usable, events, left = 15.75 * GIB, [], set()
 

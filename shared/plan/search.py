@@ -1,16 +1,12 @@
 """The largest batch that fits, in a handful of compiles, and always the compiler's verdict.
 
 Bytes per device grow close to linearly with the batch (KV cache, activations). So:
-1. locate: the whole model's bytes at 1 and 8 units give the line's slope; where it crosses
-   the usable HBM is the candidate, and when that is far off, a third point there gives the
-   slope near the boundary. A point is the exact compile of every executable stopped at buffer
-   assignment (shared.plan.assigned: 0.2-3% under the exact bytes in 0.25-0.6x an exact
-   verdict's time), or a fast compile (least optimisation effort) for a rollout on one device,
-   as near there and cheaper (shared.plan.assigned.locates_at_assignment). When 1 unit does
-   not fit, 8 is not tried. Small first: most fine-tunes fit a few units, and a probe far
-   over the HBM is the slowest compile of a search (the compiler works hardest to fit what
-   cannot). Above an exact first question that fits (another mesh's answer), its batch and 8
-   units above it are located together, and their slope aims from it;
+1. locate (search_locate): the whole model's bytes at 1 and 8 units give the line's slope;
+   where it crosses the usable HBM is the candidate, and when that is far off, a third point
+   there gives the slope near the boundary. A point is the exact compile of every executable
+   stopped at buffer assignment (shared.plan.assigned: 0.2-3% under the exact bytes in
+   0.25-0.6x an exact verdict's time), or a fast compile (least optimisation effort) for a
+   rollout on one device, as near there and cheaper (shared.plan.assigned.locates_at_assignment);
 2. confirm: exact compiles until a fitting batch and a failing one sit one unit apart. With
    one exact point, the located slope through it gives the next candidate; with two or more
    that all fit, the line through the largest two; with points on both sides, the line
@@ -45,7 +41,6 @@ from shared.plan import search_climb, search_lines
 from shared.plan.assigned import (
     assigned_points,
     locates_at_assignment,
-    room_for_two,
     stop_finishing,
     verdicts_taking_finished,
 )
@@ -55,14 +50,12 @@ from shared.plan.search_lines import (
     bracket,
     checks_above,
     compiles_alone,
-    crossing,
     next_guess,
     partner,
     set_aside_compiler_failures,
-    slope,
-    steepest_slope,
     under_compiler_failure,
 )
+from shared.plan.search_locate import locate_line
 from shared.plan.search_meshes import beat_on_other_meshes, meshes_by_ceiling, meshes_result
 from shared.plan.search_phases import in_phases, latest_worst, one_phase, phase_alone
 from shared.plan.search_result import search_result, worst_at_answer
@@ -73,7 +66,6 @@ CEILING = 1 << 16  # the largest batch a search tries; reaching it is reported a
 # exact rounds that compile (besides checks above) before a search gives up on a non-linear
 # line; a batch answered by arithmetic costs nothing and counts none
 MAX_EXACT = 8
-BESIDE_AIM = True  # a near aim's partner located beside it; False: as before 2026-12-03
 
 
 def max_batch(
@@ -293,63 +285,15 @@ def _max_batch_on(
     at_assignment = locates_at_assignment(request, shape)
     locate_all = at_buffer_assignment if at_assignment else fast_compiled
 
+    line = locate_line(
+        request, unit, ceiling, exact.get(first), locate_all, at_assignment=at_assignment
+    )
+    low, usable, located, located_slope = line.low, line.usable, line.located, line.slope
+    steepest, candidate, low_is_exact = line.steepest, line.candidate, bool(exact)
+
     def locate(batch: int) -> dict:
         return locate_all(batch)[0]
 
-    # The line's low end: one unit, located; or the batch compiled first, where it fits: an
-    # exact point, and one unit under it would cost a compile more and aim no better
-    # (sft gemma3-1b on a 4x2 v5e-8: 28 fit exactly, then 4 and 16 were located, 2.5 min each)
-    low_is_exact = bool(exact)
-    low = exact[first] if low_is_exact else locate(unit)
-    usable = low["hbm_bytes"]
-    located = [low]
-    located_slope, candidate = None, unit  # one unit does not fit: confirm that, exactly
-    steepest = steepest_slope(request, low, unit) if low["fits"] else None
-    if low["fits"] and ceiling // unit == 1:  # nothing above it to try
-        candidate = unit
-    elif (
-        low["fits"]
-        and (reach := crossing(low, steepest, usable, unit, ceiling)) <= low["batch"] + unit
-        and low["batch"] + unit < ceiling
-    ):
-        # the steepest line through the low end crosses the HBM within a unit above it: the
-        # boundary is near, and the exact compiles below start at the low end, locating nothing
-        candidate = low["batch"]
-    elif low["fits"]:
-        aim = min(low["batch"] + 7 * unit, reach)  # 8 units from a located unit
-        if low_is_exact:
-            # Its slope from two located points, both at once, side by side: located bytes sit
-            # under exact ones, and a line from an exact point to a located one carries that
-            # gap over a few units as its slope. qwen3-8b rollouts on a 1x8 v5e-8 fit 177
-            # exactly at 10.98 GiB, and 184 was located at 9.62: the line fell, and the search
-            # compiled 389 and 314 exactly, far over the HBM (10 and 11 minutes; llama3.1-8b's
-            # on a 1x8 tpu7x-8 2654, 2497 and 2107). It aims from the exact point.
-            located_low, high = locate_all(low["batch"], aim)
-            located.append(located_low)
-        else:
-            # near the boundary (reach within 8 units) the exact round pairs `aim` with the unit
-            # above: located beside it, on the core aim's probe leaves idle (plan_near_pair.json)
-            near = BESIDE_AIM and at_assignment and aim == reach and aim + unit <= ceiling
-            two = near and compiles_alone(low) and room_for_two(request, aim)
-            located_low, high = low, locate_all(aim, *([aim + unit] if two else []))[0]
-        located.append(high)
-        located_slope = slope(located_low, high)
-        aim_from = low if low_is_exact or not high["fits"] else high
-        candidate = crossing(aim_from, located_slope, usable, unit, ceiling)
-        if high["fits"] and 2 * high["batch"] < candidate < ceiling:  # far: a third point there
-            near = locate(candidate)
-            below = crossing(high, slope(high, near), usable, unit, ceiling)
-            if not near.get("compiled", True) and high["batch"] < below < near["batch"]:
-                # answered by arithmetic: its bytes are a floor (arguments only), too flat a
-                # slope to aim exact compiles with (gemma3-1b rollouts on a v5e-1: a floor at
-                # 514 sent them to 426, 368, 374 and 375). Where the line to that floor
-                # crosses the HBM is still past the boundary and near it: locate there.
-                near = locate(below)
-            located.append(near)
-            located_slope = slope(high, near)
-            candidate = crossing(near, located_slope, usable, unit, ceiling)
-    if low_is_exact:  # the batch compiled first fits: the answer is above it
-        candidate = min(max(candidate, first + unit), ceiling)
     # a located unit that does not fit makes the unit a confirmation: nothing above to pair
     paired = low["fits"] and compiles_alone((assigned_probes or probes)[0])
     above_first = (
