@@ -38,6 +38,10 @@ Parts (`--parts`, comma-separated):
   meshes it compares and their ceilings (shared.plan.search_meshes.meshes_by_ceiling) for
   `--breakdown-lora-model`'s step on `--lora-target`, then its workload built at four batches
   on one mesh, each build's seconds;
+- `rollout-builds`: what a rollout search pays on one core between its compiles, nothing
+  compiled: the 1B rollout on a v5e-1 built at the batches its search compiles, each build's
+  seconds and its prefill's lowering, as a verdict lowers it (the build's trace kept) and
+  after a fresh trace (jax.clear_caches(): as before 2026-12-03), and their ratio;
 - `sparsecore`: the 1B LoRA step on a tpu7x-8 (batch 8, sequence 2048, rank 16) compiled fast
   with the SparseCore collective offload (as fast compiles were until 2026-11-26), fast as
   now (without it: shared.plan.compiled.fast_options) and exact: seconds and bytes of each;
@@ -104,6 +108,7 @@ PARTS = (
     "locate-rollout",
     "mesh-search",
     "builds",
+    "rollout-builds",
     "climb",
 )
 
@@ -228,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
             _part(report, "mesh_search", lambda: plan_searches.mesh_search(args), args.out)
         if "builds" in parts:
             _part(report, "builds", lambda: plan_compiles.builds(args), args.out)
+        if "rollout-builds" in parts:
+            _part(report, "rollout-builds", lambda: plan_compiles.rollout_builds(args), args.out)
         if "climb" in parts:
             _part(report, "climb", lambda: plan_searches.climb(args), args.out)
             print(f"climb: {report['climb']['climb_over_lines_only']:.2f}x the wall", flush=True)

@@ -211,6 +211,44 @@ def builds(a) -> dict:
     }
 
 
+def rollout_builds(a) -> dict:
+    """The `rollout-builds` part (module doc): the 1B rollout on a v5e-1 built at the batches
+    its search compiles, each build's seconds, then its prefill lowered as a verdict lowers it
+    (the build's trace kept: shared.plan.workloads.rollout.abstract_rollout) and lowered again
+    after jax.clear_caches(), a fresh trace, as every lowering was before 2026-12-03."""
+    import jax
+
+    from shared.hardware import parse_target
+    from shared.plan.executable import lower
+    from shared.plan.mesh import mesh_for
+    from shared.plan.target import target_devices
+    from shared.plan.workloads import build_workload
+
+    request = _boundary(a)
+    mesh, _ = mesh_for(request, target_devices(parse_target(request.target)))
+    build_workload(dataclasses.replace(request, batch=1), mesh)  # imports and first traces
+    rows = []
+    for batch in (8, 374, 375, 376, 426):
+        workload, build_s = timed(build_workload, dataclasses.replace(request, batch=batch), mesh)
+        prefill = workload.executables[0]
+        with jax.set_mesh(mesh):
+            kept_s = timed(lower, prefill, {})[1]
+            jax.clear_caches()
+            fresh_s = timed(lower, prefill, {})[1]
+        rows.append(
+            {"batch": batch, "build_s": build_s, "lower_kept_s": kept_s, "lower_fresh_s": fresh_s}
+        )
+    kept, fresh = (sum(r[k] for r in rows) for k in ("lower_kept_s", "lower_fresh_s"))
+    print(f"rollout builds: prefill lowered in {kept:.2f} s kept, {fresh:.2f} s fresh", flush=True)
+    return {
+        "request": dataclasses.asdict(request),
+        "rows": rows,
+        "lower_kept_s": kept,
+        "lower_fresh_s": fresh,
+        "ratio": kept / fresh,
+    }
+
+
 def sparsecore(a) -> dict:
     """A fast compile with and without tpu7x's SparseCore collective offload, and the exact one
     (the offload on, as device mode compiles): the offload's compile seconds and bytes."""
