@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         if "builds" in parts:
             _part(report, "builds", lambda: plan_compiles.builds(args), args.out)
         if "rollout-builds" in parts:
-            _part(report, "rollout-builds", lambda: plan_compiles.rollout_builds(args), args.out)
+            _part(report, "rollout_builds", lambda: plan_compiles.rollout_builds(args), args.out)
         if "climb" in parts:
             _part(report, "climb", lambda: plan_searches.climb(args), args.out)
             print(f"climb: {report['climb']['climb_over_lines_only']:.2f}x the wall", flush=True)
