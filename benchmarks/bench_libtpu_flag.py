@@ -10,7 +10,11 @@ search, not one verdict.
 
     nice python benchmarks/bench_libtpu_flag.py --cell grpo,gemma3-1b,tpu7x-8 \\
         --flags=--xla_tpu_offload_gather_to_sparsecore=false \\
+        --why "the SparseCore gather offload off" \\
         --out benchmarks/results/libtpu_flag_grpo_gemma3-1b_tpu7x-8.json
+
+`--why` says in a few words what the flag changes; the lookup prints it beside the answer, so
+a reader knows what they switch on before they copy it.
 
 libtpu reads the variable once, when it loads: hence the child. The plan cache keys verdicts by
 the flags (shared.plan.cache_entries.libtpu_flags), so a second run reads what the first
@@ -86,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--cell", required=True, help="recipe,model,target (an atlas cell)")
     p.add_argument("--flags", required=True, help="LIBTPU_INIT_ARGS for the search")
+    p.add_argument("--why", required=True, help="what the flag changes, in a few words")
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
     recipe, model, target = _cell(args.cell)
@@ -95,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         **results.header("benchmarks/bench_libtpu_flag.py", argv),
         "cell": {"recipe": recipe, "model": model, "target": target},
         "flags": args.flags,
+        "why": args.why,
         "search_command": f"LIBTPU_INIT_ARGS={args.flags} {command}",
         "load_average_before": list(os.getloadavg()),
         "committed": committed(row),

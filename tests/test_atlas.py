@@ -1295,7 +1295,8 @@ def test_the_libtpu_flag_benchmark_states_a_flag_search_beside_the_committed_cel
         return found
 
     monkeypatch.setattr(bench, "search_with", child)
-    argv = ["--cell", "grpo,gemma3-1b,tpu7x-8", f"--flags={flag}", "--out", str(out)]
+    why = "the SparseCore gather offload off"
+    argv = ["--cell", "grpo,gemma3-1b,tpu7x-8", f"--flags={flag}", "--why", why, "--out", str(out)]
     assert bench.main(argv) == 0
     report = json.loads(out.read_text())
     ((flags, child_argv),) = asked
@@ -1311,7 +1312,7 @@ def test_the_libtpu_flag_benchmark_states_a_flag_search_beside_the_committed_cel
     # the lookup says it beside the cell, from the committed file, at the cell's versions only
     monkeypatch.setattr(lookup, "committed", lambda name: json.loads(out.read_text()))
     text = lookup.describe(committed)
-    assert f"  with LIBTPU_INIT_ARGS={flag}: largest batch 24 on " in text
+    assert f"  with LIBTPU_INIT_ARGS={flag} ({why}): largest batch 24 on " in text
     assert "benchmarks/results/libtpu_flag_grpo_gemma3-1b_tpu7x-8.json" in text
     assert lookup.flag_answer("grpo", "gemma3-1b", "tpu7x-8", {"libtpu": "0.0.52"}) is None
     # and the atlas page, in the note under its recipe's table
@@ -1324,7 +1325,13 @@ def test_the_libtpu_flag_benchmark_states_a_flag_search_beside_the_committed_cel
     note = next(line for line in md.splitlines() if message in line)
     said = next(line for line in text.splitlines() if "LIBTPU_INIT_ARGS" in line).strip()
     assert note.endswith(f"; {said}")
+    # a cell the compiler answered plainly gets the note too: the flag moves its answer
+    plain = _row("gemma3-1b", "tpu7x-8", "grpo", max_batch=128, first_not_fitting=136)
+    md, _ = atlas.render(
+        [{**plain, "versions": plan.versions()}], ["gemma3-1b"], ["tpu7x-8"], ["grpo"], "t"
+    )
+    assert any(line.endswith(f"; {said}") for line in md.splitlines()), md
     monkeypatch.setattr(lookup, "committed", lambda name: None)
     assert "LIBTPU_INIT_ARGS" not in lookup.describe(committed)
     with pytest.raises(BadInput, match="give 'recipe,model,target'"):
-        bench.main(["--cell", "gemma3-1b", f"--flags={flag}", "--out", str(out)])
+        bench.main(["--cell", "gemma3-1b", f"--flags={flag}", "--why", why, "--out", str(out)])

@@ -149,8 +149,10 @@ def describe(row: dict) -> str:
 
 def flag_answer(recipe: str, model: str, target: str, versions: dict) -> str | None:
     """The cell's answer under a libtpu flag, where benchmarks/bench_libtpu_flag.py committed
-    one for it at the cell's `versions`: what a reader whose cell the compiler fails can change
-    (GRPO on a tpu7x-8, with the SparseCore gather offload off). None where there is none."""
+    one for it at the cell's `versions`: what a reader can change where libtpu's defaults cost
+    them batch (GRPO on a tpu7x-8, which the compiler fails with the SparseCore gather offload
+    on; rollouts on a tpu7x-8, whose decode copies the weights and KV cache into other tiles).
+    None where there is none."""
     name = FLAG_RESULTS.format(recipe=recipe, model=model, target=target)
     found = committed(name) or {}
     flagged = found.get("with_flag") or {}
@@ -158,8 +160,9 @@ def flag_answer(recipe: str, model: str, target: str, versions: dict) -> str | N
         return None
     used, allowed = flagged["bytes_per_device"] or 0, flagged["hbm_bytes"]
     return (
-        f"with LIBTPU_INIT_ARGS={found['flags']}: largest batch {flagged['max_batch']} on "
-        f"{flagged['mesh']}, {used / GiB:.2f} of the {allowed / GiB:.2f} GiB per device "
+        f"with LIBTPU_INIT_ARGS={found['flags']} ({found['why']}): largest batch "
+        f"{flagged['max_batch']} on {flagged['mesh']}, {used / GiB:.2f} of the "
+        f"{allowed / GiB:.2f} GiB per device "
         f"({flagged['compiles']} compiles, {found['date']}: benchmarks/results/{name}.json)"
     )
 

@@ -341,17 +341,21 @@ def _section(
         for target, row in row_of.items():
             if row is None:
                 holes.setdefault(model, []).append(target)
-            elif row["status"] != "ok":
+                continue
+            if row["status"] != "ok":
                 notes.append(f"{model} on {target} failed: {row['error']}")
-            elif (
+                continue
+            # a reader of a cell with an answer under a libtpu flag sees it under the table
+            flagged = lookup.flag_answer(recipe, model, target, row["versions"])
+            if (
                 row["max_batch"] == 0
                 or row["at_least"]
                 or not row["converged"]
                 or row.get("dips")
                 or row.get("compiler_errors")
                 or unasked_meshes(row)
+                or flagged
             ):
-                flagged = lookup.flag_answer(recipe, model, target, row["versions"])
                 notes.append(_described(row) + (f"; {flagged}" if flagged else ""))
     text += (
         "| *$/h on-demand / spot* | "
