@@ -2,8 +2,8 @@
 
 Parts (`--parts`, comma-separated):
 - `search`: for each target, the largest gemma3-1b rollout batch (the search's compiles, fast
-  and exact, and its wall time from an empty cache), and one exact and one fast verdict at a
-  fixed batch;
+  and exact, its wall time from an empty cache and, second by second, how many cores it kept
+  busy), and one exact and one fast verdict at a fixed batch;
 - `deep-search`: `--max-batch` for gemma3-27b's LoRA step on a v5p-8 (sequence 2048, rank 16),
   its compiles, the process's peak memory and, second by second, which of its processes kept
   which cores busy (shared.report.cpu_timeline);

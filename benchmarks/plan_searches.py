@@ -27,7 +27,8 @@ def rollout_target(target: str, a) -> dict:
         steps=a.steps,
         cache_size=a.cache_size,
     )
-    search, search_s = timed(plan.max_batch, request, progress=False)
+    with CpuTimeline(note=_search_progress) as timeline:
+        search, search_s = timed(plan.max_batch, request, progress=False)
     entry = {
         "max_batch": search["max_batch"],
         "first_not_fitting": search["first_not_fitting"],
@@ -35,6 +36,9 @@ def rollout_target(target: str, a) -> dict:
         "search_wall_s": search_s,
         "summary": plan.describe(search),
         "probes": probe_rows(search),
+        # whether the search left a core idle (overlap can cut it) or kept both busy (only
+        # less compiling can)
+        "cpu_timeline": timeline.report(),
     }
     for fast in (False, True):  # one verdict each at a fixed batch, nothing cached
         point, wall = timed(

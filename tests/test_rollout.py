@@ -146,6 +146,29 @@ def test_an_abstract_rollouts_prefill_lowers_without_tracing_the_model_again(mes
     assert calls
 
 
+def test_a_tpu7x_rollout_names_the_flag_that_keeps_decode_from_copying_its_tiles(
+    mesh8, monkeypatch
+):
+    """libtpu 0.0.42.1 copies a tpu7x decode's weights and KV cache into (16,128) tiles; a
+    rollout verdict there names the flag that holds them once, and says nothing where the flag
+    is set, on another chip, or at another libtpu (whose tiles nobody has read)."""
+    flag = rollout_workload.TPU7X_DECODE_TILES_FLAG
+    libtpu = {"libtpu": rollout_workload.TPU7X_DECODE_TILES_LIBTPU}
+    monkeypatch.setattr(rollout_workload, "versions", lambda: libtpu)
+    monkeypatch.delenv("LIBTPU_INIT_ARGS", raising=False)
+    request = plan.Request(
+        "rollout", "gemma3-tiny", "tpu7x-8", batch=B, prompt_len=PROMPT, steps=STEPS
+    )
+    (note,) = rollout_workload.workload(request, mesh8).notes
+    assert f"LIBTPU_INIT_ARGS={flag} holds them once" in note
+    assert not rollout_workload.copies_decode_tiles("v5p-8")
+    monkeypatch.setenv("LIBTPU_INIT_ARGS", flag)
+    assert not rollout_workload.copies_decode_tiles("tpu7x-8")
+    monkeypatch.delenv("LIBTPU_INIT_ARGS")
+    monkeypatch.setattr(rollout_workload, "versions", lambda: {"libtpu": "0.0.52"})
+    assert not rollout_workload.copies_decode_tiles("tpu7x-8")
+
+
 def test_tunix_016_semantics_hold_the_cache_twice_in_decode(mesh8):
     """0.1.6 does not donate: decode's outputs are a second KV cache, where 0.1.7 aliases them
     to its inputs; prefill reads one zeros layer for all layers."""

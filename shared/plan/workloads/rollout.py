@@ -17,8 +17,10 @@ from flax import nnx
 
 from shared import models
 from shared.errors import BadInput, choose
+from shared.hardware import parse_target
 from shared.hardware.sharding import abstract_like
 from shared.lora import default_alpha
+from shared.plan.cache_entries import libtpu_flags
 from shared.plan.executable import Executable, Workload
 from shared.rollout.sampler import (
     SEMANTICS,
@@ -27,6 +29,7 @@ from shared.rollout.sampler import (
     make_sampler,
     state_shardings,
 )
+from shared.versions import versions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,7 +85,33 @@ def workload(request, mesh, *, lora: bool = False) -> Workload:
             "decode holds the KV cache twice"
         ]
     )
+    if copies_decode_tiles(request.target):
+        notes.append(
+            f"libtpu {versions()['libtpu']} copies the weights and the KV cache into (16,128) "
+            "tiles around a tpu7x decode loop (XLA's dump); "
+            f"LIBTPU_INIT_ARGS={TPU7X_DECODE_TILES_FLAG} holds them once (gemma3-1b on a "
+            "tpu7x-8: 19,520 rows against 11,864; README, the atlas's tpu7x rollouts)"
+        )
     return Workload(rollout.executables(s.prompt_len, s.completion_len), notes=notes)
+
+
+# libtpu 0.0.42.1 lays bf16 arrays out in (16,128) tiles inside a tpu7x decode loop, where its
+# arguments arrive in (8,128): decode's temporaries hold a copy of every weight and of the KV
+# cache (gemma3-1b at 256 rows on an 8x1 tpu7x-8: 2.93 GiB, 35.9 MiB with this flag; a v5p, or
+# a train step, copies none). The flag keeps the arguments' tiles; its effect on decode's speed
+# is not measured (no tpu7x here).
+TPU7X_DECODE_TILES_FLAG = "--xla_tpu_impure_use_large_2nd_minor_layout_for_x16=false"
+TPU7X_DECODE_TILES_LIBTPU = "0.0.42.1"  # the version the copies were read from
+
+
+def copies_decode_tiles(target: str) -> bool:
+    """Whether a rollout's decode on `target` copies its weights and KV cache into other tiles,
+    as this libtpu compiles it (without the flag that keeps them)."""
+    return (
+        parse_target(target).chip.name == "tpu7x"
+        and versions()["libtpu"] == TPU7X_DECODE_TILES_LIBTPU
+        and TPU7X_DECODE_TILES_FLAG not in libtpu_flags().get("libtpu_init_args", "")
+    )
 
 
 @dataclasses.dataclass
