@@ -10,10 +10,6 @@ Parts (`--parts`, comma-separated):
 - `near-pair`: the deep search twice from an empty cache, in one run: its second located
   point alone (as before 2026-12-03), then with the unit above it located beside it
   (shared.plan.search_locate.BESIDE_AIM): each one's wall and CPU timeline, and their ratio;
-- `check-beside`: gemma3-1b's rollout `--max-batch` on a v5e-1 from an empty cache, alternately
-  with the answer's first check in a round of its own and beside the candidate under a
-  failure (shared.plan.search_lines.CHECK_BESIDE_ANSWER), `--check-beside-pairs` times: each
-  one's wall and CPU timeline, and the ratio of the medians;
 - `above-first`: rollout `--max-batch` on one device for each of `--above-cells`, twice from an
   empty cache, in one run: the exact candidate alone (as before 2026-12-03), then with the unit
   above it beside it, its worst executable first (shared.plan.search_lines.ABOVE_WORST_FIRST): each
@@ -99,7 +95,6 @@ PARTS = (
     "deep-search",
     "near-pair",
     "above-first",
-    "check-beside",
     "pairing",
     "grpo-order",
     "phase-reuse",
@@ -163,7 +158,6 @@ def main(argv: list[str] | None = None) -> int:
         default="qwen3-8b:v6e-1,gemma3-1b:v5e-1",
         help="the above-first part's model:target pairs, comma-separated",
     )
-    p.add_argument("--check-beside-pairs", type=int, default=3)
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
     parts = [choose("part", name, PARTS) for name in filter(None, args.parts.split(","))]
@@ -199,9 +193,6 @@ def main(argv: list[str] | None = None) -> int:
             _part(report, "above_first", lambda: plan_searches.above_first(args), args.out)
             for cell, runs in report["above_first"].items():
                 print(f"above first, {cell}: {runs['above_over_alone']:.2f}x", flush=True)
-        if "check-beside" in parts:
-            _part(report, "check_beside", lambda: plan_searches.check_beside(args), args.out)
-            print(f"check beside: {report['check_beside']['beside_over_alone']:.2f}x", flush=True)
         if "pairing" in parts:
             _part(report, "pairing", lambda: plan_searches.pairing(args), args.out)
             print(

@@ -6,7 +6,6 @@ phase's compile reused). Not a command: run `python benchmarks/bench_plan.py --p
 import dataclasses
 import functools
 import resource
-import statistics
 import tempfile
 from pathlib import Path
 
@@ -108,37 +107,6 @@ def above_first(a) -> dict:
             "above_over_alone": runs["above"]["search_wall_s"] / runs["alone"]["search_wall_s"],
         }
     return out
-
-
-def check_beside(a) -> dict:
-    """`--max-batch` for `--model`'s rollout on a v5e-1 (the 60-second goal's search), each time
-    from an empty plan cache, with the answer's first check in a round of its own after the
-    candidate (search_lines.CHECK_BESIDE_ANSWER off, as before 2026-12-03), then beside it;
-    `--check-beside-pairs` pairs in one run, as one search's wall moves by several seconds
-    from run to run on these machines: each one's answer, compiles, wall and CPU timeline, and
-    the ratio of the medians."""
-    from shared.plan import search_lines
-
-    request = dataclasses.replace(rollout_request(a, a.model, "v5e-1"), cache_size=a.cache_size)
-    settings = {"alone": False, "beside": True}
-    pairs = [
-        each_setting(
-            search_lines,
-            "CHECK_BESIDE_ANSWER",
-            settings,
-            functools.partial(_watched_search, request),
-        )
-        for _ in range(a.check_beside_pairs)
-    ]
-    walls = {
-        name: statistics.median(pair[name]["search_wall_s"] for pair in pairs) for name in settings
-    }
-    return {
-        "pairs": pairs,
-        "same_answer": all(p["alone"]["max_batch"] == p["beside"]["max_batch"] for p in pairs),
-        "median_wall_s": walls,
-        "beside_over_alone": walls["beside"] / walls["alone"],
-    }
 
 
 def _watched_search(request: plan.Request, name: str) -> dict:

@@ -48,7 +48,6 @@ from shared.plan.mesh import search_shape
 from shared.plan.mesh_steps import first_batch, pinned_to, unit_for
 from shared.plan.search_lines import (
     bracket,
-    check_beside_answer,
     checks_above,
     compiles_alone,
     next_guess,
@@ -337,11 +336,6 @@ def _max_batch_on(
             if above_first and beside and latest:
                 worst = {beside: latest}  # the candidate compiles whole
             phases = None if checking else phase_alone(request, latest)
-            alone = latest and not (checking or beside or phases or assigned_probes)
-            answer_check = alone and check_beside_answer(candidate, exact, unit, ceiling, shape[0])
-            if answer_check:
-                batches.append(answer_check)
-                worst = {answer_check: latest}  # the candidate compiles whole
             if phases:
                 stop_finishing()
                 points = probe(batches, False, worst, phases)

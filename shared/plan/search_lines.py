@@ -25,9 +25,6 @@ GALLOP = 1.25
 # v6e-1: 1.5% over; benchmarks/results/plan_locate_rollout.json)
 ABOVE_WORST_FIRST = True
 FAST_LINE_ERROR = 0.003
-# A candidate whose unit above already failed exactly compiles its first check above beside it
-# (check_beside_answer; False: in a round of its own after it, as before 2026-12-03)
-CHECK_BESIDE_ANSWER = True
 
 
 def crossing(at: dict, slope: float, usable: int, unit: int, ceiling: int) -> int:
@@ -107,23 +104,6 @@ def checks_above(answer: int, unit: int, fsdp: int) -> list[int]:
     rows = (answer // fsdp // ALIGNED_ROWS + 1) * ALIGNED_ROWS
     aligned = -(-rows * fsdp // unit) * unit
     return [above, aligned] if aligned > above else [above]
-
-
-def check_beside_answer(
-    candidate: int, exact: dict[int, dict], unit: int, ceiling: int, fsdp: int
-) -> int | None:
-    """The first check above `candidate` (checks_above) not compiled yet, where the unit above
-    it already failed exactly: should the candidate fit, it is the answer and that check the
-    next round's only compile, so it compiles beside it, its worst executable first, on the
-    core the candidate's compiles leave (gemma3-1b rollouts on a v5e-1: 376's prefill is
-    refused in 2 s of one core after 374 fits, a round of its own with the other core idle:
-    benchmarks/results/plan_speed_timeline.json). None elsewhere, or with CHECK_BESIDE_ANSWER
-    off."""
-    above = exact.get(candidate + unit)
-    if not CHECK_BESIDE_ANSWER or above is None or above["fits"]:
-        return None
-    missing = [b for b in checks_above(candidate, unit, fsdp) if b <= ceiling and b not in exact]
-    return missing[0] if missing else None
 
 
 def checked_fields(answer: int, unit: int, fsdp: int, failed: set[int]) -> dict:
