@@ -1335,3 +1335,21 @@ def test_the_libtpu_flag_benchmark_states_a_flag_search_beside_the_committed_cel
     assert "LIBTPU_INIT_ARGS" not in lookup.describe(committed)
     with pytest.raises(BadInput, match="give 'recipe,model,target'"):
         bench.main(["--cell", "gemma3-1b", f"--flags={flag}", "--why", why, "--out", str(out)])
+
+
+def test_a_mesh_whose_search_stopped_with_a_gap_says_so_beside_the_answer():
+    """gemma3-12b rollouts on a tpu7x-8 under a libtpu flag: the 1x8 mesh's located fits at
+    987-993 all failed exactly, the search ran out of rounds, and its answer read "1x8 fits 1"
+    beside 2x4's 742, as if 1x8 held one sequence. A mesh's gap is its answer's range."""
+    from shared.plan import lookup
+    from shared.plan.search_result import mesh_answer
+
+    stopped = {"max_batch": 1, "first_not_fitting": 987, "multiple_of": 1}
+    settled = {**stopped, "first_not_fitting": 2}
+    asked = {"max_batch": 0, "first_not_fitting": 744, "multiple_of": 2}
+    assert mesh_answer(stopped) == "1..987" and mesh_answer(settled) == 1
+    assert mesh_answer(asked) == "<744"
+    assert lookup.mesh_answer_text("1..987") == (
+        "1 and not 987, nothing between compiled: it may fit more"
+    )
+    assert lookup.mesh_answer_text("<744") == "fewer than 744"

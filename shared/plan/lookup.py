@@ -58,10 +58,14 @@ def command(model: str, target: str, recipe: str, retry: str = "--retry-failed")
 def mesh_answer_text(answer: int | str) -> str:
     """A mesh's largest batch in words, as a search's `mesh_answers` (or the table) gives it:
     0 is none; "<N" says the mesh was asked only whether it fits N, another mesh's answer, and
-    does not (shared.plan.search.max_batch)."""
+    does not (shared.plan.search.max_batch); "N..M" that its search stopped between N, which
+    fits, and M, which does not (search_result.mesh_answer)."""
     answer = str(answer)
     if answer.startswith("<"):
         return f"fewer than {answer[1:]}"
+    if ".." in answer:
+        fits, fails = answer.split("..")
+        return f"{fits} and not {fails}, nothing between compiled: it may fit more"
     return "none" if answer == "0" else answer
 
 

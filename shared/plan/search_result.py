@@ -11,11 +11,17 @@ from shared.plan.verdict import Request
 
 
 def mesh_answer(search: dict) -> int | str:
-    """One mesh's answer for `mesh_answers`: its largest batch, or "<N" where its only exact
-    compile was a failure above one unit (asked whether it fits N, another mesh's answer)."""
-    failed = search["first_not_fitting"] or min(compiler_failed(search), default=None)
-    if search["max_batch"] or failed is None or failed <= search["multiple_of"]:
-        return search["max_batch"]
+    """One mesh's answer for `mesh_answers`: its largest batch; "<N" where its only exact
+    compile was a failure above one unit (asked whether it fits N, another mesh's answer);
+    "N..M" where its search stopped with a gap, N fitting and M not, nothing between compiled
+    (gemma3-12b rollouts on a 1x8 tpu7x-8 under a libtpu flag: located fits at 987-993 all
+    failed exactly, and the mesh was said to fit 1, as if settled)."""
+    largest, first_fail = search["max_batch"], search["first_not_fitting"]
+    if largest and first_fail and first_fail - largest > search["multiple_of"]:
+        return f"{largest}..{first_fail}"
+    failed = first_fail or min(compiler_failed(search), default=None)
+    if largest or failed is None or failed <= search["multiple_of"]:
+        return largest
     return f"<{failed}"
 
 
