@@ -221,7 +221,8 @@ def plan_command(recipe: str, model: str, target: str) -> str:
 def _by_mesh(values: dict) -> str:
     """'8x1:<192 4x2:192': a value for each mesh a search compiled on, tp rising (the store
     keeps JSON keys sorted): in `mesh_answers` the largest batch it fit ('<N': it was asked
-    only whether it fits N, and does not), in `units` the step it took there."""
+    only whether it fits N, and does not; 'N..M': its search stopped with N fitting and M not,
+    nothing between compiled), in `units` the step it took there."""
     by_tp = sorted(values.items(), key=lambda item: int(item[0].split("x")[1]))
     return " ".join(f"{mesh}:{n}" for mesh, n in by_tp)
 
@@ -287,7 +288,8 @@ def _header(best: list[dict], command: str, pairs: list[tuple[dict, dict]]) -> s
         "tp that fits more: the search starts on the mesh whose floor leaves the most room "
         "for the batch and asks every other mesh the weights divide whether it fits more "
         "(`shared/plan/search.py`; the CSV's `mesh_answers` gives what each mesh searched "
-        "fits, `<N` where a mesh was asked only whether it fits N); otherwise every device is "
+        "fits, `<N` where a mesh was asked only whether it fits N, `N..M` where its search "
+        "stopped with N fitting and M not, nothing between compiled); otherwise every device is "
         "on fsdp.\n"
         "- `compiler fails at C`: libtpu failed inside itself compiling batch C (an INTERNAL "
         "error, not a refusal for lack of HBM; its message is below the table): these versions "
