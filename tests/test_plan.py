@@ -709,6 +709,70 @@ def test_a_climb_reads_its_probes_at_the_exact_bytes_where_they_sat_under(monkey
     assert sum(not fits for _, fits in exact) > 4, exact
 
 
+def _refusing_compiler(monkeypatch, exact_under: bool = False) -> list[int]:
+    """A made-up compiler shaped like gemma3-12b rollouts on a 1x8 tpu7x-8 under
+    --xla_tpu_impure_use_large_2nd_minor_layout_for_x16=false (unit 1, 101.74 GB allowed):
+    probes at buffer assignment 3.29 GB + 0.0991 a row, so 993 rows are located under the HBM;
+    exact compiles 3.32 GB + 0.1159 a row (848 fit at 101.47 GB, 864 came to 103.32: 16% over
+    the probes), so 850 is the answer; past it the compiler refuses as libtpu 0.0.42.1 did at
+    987-994, "Used 94.79G of 94.75G hbm" (refused, its bytes a hair over the HBM, where it gave
+    up). `exact_under`: the probes sit a hair under the exact bytes instead (0.998x), so the
+    located boundary is the exact one or a unit above it. Returns the exact compiles' batches."""
+    usable, exact = 101.74e9, []
+
+    def exact_bytes(batch: int) -> float:
+        if exact_under:
+            return (3.29e9 + 0.0991e9 * batch) / 0.998
+        return 3.32e9 + 0.1159e9 * (batch - 1)
+
+    def verdict_of(request):
+        used = exact_bytes(request.batch)
+        fits = used <= usable
+        point = _fake_verdict(
+            request,
+            used if fits else usable + 45e6 * (1 + request.batch % 7),
+            usable,
+            refused=[] if fits else ["prefill"],
+        )
+        exact.append(request.batch)
+        return point
+
+    def probe_of(request):
+        located = 3.29e9 + 0.0991e9 * request.batch
+        return {**_fake_verdict(request, located, usable), "probe": "assigned"}
+
+    _locating_compiler(monkeypatch, verdict_of, probe_of)
+    return exact
+
+
+def test_a_climb_whose_located_fits_are_refused_thrice_aims_by_exact_fits_alone(monkeypatch):
+    """gemma3-12b rollouts on a 1x8 tpu7x-8 under the tile flag (2026-12-03): probes located
+    987-993 under the HBM, and each exact compile there was refused with its bytes a hair over
+    it (where the compiler gave up, so no ratio of exact to located bytes), so each climb
+    stopped one unit under the last refusal: 993, 992, ... 987 refused in a row, the search
+    ran out of rounds, and its answer was 1 (848 fits). Three refusals at located fits make the
+    climb stop reading probes (search_climb.MISREAD_REFUSALS): halfway to the refusal, then
+    the line through the exact fits, which lands at the boundary. Probes a unit or two under
+    cost what they did: the unit below is the answer."""
+    exact = _refusing_compiler(monkeypatch)
+    request = plan.Request("scale", "none", "tpu7x-8")
+    result = search.searcher(request, progress=False)((1, 8))
+    assert (result["max_batch"], result["first_not_fitting"]) == (850, 851), exact
+    assert exact == [993, 992, 991, 495, 743, 850, 851, 852], exact
+
+    exact.clear()  # probes a hair under: the first climb's unit below is the answer, as before
+    exact = _refusing_compiler(monkeypatch, exact_under=True)
+    result = search.searcher(request, progress=False)((1, 8))
+    assert (result["max_batch"], result["first_not_fitting"]) == (991, 992), exact
+    assert exact == [993, 992, 991], exact
+
+    # read as before, every climb stops one unit under the last refusal
+    exact = _refusing_compiler(monkeypatch)
+    monkeypatch.setattr(search_climb, "MISREAD_REFUSALS", 1 << 30)
+    result = search.searcher(request, progress=False)((1, 8))
+    assert result["max_batch"] != 850, exact
+
+
 @pytest.mark.parametrize(
     "rollout_gib_a_row, exact_bend, answer", [(0.05, 0, 300), (0.12, 0, 258), (0.05, 0.5, 283)]
 )

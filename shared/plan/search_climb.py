@@ -6,11 +6,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from shared.plan.search_lines import bracket, next_guess
+from shared.plan.search_lines import bracket, crossing, fits_slope, next_guess
 
 # probes at buffer assignment a search's located climb takes at most (locate_boundary); 0: no
 # climb, every round compiles exactly where the lines aim (bench_plan's `climb` part compares)
 MAX_LOCATED = 8
+# refusals at located fits (misread_refusals) after which a search's climb stops reading its
+# probes and aims by the exact fits alone (exact_aim). One or two are probes a unit or two
+# under (0.2-3% under the exact bytes: search.at_buffer_assignment), and the unit below is the
+# answer; a third says they sit under by more than the refusals can tell, and halving to two
+# exact fits costs two rounds where creeping costs one a unit (gemma3-12b: 143 units).
+MISREAD_REFUSALS = 3
 
 
 def locate_boundary(
@@ -31,7 +37,8 @@ def locate_boundary(
     located fits above it, and the located failure above it (None: none), which the search
     compiles next where that fit's exact compile fits too. `located` holds the probes so far
     (those inside the bracket start the climb: where an exact compile failed at a located fit,
-    the next climb starts below it) and gains every new one.
+    the next climb starts below it) and gains every new one. After MISREAD_REFUSALS refusals
+    at located fits, it locates nothing and aims by the exact fits alone (exact_aim).
 
     Why: where the first exact round misses, the lines that aim the next ones miss too (the
     compiler squeezes near the HBM, the bytes bend), and each miss that fits is an exact
@@ -40,6 +47,8 @@ def locate_boundary(
     of 104, 120 and 128 took 44-46 s each and put them at 31.27, 31.63 (fits) and 34.66 GB
     (fails), the exact bytes less 0.8%, 0.7% and 0% (one run at nice 10, beside two atlas runs).
     The answer is still the exact compiles' at the boundary: a probe only aims them."""
+    if len(misread_refusals(exact, located)) >= MISREAD_REFUSALS:
+        return exact_aim(exact, usable, unit, ceiling), None
     low, high = bracket(exact)  # the exact verdicts bound the climb, probes fill it in
     ratios = located_under(exact, located)
 
@@ -109,3 +118,33 @@ def located_under(exact: dict[int, dict], located: list[dict]) -> dict[int, floa
         and p.get("bytes_per_device")
         and exact[p["batch"]].get("bytes_per_device")
     }
+
+
+def misread_refusals(exact: dict[int, dict], located: list[dict]) -> list[int]:
+    """The batches a probe located as fitting whose exact compile the compiler refused
+    (`refused` names an executable): the probes sat under the exact bytes there, by how much
+    the refusal cannot say, since its bytes are where the compiler gave up (located_under)."""
+    fits = {p["batch"] for p in located if p["fits"]}
+    return sorted(b for b, p in exact.items() if b in fits and not p["fits"] and p.get("refused"))
+
+
+def exact_aim(exact: dict[int, dict], usable: int, unit: int, ceiling: int) -> int:
+    """Where the next exact compile goes, aimed by exact fits alone: where the line through the
+    largest two (at least two units apart) crosses `usable`, or, without two, or where that
+    line crosses at the least failure or above it, halfway from the largest fit to it.
+
+    Why: gemma3-12b rollouts on a 1x8 tpu7x-8 under the tile flag (libtpu 0.0.42.1): probes put
+    993 rows under the HBM, and the exact compiles refused 993, 992, ... 987 in a row, each
+    "Used 94.79G of 94.75G hbm" or so, a hair over: every climb read the probes as before and
+    stopped one unit lower, the search ran out of rounds, and answered 1. The exact compiles
+    that ran to their end at 848 and 864 (101.47 and 103.32 GB) sat 16% over the probes, on a
+    line with the exact compile at 1 (3.32 GB): 0.1159 GB a row from 1 to 848, 0.1158 from
+    848 to 864. So the exact fits' own line aims, and halving reaches two of them first."""
+    best, worst = bracket(exact)
+    top = ceiling if worst is None else min(worst - unit, ceiling)
+    fits = sorted(b for b, p in exact.items() if p["fits"])
+    line = fits_slope(exact, fits, unit, one_unit_will_do=False)
+    guess = crossing(exact[best], line, usable, unit, ceiling) if line and line > 0 else None
+    if guess is None or guess > top:
+        guess = (best + (2 * best if worst is None else worst)) // 2 // unit * unit
+    return min(max(guess, best + unit), top)
