@@ -14,10 +14,6 @@ Parts (`--parts`, comma-separated):
   empty cache, in one run: the exact candidate alone (as before 2026-12-03), then with the unit
   above it beside it, its worst executable first (shared.plan.search_lines.ABOVE_WORST_FIRST): each
   one's answer, wall and CPU timeline, and their ratio;
-- `low-and-eight`: the `search` part's v5e-1 search `--setting-pairs` times in one run,
-  alternating: its unit and 8 units located one after the other (as before 2026-12-04), then
-  at once (shared.plan.search_locate.LOW_AND_EIGHT_TOGETHER): each one's answer, wall and CPU
-  timeline, and the ratio of the medians;
 - `breakdown`: build, lower and compile seconds of each executable, fast and exact, at full
   depth and cut to one and two repeats of the attention pattern (shared.plan.timing), for the
   1B rollout near its v5e-1 boundary and a 27B LoRA step on a v5p-8; with the straight line
@@ -99,7 +95,6 @@ PARTS = (
     "deep-search",
     "near-pair",
     "above-first",
-    "low-and-eight",
     "pairing",
     "grpo-order",
     "phase-reuse",
@@ -163,9 +158,6 @@ def main(argv: list[str] | None = None) -> int:
         default="qwen3-8b:v6e-1,gemma3-1b:v5e-1",
         help="the above-first part's model:target pairs, comma-separated",
     )
-    p.add_argument(
-        "--setting-pairs", type=int, default=3, help="the low-and-eight part's alternations"
-    )
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
     parts = [choose("part", name, PARTS) for name in filter(None, args.parts.split(","))]
@@ -201,13 +193,6 @@ def main(argv: list[str] | None = None) -> int:
             _part(report, "above_first", lambda: plan_searches.above_first(args), args.out)
             for cell, runs in report["above_first"].items():
                 print(f"above first, {cell}: {runs['above_over_alone']:.2f}x", flush=True)
-        if "low-and-eight" in parts:
-            _part(report, "low_and_eight", lambda: plan_searches.low_and_eight(args), args.out)
-            print(
-                f"low and eight: {report['low_and_eight']['together_over_apart']:.2f}x "
-                f"(medians {report['low_and_eight']['median_wall_s']})",
-                flush=True,
-            )
         if "pairing" in parts:
             _part(report, "pairing", lambda: plan_searches.pairing(args), args.out)
             print(

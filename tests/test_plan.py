@@ -319,31 +319,6 @@ def test_search_finds_the_boundary_in_few_compiles():
     assert {p["batch"] for p in exact} >= {7, 8}  # the answer is an exact compile's verdict
 
 
-@pytest.mark.parametrize("together", [True, False])
-def test_a_one_device_rollout_locates_one_unit_and_eight_at_once(monkeypatch, together):
-    """A rollout on one device is located by fast compiles, and its unit and 8 units compile
-    at once (search_locate.LOW_AND_EIGHT_TOGETHER): one after the other, the 1B's on a v5e-1
-    left a core idle while each lowered. Made-up compiler: what the floor holds whatever the
-    batch, and 40 MiB a row, 403 rows the most that fit 15.75 GiB; the same compiles either
-    way, one round fewer together."""
-    monkeypatch.setattr(search_locate, "LOW_AND_EIGHT_TOGETHER", together)
-    request = plan.Request("rollout", "gemma3-tiny", "v5e-1")
-    fixed, rounds = search_lines.batchless_bytes(request, 1), []
-
-    def plan_points(requests, use_cache, first=None, waits=None):
-        rounds.append([(r.batch, r.fast) for r in requests])
-        return [_fake_verdict(r, fixed + r.batch * GIB / 25.6, 15.75 * GIB) for r in requests]
-
-    monkeypatch.setattr(search, "plan_points", plan_points)
-    result = search.searcher(request, progress=False)((1, 1))
-    assert (result["max_batch"], result["first_not_fitting"]) == (403, 404), rounds
-    first = [[(1, True), (8, True)]] if together else [[(1, True)], [(8, True)]]
-    # a third point where the line crosses the HBM, far off; the answer, the unit above it and
-    # the check two units up, exactly
-    after = [[(403, True)], [(403, False)], [(404, False)], [(405, False)]]
-    assert rounds == first + after, rounds
-
-
 def test_a_search_whose_first_unit_does_not_fit_compiles_twice():
     """1 unit (8 rows: 16 GiB of arguments and outputs) does not fit a v5e: one fast compile
     says so and one exact compile confirms it; no larger batch is tried."""

@@ -15,14 +15,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from shared.plan.assigned import ROLLOUTS, room_for_two
+from shared.plan.assigned import room_for_two
 from shared.plan.search_lines import compiles_alone, crossing, slope, steepest_slope
 from shared.plan.verdict import Request
 
 BESIDE_AIM = True  # a near aim's partner located beside it; False: as before 2026-12-03
-# a fast-located search's unit and 8 units compiled at once; False: one after the other, as
-# before 2026-12-04
-LOW_AND_EIGHT_TOGETHER = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,21 +56,7 @@ def locate_line(
     # The line's low end: one unit, located; or the batch compiled first, where it fits: an
     # exact point, and one unit under it would cost a compile more and aim no better
     # (sft gemma3-1b on a 4x2 v5e-8: 28 fit exactly, then 4 and 16 were located, 2.5 min each)
-    # A rollout on one device, located by fast compiles, compiles 8 units beside it: where one
-    # unit fits, 8 is most often the next point, and a rollout's fast compile far over the HBM
-    # is refused in seconds (or answered by arithmetic; a fine-tune step's is its slowest
-    # compile), where the two in a row left a core idle while each lowered (gemma3-1b on a
-    # v5e-1: 1 and 8 took 7 s each, 2.5 s of it on one core: plan_speed_timeline.json)
-    together = (
-        LOW_AND_EIGHT_TOGETHER
-        and request.workload in ROLLOUTS
-        and not (at_assignment or exact_low)
-        and 8 * unit <= ceiling
-    )
-    if together:
-        low, eight = locate_all(unit, 8 * unit)
-    else:
-        low = exact_low or locate(unit)
+    low = exact_low or locate(unit)
     usable = low["hbm_bytes"]
     located = [low]
     located_slope, candidate = None, unit  # one unit does not fit: confirm that, exactly
@@ -104,10 +87,7 @@ def locate_line(
             # above: located beside it, on the core aim's probe leaves idle (plan_near_pair.json)
             near = BESIDE_AIM and at_assignment and aim == reach and aim + unit <= ceiling
             two = near and compiles_alone(low) and room_for_two(request, aim)
-            if together and aim == eight["batch"]:
-                located_low, high = low, eight
-            else:
-                located_low, high = low, locate_all(aim, *([aim + unit] if two else []))[0]
+            located_low, high = low, locate_all(aim, *([aim + unit] if two else []))[0]
         located.append(high)
         located_slope = slope(located_low, high)
         aim_from = low if exact_low or not high["fits"] else high
