@@ -39,6 +39,7 @@ from shared.plan import (
     search_result,
     search_view,
     verdict,
+    workload_bytes,
 )
 from shared.plan import mesh as plan_mesh
 from shared.plan.__main__ import main as plan_cli
@@ -1871,6 +1872,39 @@ def test_a_compiler_failure_is_a_verdict_with_its_message_not_a_crash(monkeypatc
     printed = capsys.readouterr().out
     assert "THE COMPILER FAILS" in printed and "DOES NOT FIT" not in printed
     assert f"the compiler failed on it (not for lack of HBM): {message}" in printed
+
+
+@pytest.mark.parametrize("fast, refused", [(False, None), (True, None), (False, "Used 16G")])
+def test_a_program_the_compiler_compiled_over_the_hbm_says_the_counts_disagree(
+    monkeypatch, fast, refused
+):
+    """libtpu 0.0.42.1 compiled gemma3-12b's prefill on a 1x8 tpu7x-8 at 864 and 986 rows whole,
+    though its arguments + outputs + temps - aliased came to 96.22 and 109.60 GiB of the 94.75
+    it allows, where it refused 987 ("Used 94.79G of 94.75G hbm"). The verdict still says it
+    does not fit, by the rule every verdict keeps, and notes that the compiler did not refuse:
+    an exact compile only (a fast one's bytes are no exact one's), and not a refusal."""
+    over = 20 * GIB  # of the 15.75 a v5e allows
+    summary = {
+        **compiled.no_bytes(refused=refused),
+        "argument_bytes": 4 * GIB,
+        "temp_bytes": over - 4 * GIB,
+        "total_bytes": over,
+        "compile_s": 1.0,
+    }
+    monkeypatch.setattr(verdict, "compile_with_layout", lambda lowered, options: (summary, None))
+    request = plan.Request("scale", "none", "v5e-1", batch=1, fast=fast)
+    point = plan.plan_point(request, use_cache=False)
+    assert not point["fits"]
+    notes = [n for n in point["notes"] if "compiled without a refusal" in n]
+    if fast or refused:
+        assert not notes, point["notes"]
+    else:
+        assert notes == [
+            workload_bytes.COMPILED_OVER_NOTE.format(labels="scale", gib=20.0, usable=15.75)
+        ]
+        assert workload_bytes.compiled_over(point["executables"], point["hbm_bytes"]) == {
+            "scale": over
+        }
 
 
 @pytest.mark.parametrize(

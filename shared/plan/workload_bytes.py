@@ -60,6 +60,33 @@ def exceeds(verdict: dict, executables: dict, usable: int) -> bool:
     )
 
 
+# An executable the exact compiler compiled without a refusal, though its own arguments +
+# outputs + temps - aliased exceed the HBM the compiler allows (compiled_over)
+COMPILED_OVER_NOTE = (
+    "{labels}: compiled without a refusal, though its own bytes (arguments + outputs + temps "
+    "- aliased, {gib:.2f} GiB) exceed the {usable:.2f} GiB the compiler allows; the verdict "
+    "counts them, as every verdict does, and only a run on the chip says which count holds"
+)
+
+
+def compiled_over(executables: dict[str, dict], usable: int) -> dict[str, int]:
+    """The executables the compiler compiled without refusing whose own bytes (each one's
+    `total_bytes`, what it holds while it runs, before any resident buffer it does not take)
+    exceed `usable`: label -> those bytes.
+
+    Why: libtpu 0.0.42.1 refuses most such programs ("Used 94.79G of 94.75G hbm": gemma3-12b
+    rollouts on a 1x8 tpu7x-8 under the tile flag at 987-994 rows), but compiled 986 and 864
+    rows' prefill whole at 109.60 and 96.22 GiB, and gemma4-e4b's full fine-tune step at 80
+    on an 8x1 tpu7x-8 at 96.25 GiB (2026-12-04, exact compiles). The verdict says "does not
+    fit" by the rule every verdict keeps; where the compiler itself did not refuse, a reader
+    should know that the two counts disagree there, and that only a run on a chip settles it."""
+    return {
+        label: e["total_bytes"]
+        for label, e in executables.items()
+        if not e["refused"] and not e.get("compiler_error") and e["total_bytes"] > usable
+    }
+
+
 def weights_dtype(workload: Workload) -> str:
     """The dtype of the floating-point weights the workload holds ("bfloat16"), for the verdict."""
     dtypes = {
