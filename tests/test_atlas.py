@@ -1315,6 +1315,13 @@ def test_the_libtpu_flag_benchmark_states_a_flag_search_beside_the_committed_cel
     assert f"  with LIBTPU_INIT_ARGS={flag} ({why}): largest batch 24 on " in text
     assert "benchmarks/results/libtpu_flag_grpo_gemma3-1b_tpu7x-8.json" in text
     assert lookup.flag_answer("grpo", "gemma3-1b", "tpu7x-8", {"libtpu": "0.0.52"}) is None
+    # a flag search that stopped with a gap says so beside its largest batch
+    gapped = json.loads(out.read_text())
+    gapped["with_flag"].update(first_not_fitting=40, converged=False)
+    monkeypatch.setattr(lookup, "committed", lambda name: gapped)
+    assert "largest batch 24 on " in (answer := lookup.describe(committed))
+    assert "(24 and not 40, nothing between compiled: it may fit more)" in answer, answer
+    monkeypatch.setattr(lookup, "committed", lambda name: json.loads(out.read_text()))
     # and the atlas page, in the note under its recipe's table
     message = "INTERNAL: RET_CHECK failure (gather_emitter.cc:5360)"
     row = _row("gemma3-1b", "tpu7x-8", "grpo", max_batch=128, first_not_fitting=None)

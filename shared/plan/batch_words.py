@@ -5,6 +5,12 @@ renderer answer from the committed table without importing the compiler."""
 from __future__ import annotations
 
 
+def stopped_with_gap(largest: int, first_fail: int | None, unit: int) -> bool:
+    """Whether a search's answer `largest` and its least failure above `first_fail` are more
+    than one `unit` apart: it stopped with batches between them not compiled, which may fit."""
+    return bool(largest and first_fail and first_fail - largest > unit)
+
+
 def listed(batches: list[int]) -> str:
     """Batches in words: "8", "8 and 16", "8, 16 and 24"."""
     *before, last = map(str, batches)

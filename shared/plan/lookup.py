@@ -16,7 +16,7 @@ from pathlib import Path
 
 from shared.errors import BadInput, choose, run_cli
 from shared.paths import ROOT
-from shared.plan.batch_words import listed
+from shared.plan.batch_words import listed, stopped_with_gap
 from shared.report.committed import committed
 
 TABLE = ROOT / "docs" / "atlas.csv"
@@ -163,9 +163,17 @@ def flag_answer(recipe: str, model: str, target: str, versions: dict) -> str | N
     if any((flagged.get("versions") or {}).get(k) != versions.get(k) for k in SAME_VERSIONS):
         return None
     used, allowed = flagged["bytes_per_device"] or 0, flagged["hbm_bytes"]
+    # a search that stopped with a gap says so (gemma3-4b rollouts on a tpu7x-8: 3862 fits on
+    # 2x4, 3894 does not, nothing between compiled), as the mesh answers do
+    largest, first_fail = flagged["max_batch"], flagged["first_not_fitting"]
+    gap = (
+        f" ({mesh_answer_text(f'{largest}..{first_fail}')})"
+        if stopped_with_gap(largest, first_fail, flagged["multiple_of"])
+        else ""
+    )
     return (
         f"with LIBTPU_INIT_ARGS={found['flags']} ({found['why']}): largest batch "
-        f"{flagged['max_batch']} on {flagged['mesh']}, {used / GiB:.2f} of the "
+        f"{flagged['max_batch']} on {flagged['mesh']}{gap}, {used / GiB:.2f} of the "
         f"{allowed / GiB:.2f} GiB per device "
         f"({flagged['compiles']} compiles, {found['date']}: benchmarks/results/{name}.json)"
     )

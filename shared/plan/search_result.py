@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
+from shared.plan.batch_words import stopped_with_gap
 from shared.plan.search_lines import bracket, checked_fields
 from shared.plan.verdict import Request
 
@@ -17,7 +18,7 @@ def mesh_answer(search: dict) -> int | str:
     (gemma3-12b rollouts on a 1x8 tpu7x-8 under a libtpu flag: located fits at 987-993 all
     failed exactly, and the mesh was said to fit 1, as if settled)."""
     largest, first_fail = search["max_batch"], search["first_not_fitting"]
-    if largest and first_fail and first_fail - largest > search["multiple_of"]:
+    if stopped_with_gap(largest, first_fail, search["multiple_of"]):
         return f"{largest}..{first_fail}"
     failed = first_fail or min(compiler_failed(search), default=None)
     if largest or failed is None or failed <= search["multiple_of"]:
