@@ -173,7 +173,7 @@ def flag_answer(recipe: str, model: str, target: str, versions: dict) -> str | N
     )
     return (
         f"with LIBTPU_INIT_ARGS={found['flags']} ({found['why']}): largest batch "
-        f"{flagged['max_batch']} on {flagged['mesh']}{gap}, {used / GiB:.2f} of the "
+        f"{largest} on {flagged['mesh']}{gap}, {used / GiB:.2f} of the "
         f"{allowed / GiB:.2f} GiB per device "
         f"({flagged['compiles']} compiles, {found['date']}: benchmarks/results/{name}.json)"
     )

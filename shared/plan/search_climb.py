@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from shared.plan.search_lines import bracket, crossing, fits_slope, next_guess
+from shared.plan.search_lines import bracket, crossing, fits_slope, halfway, next_guess
 
 # probes at buffer assignment a search's located climb takes at most (locate_boundary); 0: no
 # climb, every round compiles exactly where the lines aim (bench_plan's `climb` part compares)
@@ -146,5 +146,5 @@ def exact_aim(exact: dict[int, dict], usable: int, unit: int, ceiling: int) -> i
     line = fits_slope(exact, fits, unit, one_unit_will_do=False)
     guess = crossing(exact[best], line, usable, unit, ceiling) if line and line > 0 else None
     if guess is None or guess > top:
-        guess = (best + (2 * best if worst is None else worst)) // 2 // unit * unit
+        guess = halfway(best, worst, unit)
     return min(max(guess, best + unit), top)

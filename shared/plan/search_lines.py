@@ -40,6 +40,12 @@ def slope(a: dict, b: dict) -> float:
     return (b["bytes_per_device"] - a["bytes_per_device"]) / (b["batch"] - a["batch"])
 
 
+def halfway(best: int, worst: int | None, unit: int) -> int:
+    """The multiple of `unit` halfway from the largest fit `best` to the least failure above
+    it `worst` (None: none, and twice `best` stands in for it)."""
+    return (best + (worst or 2 * best)) // 2 // unit * unit
+
+
 def illinois(failing: dict, usable: int, kept: int) -> dict:
     """The failing end of a regula falsi bracket as its line should see it: its excess over
     `usable` halved for every round past the first that `kept` it (the Illinois rule). Where
@@ -257,7 +263,7 @@ def next_guess(
     exact_slope = fits_slope(exact, fits, unit, one_unit_will_do=not located_slope)
     squeezed = exact_slope is not None and reference and exact_slope < SQUEEZE_SLOPE * reference
     if squeezed and worst is not None:  # the compiler's squeeze: halve the bracket
-        guess = (best + worst) // 2 // unit * unit
+        guess = halfway(best, worst, unit)
     elif squeezed:
         guess = int(best * GALLOP) // unit * unit
     elif best and worst is not None:  # exact points on both sides: regula falsi
@@ -300,5 +306,5 @@ def next_guess(
     top = ceiling if worst is None else min(worst - unit, ceiling)
     guess = min(max(guess, best + unit), top)
     if guess in exact:  # the line keeps landing on a known point: halve the bracket
-        guess = min(max((best + (worst or 2 * best)) // 2 // unit * unit, best + unit), top)
+        guess = min(max(halfway(best, worst, unit), best + unit), top)
     return guess

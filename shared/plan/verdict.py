@@ -40,10 +40,9 @@ from shared.plan.request_checks import check_request
 from shared.plan.sources import verdict_sources_digest
 from shared.plan.target import target_devices, usable_hbm_per_device
 from shared.plan.workload_bytes import (
-    COMPILED_OVER_NOTE,
     arguments_only,
     combine,
-    compiled_over,
+    compiled_over_notes,
     exceeds,
     resident_bytes,
     takes_of,
@@ -388,12 +387,6 @@ class _Compiling:
         )
         accessed = sum(e["bytes_accessed"] * e["repeats"] for e in executables.values()) + uncounted
         chip, target, mesh = self.target.chip, self.target, self.mesh
-        # a fast compile's bytes are no exact compile's (search: 9-13% over on a mesh)
-        over = (
-            {}
-            if request.fast or executables is self.floor
-            else compiled_over(executables, self.usable)
-        )
         result = {
             **dataclasses.asdict(request),
             "versions": compiler_versions(),
@@ -430,16 +423,10 @@ class _Compiling:
                 if skipped
                 else []
             )
-            + (
-                [
-                    COMPILED_OVER_NOTE.format(
-                        labels=", ".join(over),
-                        gib=max(over.values()) / 2**30,
-                        usable=self.usable / 2**30,
-                    )
-                ]
-                if over
-                else []
+            + (  # a fast compile's bytes are no exact compile's (9-13% over on a mesh)
+                []
+                if request.fast or executables is self.floor
+                else compiled_over_notes(executables, self.usable)
             )
             + (
                 ["answered without compiling: resident buffers and arguments alone exceed the HBM"]

@@ -87,6 +87,16 @@ def compiled_over(executables: dict[str, dict], usable: int) -> dict[str, int]:
     }
 
 
+def compiled_over_notes(executables: dict[str, dict], usable: int) -> list[str]:
+    """The verdict's note on the executables of an exact compile that compiled_over finds
+    (COMPILED_OVER_NOTE), or none."""
+    over = compiled_over(executables, usable)
+    if not over:
+        return []
+    gib = max(over.values()) / 2**30
+    return [COMPILED_OVER_NOTE.format(labels=", ".join(over), gib=gib, usable=usable / 2**30)]
+
+
 def weights_dtype(workload: Workload) -> str:
     """The dtype of the floating-point weights the workload holds ("bfloat16"), for the verdict."""
     dtypes = {
