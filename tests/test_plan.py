@@ -710,20 +710,26 @@ def test_a_climb_reads_its_probes_at_the_exact_bytes_where_they_sat_under(monkey
     assert sum(not fits for _, fits in exact) > 4, exact
 
 
-def _refusing_compiler(monkeypatch, exact_under: bool = False) -> list[int]:
+def _refusing_compiler(monkeypatch, under: str = "far") -> list[int]:
     """A made-up compiler shaped like gemma3-12b rollouts on a 1x8 tpu7x-8 under
     --xla_tpu_impure_use_large_2nd_minor_layout_for_x16=false (unit 1, 101.74 GB allowed):
     probes at buffer assignment 3.29 GB + 0.0991 a row, so 993 rows are located under the HBM;
-    exact compiles 3.32 GB + 0.1159 a row (848 fit at 101.47 GB, 864 came to 103.32: 16% over
-    the probes), so 850 is the answer; past it the compiler refuses as libtpu 0.0.42.1 did at
-    987-994, "Used 94.79G of 94.75G hbm" (refused, its bytes a hair over the HBM, where it gave
-    up). `exact_under`: the probes sit a hair under the exact bytes instead (0.998x), so the
-    located boundary is the exact one or a unit above it. Returns the exact compiles' batches."""
+    exact compiles (`under` "far") 3.32 GB + 0.1159 a row (848 fit at 101.47 GB, 864 came to
+    103.32: 16% over the probes), so 850 is the answer; past it the compiler refuses as libtpu
+    0.0.42.1 did at 987-994, "Used 94.79G of 94.75G hbm" (refused, its bytes a hair over the
+    HBM, where it gave up). "hair": the probes sit a hair under the exact bytes instead
+    (0.998x), so the located boundary is the exact one or a unit above it. "units": they sit
+    four rows' bytes under, and more in between, so that a line through exact fits far below
+    aims short, as gemma3-4b's on a 2x4 under the flag did (3894 refused at a located fit, and
+    the line through 1946 and 2920 aimed 3674, through 2920 and 3674 3862): 987 is the
+    answer. Returns the exact compiles' batches."""
     usable, exact = 101.74e9, []
 
     def exact_bytes(batch: int) -> float:
-        if exact_under:
+        if under == "hair":
             return (3.29e9 + 0.0991e9 * batch) / 0.998
+        if under == "units":
+            return 3.29e9 + 0.0991e9 * (batch + 4) + 3.3e4 * batch * (993 - batch)
         return 3.32e9 + 0.1159e9 * (batch - 1)
 
     def verdict_of(request):
@@ -746,31 +752,41 @@ def _refusing_compiler(monkeypatch, exact_under: bool = False) -> list[int]:
     return exact
 
 
-def test_a_climb_whose_located_fits_are_refused_thrice_aims_by_exact_fits_alone(monkeypatch):
+@pytest.mark.parametrize(
+    "under, answer, compiles",
+    [
+        ("far", 850, [993, 992, 991, 963, 481, 722, 850, 851, 852]),
+        ("units", 987, [993, 992, 991, 963, 977, 987, 988, 989]),
+        ("hair", 991, [993, 992, 991]),
+    ],
+)
+def test_a_climb_whose_located_fits_are_refused_thrice_aims_by_exact_fits_alone(
+    monkeypatch, under, answer, compiles
+):
     """gemma3-12b rollouts on a 1x8 tpu7x-8 under the tile flag (2026-12-03): probes located
     987-993 under the HBM, and each exact compile there was refused with its bytes a hair over
     it (where the compiler gave up, so no ratio of exact to located bytes), so each climb
     stopped one unit under the last refusal: 993, 992, ... 987 refused in a row, the search
     ran out of rounds, and its answer was 1 (848 fits). Three refusals at located fits make the
-    climb stop reading probes (search_climb.MISREAD_REFUSALS): halfway to the refusal, then
-    the line through the exact fits, which lands at the boundary. Probes a unit or two under
-    cost what they did: the unit below is the answer."""
-    exact = _refusing_compiler(monkeypatch)
+    climb stop reading probes (search_climb.MISREAD_REFUSALS): one step to where the probes,
+    read 3% over, cross the HBM (search_climb.hair_under_step), then halfway down, then the
+    line through the exact fits, which lands at the boundary. Probes a few units under find it
+    from the step (halving from 0 went 495, 743, 943, 982, 987 and stopped with 988-990 open,
+    as gemma3-4b's search did); probes a unit or two under cost what they did: the unit below
+    is the answer."""
+    exact = _refusing_compiler(monkeypatch, under)
     request = plan.Request("scale", "none", "tpu7x-8")
     result = search.searcher(request, progress=False)((1, 8))
-    assert (result["max_batch"], result["first_not_fitting"]) == (850, 851), exact
-    assert exact == [993, 992, 991, 495, 743, 850, 851, 852], exact
+    assert (result["max_batch"], result["first_not_fitting"]) == (answer, answer + 1), exact
+    assert exact == compiles, exact
 
-    # probes a hair under: the first climb's unit below is the answer, as before
-    exact = _refusing_compiler(monkeypatch, exact_under=True)
-    result = search.searcher(request, progress=False)((1, 8))
-    assert (result["max_batch"], result["first_not_fitting"]) == (991, 992), exact
-    assert exact == [993, 992, 991], exact
 
-    # read as before, every climb stops one unit under the last refusal
+def test_a_climb_that_reads_refused_probes_as_before_creeps_a_unit_a_round(monkeypatch):
+    """Without MISREAD_REFUSALS, every climb stops one unit under the last refusal and the
+    search runs out of rounds short of the answer (850)."""
     exact = _refusing_compiler(monkeypatch)
     monkeypatch.setattr(search_climb, "MISREAD_REFUSALS", 1 << 30)
-    result = search.searcher(request, progress=False)((1, 8))
+    result = search.searcher(plan.Request("scale", "none", "tpu7x-8"), progress=False)((1, 8))
     assert result["max_batch"] != 850, exact
 
 

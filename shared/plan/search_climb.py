@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from shared.plan.search_lines import bracket, crossing, fits_slope, halfway, next_guess
+from shared.plan.search_lines import (
+    bracket,
+    crossing,
+    fits_slope,
+    halfway,
+    next_guess,
+    slope,
+)
 
 # probes at buffer assignment a search's located climb takes at most (locate_boundary); 0: no
 # climb, every round compiles exactly where the lines aim (bench_plan's `climb` part compares)
@@ -17,6 +24,10 @@ MAX_LOCATED = 8
 # answer; a third says they sit under by more than the refusals can tell, and halving to two
 # exact fits costs two rounds where creeping costs one a unit (gemma3-12b: 143 units).
 MISREAD_REFUSALS = 3
+# how far under the exact bytes a probe at buffer assignment sat in the cases measured
+# (search.at_buffer_assignment: 0.2-3%); exact_aim steps once to where the probes, read this
+# much over, cross the HBM, before it halves
+HAIR_UNDER = 0.03
 
 
 def locate_boundary(
@@ -47,8 +58,11 @@ def locate_boundary(
     of 104, 120 and 128 took 44-46 s each and put them at 31.27, 31.63 (fits) and 34.66 GB
     (fails), the exact bytes less 0.8%, 0.7% and 0% (one run at nice 10, beside two atlas runs).
     The answer is still the exact compiles' at the boundary: a probe only aims them."""
-    if len(misread_refusals(exact, located)) >= MISREAD_REFUSALS:
-        return exact_aim(exact, usable, unit, ceiling), None
+    misread = misread_refusals(exact, located)
+    if len(misread) >= MISREAD_REFUSALS:
+        return exact_aim(
+            exact, hair_under_step(exact, located, misread, usable, unit), usable, unit, ceiling
+        ), None
     low, high = bracket(exact)  # the exact verdicts bound the climb, probes fill it in
     ratios = located_under(exact, located)
 
@@ -128,10 +142,37 @@ def misread_refusals(exact: dict[int, dict], located: list[dict]) -> list[int]:
     return sorted(b for b, p in exact.items() if b in fits and not p["fits"] and p.get("refused"))
 
 
-def exact_aim(exact: dict[int, dict], usable: int, unit: int, ceiling: int) -> int:
-    """Where the next exact compile goes, aimed by exact fits alone: where the line through the
-    largest two (at least two units apart) crosses `usable`, or, without two, or where that
-    line crosses at the least failure or above it, halfway from the largest fit to it.
+def hair_under_step(
+    exact: dict[int, dict], located: list[dict], misread: list[int], usable: int, unit: int
+) -> int | None:
+    """Where the probes' line, read HAIR_UNDER over, crosses `usable`: the batch exact_aim
+    tries first, while the least exact failure is the least misread refusal (None: it is not,
+    the step was taken or a failure sits below it, or the probes give no line).
+
+    Why: probes under by a hair are the common case, and there the answer sits a few units
+    under the refusals; halving from the largest exact fit spends the search's rounds far from
+    it. gemma3-4b rollouts on a 2x4 tpu7x-8 under the tile flag: 3898, 3896 and 3894 refused
+    at located fits, then 1946, 2920, 3674 and 3862 fit, and the search stopped with 3862 to
+    3894 open (2026-12-04). One step costs one exact round where the probes sit further under
+    (gemma3-12b: 16%), and halving goes on from it."""
+    best, worst = bracket(exact)
+    if not misread or worst != misread[0]:
+        return None
+    refused = next(p for p in located if p["batch"] == worst and p["fits"])
+    lowest = min(located, key=lambda p: p["batch"])
+    if lowest["batch"] >= worst or (line := slope(lowest, refused)) <= 0:
+        return None
+    step = crossing(refused, line, int(usable / (1 + HAIR_UNDER)), unit, worst)
+    return step if best < step < worst else None
+
+
+def exact_aim(
+    exact: dict[int, dict], step: int | None, usable: int, unit: int, ceiling: int
+) -> int:
+    """Where the next exact compile goes, aimed by exact fits alone: the `step` a hair under
+    the refusals (hair_under_step) where there is one, else where the line through the largest
+    two fits (at least two units apart) crosses `usable`, or, without two, or where that line
+    crosses at the least failure or above it, halfway from the largest fit to it.
 
     Why: gemma3-12b rollouts on a 1x8 tpu7x-8 under the tile flag (libtpu 0.0.42.1): probes put
     993 rows under the HBM, and the exact compiles refused 993, 992, ... 987 in a row, each
@@ -140,6 +181,8 @@ def exact_aim(exact: dict[int, dict], usable: int, unit: int, ceiling: int) -> i
     that ran to their end at 848 and 864 (101.47 and 103.32 GB) sat 16% over the probes, on a
     line with the exact compile at 1 (3.32 GB): 0.1159 GB a row from 1 to 848, 0.1158 from
     848 to 864. So the exact fits' own line aims, and halving reaches two of them first."""
+    if step is not None:
+        return step
     best, worst = bracket(exact)
     top = ceiling if worst is None else min(worst - unit, ceiling)
     fits = sorted(b for b, p in exact.items() if p["fits"])
