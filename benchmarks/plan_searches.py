@@ -6,6 +6,7 @@ phase's compile reused). Not a command: run `python benchmarks/bench_plan.py --p
 import dataclasses
 import functools
 import resource
+import statistics
 import tempfile
 from pathlib import Path
 
@@ -107,6 +108,34 @@ def above_first(a) -> dict:
             "above_over_alone": runs["above"]["search_wall_s"] / runs["alone"]["search_wall_s"],
         }
     return out
+
+
+def floor_aim(a) -> dict:
+    """`--max-batch` for `--model`'s rollout on a v5e-1 (the 60-second goal's search), each time
+    from an empty plan cache, with its second located point at 8 units and then a third far up
+    (search_locate.FLOOR_AIM off, as before 2026-12-04), then along the floor's slope from the
+    located unit; `--setting-pairs` pairs in one run, alternating, as one search's wall moves
+    by several seconds from run to run on these machines: each one's answer, compiles, wall and
+    CPU timeline, and the ratio of the medians."""
+    from shared.plan import search_locate
+
+    request = dataclasses.replace(rollout_request(a, a.model, "v5e-1"), cache_size=a.cache_size)
+    settings = {"eight": False, "floor": True}
+    pairs = [
+        each_setting(
+            search_locate, "FLOOR_AIM", settings, functools.partial(_watched_search, request)
+        )
+        for _ in range(a.setting_pairs)
+    ]
+    walls = {
+        name: statistics.median(pair[name]["search_wall_s"] for pair in pairs) for name in settings
+    }
+    return {
+        "pairs": pairs,
+        "same_answer": all(p["eight"]["max_batch"] == p["floor"]["max_batch"] for p in pairs),
+        "median_wall_s": walls,
+        "floor_over_eight": walls["floor"] / walls["eight"],
+    }
 
 
 def _watched_search(request: plan.Request, name: str) -> dict:

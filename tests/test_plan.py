@@ -995,6 +995,42 @@ def test_a_one_device_rollout_compiles_the_unit_above_beside_a_near_candidate(
         assert exact_rounds[0] == [37]  # as before 2026-12-03: the candidate alone
 
 
+@pytest.mark.parametrize("fast_rows_grow", [True, False])
+def test_a_one_device_rollout_locates_its_second_point_along_the_floors_slope(
+    monkeypatch, fast_rows_grow
+):
+    """gemma3-1b rollouts on a v5e-1 were located at 1, 8 and then 426 (after a floor at 514
+    the arithmetic answered) before the exact rounds: the KV cache row the floor adds is a
+    lower bound on what a row adds, so the line from the located unit at that slope crosses
+    the HBM at or above the boundary, and the point there, failing, bounds the line in one
+    compile where 8 units and a third point took two (search_locate.FLOOR_AIM). Fake verdicts
+    over the 1B's real floor: 1.5 GB of temps and 1.2x the floor's bytes a row. Where the fast
+    line is flat (the atlas's 1B cell on a tpu7x-8), the point there fits, is not kept, and the
+    search locates at 8 as before."""
+    request = plan.Request("rollout", "gemma3-1b", "v5e-1", prompt_len=256, cache_size=1312)
+    at_zero, per_row = search_lines.floor_line(request, 1)
+    usable, fast_batches = 15.75 * GIB, []
+
+    def used(batch: int, fast: bool) -> float:
+        rows = batch if fast_rows_grow or not fast else 1
+        return at_zero + 1.5e9 + 1.2 * per_row * rows
+
+    def verdict_of(request):
+        if request.fast:
+            fast_batches.append(request.batch)
+        return _fake_verdict(request, used(request.batch, request.fast), usable)
+
+    _fake_compiler(monkeypatch, verdict_of)
+    result = plan.max_batch(request, progress=False)
+    best = max(b for b in range(1, 2000) if used(b, fast=False) <= usable)
+    assert (result["max_batch"], result["first_not_fitting"]) == (best, best + 1)
+    far = search_lines.crossing(
+        {"batch": 1, "bytes_per_device": used(1, True)}, per_row, usable, 1, search.CEILING
+    )
+    assert fast_batches[:2] == [1, far], fast_batches
+    assert (8 in fast_batches) is not fast_rows_grow, fast_batches
+
+
 def test_plan_points_first_compiles_that_executable_alone_then_the_rest():
     """verdict.plan_points' `first`: the round compiles that executable alone; without it,
     every executable ready compiles at once (as many as there are workers)."""

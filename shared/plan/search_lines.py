@@ -217,7 +217,7 @@ def partner(candidate: int, exact: dict[int, dict], unit: int, ceiling: int) -> 
 
 
 def steepest_slope(request: Request, low: dict, unit: int) -> float:
-    """The slope of the line from what a device holds whatever the batch (batchless_bytes)
+    """The slope of the line from what a device holds whatever the batch (floor_line)
     through the point `low` (located at one unit, or an exact fit above it): if what a compile
     adds beyond the floor grew in proportion to the batch, or was fixed, no line could be
     steeper, and the boundary would be where it crosses the HBM or beyond. The compiler
@@ -227,19 +227,21 @@ def steepest_slope(request: Request, low: dict, unit: int) -> float:
     the HBM and the slowest compiles of the search, before 8 fit), and where it is one unit
     above `low` or less, the exact compiles start at `low`. Where nothing is located, it is
     also the slope a squeeze is seen against (shared.plan.search's SQUEEZE_SLOPE)."""
-    return (low["bytes_per_device"] - batchless_bytes(request, unit)) / low["batch"]
+    return (low["bytes_per_device"] - floor_line(request, unit)[0]) / low["batch"]
 
 
-def batchless_bytes(request: Request, unit: int) -> float:
-    """What a device holds whatever the batch, by arithmetic: the floor (shared.plan.floor:
-    weights, optimizer state, the largest arguments) at one and two units, its line carried
-    back to batch 0. What a compile adds beyond the floor grows with the batch or is fixed, so
-    the line from here to a located point is at least as steep as the true one."""
+def floor_line(request: Request, unit: int) -> tuple[float, float]:
+    """The floor's line (shared.plan.floor: weights, optimizer state, the largest arguments,
+    by arithmetic) through one and two units: what a device holds whatever the batch (the
+    line carried back to batch 0) and what each batch adds (a rollout's KV cache row). What a
+    compile adds beyond the floor grows with the batch or is fixed, so a line from batch 0
+    through a located point is at least as steep as the true one (steepest_slope), and one
+    from a located point at the floor's slope at most as steep (search_locate's floor aim)."""
     one, two = (
         floor_verdict(dataclasses.replace(request, batch=b))["floor_bytes"]
         for b in (unit, 2 * unit)
     )
-    return 2 * one - two
+    return 2 * one - two, (two - one) / unit
 
 
 def next_guess(

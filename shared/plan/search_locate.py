@@ -15,11 +15,20 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from shared.plan.assigned import room_for_two
-from shared.plan.search_lines import compiles_alone, crossing, slope, steepest_slope
+from shared.plan.assigned import ROLLOUTS, room_for_two
+from shared.plan.search_lines import (
+    compiles_alone,
+    crossing,
+    floor_line,
+    slope,
+    steepest_slope,
+)
 from shared.plan.verdict import Request
 
 BESIDE_AIM = True  # a near aim's partner located beside it; False: as before 2026-12-03
+# a one-device rollout's second located point aimed along the floor's slope (floor_aimed);
+# False: at 8 units, then a third point, as before 2026-12-04
+FLOOR_AIM = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +68,23 @@ def locate_line(
     low = exact_low or locate(unit)
     usable = low["hbm_bytes"]
     located = [low]
+
+    def floor_aimed() -> dict | None:
+        """The point located where the line from the located unit at the floor's slope (a
+        rollout's KV cache row: floor_line) crosses the HBM, where FLOOR_AIM applies (None:
+        it does not). The true line is at least as steep, so the boundary is at or under it:
+        a failure there bounds the line from above, one compile, where 8 units and then a
+        third point far up took two. A fit there says the located bytes are wrong (a flat
+        fast line: the atlas's gemma3-1b rollout cell on a tpu7x-8): it is not kept, and the
+        search locates as before."""
+        per_batch = floor_line(request, unit)[1]
+        if not (FLOOR_AIM and request.workload in ROLLOUTS and not at_assignment and per_batch > 0):
+            return None
+        far = locate(crossing(low, per_batch, usable, unit, ceiling))
+        if not far["fits"]:
+            located.append(far)
+        return far
+
     located_slope, candidate = None, unit  # one unit does not fit: confirm that, exactly
     steepest = steepest_slope(request, low, unit) if low["fits"] else None
     if low["fits"] and ceiling // unit == 1:  # nothing above it to try
@@ -71,6 +97,9 @@ def locate_line(
         # the steepest line through the low end crosses the HBM within a unit above it: the
         # boundary is near, and the exact compiles start at the low end, locating nothing
         candidate = low["batch"]
+    elif low["fits"] and not exact_low and (far := floor_aimed()) and not far["fits"]:
+        located_slope = slope(low, far)
+        candidate = crossing(far, located_slope, usable, unit, ceiling)
     elif low["fits"]:
         aim = min(low["batch"] + 7 * unit, reach)  # 8 units from a located unit
         if exact_low:
