@@ -167,7 +167,8 @@ def _search_progress() -> str:
     """What a search's progress bar says it compiles now (its postfix), for CpuTimeline."""
     from tqdm.auto import tqdm
 
-    return "; ".join(str(bar.postfix or "") for bar in list(getattr(tqdm, "_instances", ())))
+    bars = list(getattr(tqdm, "_instances", ()))  # a bar being built has no postfix yet
+    return "; ".join(str(getattr(bar, "postfix", None) or "") for bar in bars)
 
 
 # What a benchmark records of each probe that located a search
