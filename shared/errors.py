@@ -5,6 +5,7 @@ command lines wrap their `main` in `run_cli`, so users never see a traceback fro
 inside JAX for a misspelled preset or target.
 """
 
+import os
 import sys
 from collections.abc import Callable, Iterable
 
@@ -32,10 +33,16 @@ def positive(**values: float | None) -> None:
 
 
 def run_cli(main: Callable[[list[str] | None], int | None], argv: list[str] | None = None) -> None:
-    """Run a command-line `main`, turning BadInput into one line on stderr and exit 2."""
+    """Run a command-line `main`, turning BadInput into one line on stderr and exit 2, and a
+    reader that stopped reading (`... lookup M T R | head -1`) into a quiet exit 1, as Python's
+    documentation advises: its output is pointed at /dev/null first, so the flush at exit
+    does not raise again."""
     try:
         code = main(argv)
     except BadInput as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
     sys.exit(code or 0)

@@ -1035,6 +1035,19 @@ def test_the_plan_command_answers_lookup_from_the_table_without_jax():
     assert bad.returncode == 2 and bad.stderr.startswith("error: unknown target 'v9-8'")
 
 
+def test_lookup_piped_into_a_reader_that_stops_early_ends_without_a_traceback():
+    """`python -m shared.plan lookup M T R | head -1`: the reader closes the pipe after one
+    line, and the rest of the answer meets a broken pipe; it ends quietly (exit 1), no
+    traceback on the terminal."""
+    command = [sys.executable, "-m", "shared.plan", "lookup", "gemma2-2b", "v5e-1", "rollout"]
+    with subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0
+    ) as lookup:
+        lookup.stdout.close()  # a reader gone before the first line
+        _, err = lookup.communicate(timeout=60)
+    assert lookup.returncode == 1 and b"Traceback" not in err, err.decode()
+
+
 def test_the_figure_colours_each_cell_by_its_verdict(tmp_path):
     from shared.plan.atlas import figure
 
