@@ -14,10 +14,11 @@ Parts (`--parts`, comma-separated):
   empty cache, in one run: the exact candidate alone (as before 2026-12-03), then with the unit
   above it beside it, its worst executable first (shared.plan.search_lines.ABOVE_WORST_FIRST): each
   one's answer, wall and CPU timeline, and their ratio;
-- `floor-aim`: the `search` part's v5e-1 search `--setting-pairs` times in one run,
-  alternating: its second located point at 8 units, then a third far up (as before
-  2026-12-04), then along the floor's slope from the located unit (shared.plan.search_locate.
-  FLOOR_AIM): each one's answer, wall and CPU timeline, and the ratio of the medians;
+- `floor-aim`: rollout `--max-batch` on one device for each of `--floor-cells`,
+  `--setting-pairs` times in one run, alternating: its second located point at 8 units, then a
+  third far up (as before 2026-12-04), then along the floor's slope from the located unit
+  (shared.plan.search_locate.FLOOR_AIM): each one's answer, wall and CPU timeline, and the
+  ratio of the medians;
 - `breakdown`: build, lower and compile seconds of each executable, fast and exact, at full
   depth and cut to one and two repeats of the attention pattern (shared.plan.timing), for the
   1B rollout near its v5e-1 boundary and a 27B LoRA step on a v5p-8; with the straight line
@@ -163,6 +164,11 @@ def main(argv: list[str] | None = None) -> int:
         default="qwen3-8b:v6e-1,gemma3-1b:v5e-1",
         help="the above-first part's model:target pairs, comma-separated",
     )
+    p.add_argument(
+        "--floor-cells",
+        default="gemma3-1b:v5e-1",
+        help="the floor-aim part's model:target pairs, comma-separated",
+    )
     p.add_argument("--setting-pairs", type=int, default=3, help="the floor-aim part's alternations")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
@@ -201,11 +207,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"above first, {cell}: {runs['above_over_alone']:.2f}x", flush=True)
         if "floor-aim" in parts:
             _part(report, "floor_aim", lambda: plan_searches.floor_aim(args), args.out)
-            print(
-                f"floor aim: {report['floor_aim']['floor_over_eight']:.2f}x "
-                f"(medians {report['floor_aim']['median_wall_s']})",
-                flush=True,
-            )
+            for cell, runs in report["floor_aim"].items():
+                print(
+                    f"floor aim, {cell}: {runs['floor_over_eight']:.2f}x "
+                    f"(medians {runs['median_wall_s']})",
+                    flush=True,
+                )
         if "pairing" in parts:
             _part(report, "pairing", lambda: plan_searches.pairing(args), args.out)
             print(

@@ -111,31 +111,36 @@ def above_first(a) -> dict:
 
 
 def floor_aim(a) -> dict:
-    """`--max-batch` for `--model`'s rollout on a v5e-1 (the 60-second goal's search), each time
-    from an empty plan cache, with its second located point at 8 units and then a third far up
-    (search_locate.FLOOR_AIM off, as before 2026-12-04), then along the floor's slope from the
-    located unit; `--setting-pairs` pairs in one run, alternating, as one search's wall moves
-    by several seconds from run to run on these machines: each one's answer, compiles, wall and
-    CPU timeline, and the ratio of the medians."""
+    """For each of `--floor-cells` (model:target, one device), rollout `--max-batch` from an
+    empty plan cache each time, with its second located point at 8 units and then a third far
+    up (search_locate.FLOOR_AIM off, as before 2026-12-04), then along the floor's slope from
+    the located unit; `--setting-pairs` pairs in one run, alternating, as one search's wall
+    moves by several seconds from run to run on these machines: each one's answer, compiles,
+    wall and CPU timeline, and the ratio of the medians."""
     from shared.plan import search_locate
 
-    request = dataclasses.replace(rollout_request(a, a.model, "v5e-1"), cache_size=a.cache_size)
-    settings = {"eight": False, "floor": True}
-    pairs = [
-        each_setting(
-            search_locate, "FLOOR_AIM", settings, functools.partial(_watched_search, request)
-        )
-        for _ in range(a.setting_pairs)
-    ]
-    walls = {
-        name: statistics.median(pair[name]["search_wall_s"] for pair in pairs) for name in settings
-    }
-    return {
-        "pairs": pairs,
-        "same_answer": all(p["eight"]["max_batch"] == p["floor"]["max_batch"] for p in pairs),
-        "median_wall_s": walls,
-        "floor_over_eight": walls["floor"] / walls["eight"],
-    }
+    out = {}
+    for cell in filter(None, a.floor_cells.split(",")):
+        model, target = cell.split(":")
+        request = dataclasses.replace(rollout_request(a, model, target), cache_size=a.cache_size)
+        settings = {"eight": False, "floor": True}
+        pairs = [
+            each_setting(
+                search_locate, "FLOOR_AIM", settings, functools.partial(_watched_search, request)
+            )
+            for _ in range(a.setting_pairs)
+        ]
+        walls = {
+            name: statistics.median(pair[name]["search_wall_s"] for pair in pairs)
+            for name in settings
+        }
+        out[cell] = {
+            "pairs": pairs,
+            "same_answer": all(p["eight"]["max_batch"] == p["floor"]["max_batch"] for p in pairs),
+            "median_wall_s": walls,
+            "floor_over_eight": walls["floor"] / walls["eight"],
+        }
+    return out
 
 
 def _watched_search(request: plan.Request, name: str) -> dict:

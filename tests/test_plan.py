@@ -995,25 +995,30 @@ def test_a_one_device_rollout_compiles_the_unit_above_beside_a_near_candidate(
         assert exact_rounds[0] == [37]  # as before 2026-12-03: the candidate alone
 
 
-@pytest.mark.parametrize("fast_rows_grow", [True, False])
+@pytest.mark.parametrize(
+    "row_over_floor, fast_rows_grow, located",
+    [(1.2, True, 2), (2.5, True, 3), (1.2, False, None)],
+)
 def test_a_one_device_rollout_locates_its_second_point_along_the_floors_slope(
-    monkeypatch, fast_rows_grow
+    monkeypatch, row_over_floor, fast_rows_grow, located
 ):
     """gemma3-1b rollouts on a v5e-1 were located at 1, 8 and then 426 (after a floor at 514
     the arithmetic answered) before the exact rounds: the KV cache row the floor adds is a
     lower bound on what a row adds, so the line from the located unit at that slope crosses
     the HBM at or above the boundary, and the point there, failing, bounds the line in one
     compile where 8 units and a third point took two (search_locate.FLOOR_AIM). Fake verdicts
-    over the 1B's real floor: 1.5 GB of temps and 1.2x the floor's bytes a row. Where the fast
-    line is flat (the atlas's 1B cell on a tpu7x-8), the point there fits, is not kept, and the
-    search locates at 8 as before."""
+    over the 1B's real floor: 1.5 GB of temps and 1.2x the floor's bytes a row. Where a row
+    takes 2.5x (qwen3-8b on a v6e-1: 0.37 GB a row, 0.19 of it KV cache), the candidate sits
+    under half that point, and a third point is located there. Where the fast line is flat
+    (the atlas's 1B cell on a tpu7x-8), the point there fits, is not kept, and the search
+    locates at 8 as before."""
     request = plan.Request("rollout", "gemma3-1b", "v5e-1", prompt_len=256, cache_size=1312)
     at_zero, per_row = search_lines.floor_line(request, 1)
     usable, fast_batches = 15.75 * GIB, []
 
     def used(batch: int, fast: bool) -> float:
         rows = batch if fast_rows_grow or not fast else 1
-        return at_zero + 1.5e9 + 1.2 * per_row * rows
+        return at_zero + 1.5e9 + row_over_floor * per_row * rows
 
     def verdict_of(request):
         if request.fast:
@@ -1028,7 +1033,13 @@ def test_a_one_device_rollout_locates_its_second_point_along_the_floors_slope(
         {"batch": 1, "bytes_per_device": used(1, True)}, per_row, usable, 1, search.CEILING
     )
     assert fast_batches[:2] == [1, far], fast_batches
-    assert (8 in fast_batches) is not fast_rows_grow, fast_batches
+    exact = [p["batch"] for p in result["probes"] if not p["fast"]]
+    if located:
+        assert len(fast_batches) == located and 8 not in fast_batches, fast_batches
+        assert all(2 * b < far for b in fast_batches[2:]), fast_batches
+        assert len(exact) <= 4, exact  # a fit and a failure a unit apart, then the check
+    else:
+        assert 8 in fast_batches, fast_batches
 
 
 def test_plan_points_first_compiles_that_executable_alone_then_the_rest():
