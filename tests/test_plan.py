@@ -1042,6 +1042,29 @@ def test_a_one_device_rollout_locates_its_second_point_along_the_floors_slope(
         assert 8 in fast_batches, fast_batches
 
 
+def test_a_one_device_rollout_whose_floor_line_passes_the_ceiling_aims_at_the_ceiling(
+    monkeypatch,
+):
+    """Where the floor's line crosses the HBM at or past the search's ceiling, the point
+    located there is the ceiling; a fit there is the candidate, compiled exactly next, where
+    locating at 8 units first was a compile more (gemma3-tiny at a ceiling of 64: 1, 64 and 8
+    located, then 64). Fake verdicts a tenth of the HBM at any batch."""
+    monkeypatch.setattr(search, "CEILING", 64)
+    request = plan.Request("rollout", "gemma3-1b", "v5e-1", prompt_len=256, cache_size=1312)
+    usable, fast_batches = 15.75 * GIB, []
+
+    def verdict_of(request):
+        if request.fast:
+            fast_batches.append(request.batch)
+        return _fake_verdict(request, usable / 10 + request.batch, usable)
+
+    _fake_compiler(monkeypatch, verdict_of)
+    result = plan.max_batch(request, progress=False)
+    assert (result["max_batch"], result["at_least"]) == (64, True)
+    assert fast_batches == [1, 64]
+    assert [p["batch"] for p in result["probes"] if not p["fast"]] == [64]
+
+
 def test_plan_points_first_compiles_that_executable_alone_then_the_rest():
     """verdict.plan_points' `first`: the round compiles that executable alone; without it,
     every executable ready compiles at once (as many as there are workers)."""

@@ -71,18 +71,21 @@ def locate_line(
 
     def floor_aimed() -> dict | None:
         """The point located where the line from the located unit at the floor's slope (a
-        rollout's KV cache row: floor_line) crosses the HBM, where FLOOR_AIM applies (None:
-        it does not). The true line is at least as steep, so the boundary is at or under it:
-        a failure there bounds the line from above, one compile, where 8 units and then a
+        rollout's KV cache row: floor_line) crosses the HBM, where FLOOR_AIM applies and it is
+        kept (None: not). The true line is at least as steep, so the boundary is at or under
+        it: a failure there bounds the line from above, one compile, where 8 units and then a
         third point far up took two. A fit there says the located bytes are wrong (a flat
         fast line: the atlas's gemma3-1b rollout cell on a tpu7x-8): it is not kept, and the
-        search locates as before."""
+        search locates as before; unless it is the ceiling (the floor's line crosses at or
+        past it), which a fit makes the candidate: locating at 8 units after it was a compile
+        more (gemma3-tiny at a ceiling of 64: 1, 64 and 8 located, then 64 exactly)."""
         per_batch = floor_line(request, unit)[1]
         if not (FLOOR_AIM and request.workload in ROLLOUTS and not at_assignment and per_batch > 0):
             return None
         far = locate(crossing(low, per_batch, usable, unit, ceiling))
-        if not far["fits"]:
-            located.append(far)
+        if far["fits"] and far["batch"] < ceiling:
+            return None
+        located.append(far)
         return far
 
     located_slope, candidate = None, unit  # one unit does not fit: confirm that, exactly
@@ -97,7 +100,7 @@ def locate_line(
         # the steepest line through the low end crosses the HBM within a unit above it: the
         # boundary is near, and the exact compiles start at the low end, locating nothing
         candidate = low["batch"]
-    elif low["fits"] and not exact_low and (far := floor_aimed()) and not far["fits"]:
+    elif low["fits"] and not exact_low and (far := floor_aimed()):
         located_slope = slope(low, far)
         candidate = crossing(far, located_slope, usable, unit, ceiling)
         if 2 * candidate < far["batch"]:
