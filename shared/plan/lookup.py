@@ -163,8 +163,8 @@ def flag_answer(recipe: str, model: str, target: str, versions: dict) -> str | N
     if any((flagged.get("versions") or {}).get(k) != versions.get(k) for k in SAME_VERSIONS):
         return None
     used, allowed = flagged["bytes_per_device"] or 0, flagged["hbm_bytes"]
-    # a search that stopped with a gap says so (gemma3-4b rollouts on a tpu7x-8: 3862 fits on
-    # 2x4, 3894 does not, nothing between compiled), as the mesh answers do
+    # a search that stopped with a gap says so (gemma3-4b rollouts on a tpu7x-8: 3866 fits on
+    # 2x4, 3880 does not, nothing between compiled), as the mesh answers do
     largest, first_fail = flagged["max_batch"], flagged["first_not_fitting"]
     gap = (
         f" ({mesh_answer_text(f'{largest}..{first_fail}')})"

@@ -153,8 +153,10 @@ def hair_under_step(
     under the refusals; halving from the largest exact fit spends the search's rounds far from
     it. gemma3-4b rollouts on a 2x4 tpu7x-8 under the tile flag: 3898, 3896 and 3894 refused
     at located fits, then 1946, 2920, 3674 and 3862 fit, and the search stopped with 3862 to
-    3894 open (2026-12-04). One step costs one exact round where the probes sit further under
-    (gemma3-12b: 16%), and halving goes on from it."""
+    3894 open (2026-12-04); with the step, 3784, 3838 and 3866 fit and 3880 was refused, 3866
+    to 3880 open when its rounds ran out (libtpu_flag_rollout_gemma3-4b_tpu7x-8.json). One
+    step costs one exact round where the probes sit further under (gemma3-12b: 16%), and
+    halving goes on from it."""
     best, worst = bracket(exact)
     if not misread or worst != misread[0]:
         return None
