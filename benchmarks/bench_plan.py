@@ -4,6 +4,10 @@ Parts (`--parts`, comma-separated):
 - `search`: for each target, the largest gemma3-1b rollout batch (the search's compiles, fast
   and exact, its wall time from an empty cache and, second by second, how many cores it kept
   busy), and one exact and one fast verdict at a fixed batch;
+- `command`: the `search` part's `--max-batch` as a reader types it, `python -m shared.plan
+  rollout ...` in a fresh process `--command-runs` times, start-up included, each from an empty
+  plan cache: each one's wall, answer and compiles (the other parts time searches inside this
+  process, warmed by the searches before);
 - `deep-search`: `--max-batch` for gemma3-27b's LoRA step on a v5p-8 (sequence 2048, rank 16),
   its compiles, the process's peak memory and, second by second, which of its processes kept
   which cores busy (shared.report.cpu_timeline);
@@ -97,6 +101,7 @@ from shared.report import results  # noqa: E402
 
 PARTS = (
     "search",
+    "command",
     "deep-search",
     "near-pair",
     "above-first",
@@ -170,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         help="the floor-aim part's model:target pairs, comma-separated",
     )
     p.add_argument("--setting-pairs", type=int, default=3, help="the floor-aim part's alternations")
+    p.add_argument("--command-runs", type=int, default=3, help="the command part's fresh processes")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
     parts = [choose("part", name, PARTS) for name in filter(None, args.parts.split(","))]
@@ -195,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"{entry['fast_verdict']['wall_s']:.0f} s",
                     flush=True,
                 )
+        if "command" in parts:
+            _part(report, "command", lambda: plan_searches.command_search(args), args.out)
         if "deep-search" in parts:
             _part(report, "deep_search", lambda: plan_searches.deep_search(args), args.out)
             print(f"deep search: {report['deep_search']['summary']}", flush=True)

@@ -5,8 +5,12 @@ phase's compile reused). Not a command: run `python benchmarks/bench_plan.py --p
 
 import dataclasses
 import functools
+import json
+import os
 import resource
 import statistics
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -141,6 +145,53 @@ def floor_aim(a) -> dict:
             "floor_over_eight": walls["floor"] / walls["eight"],
         }
     return out
+
+
+def command_search(a) -> dict:
+    """The 1B rollout `--max-batch` as a reader types it: `python -m shared.plan ...` in a fresh
+    process each time, start-up included (imports, JAX, libtpu), from an empty plan cache,
+    `--command-runs` times one after the other: each one's wall, answer and compiles, and the
+    median. The other parts time a search inside this process, where the runs after its first
+    find JAX started and the model code imported."""
+    command = [
+        sys.executable,
+        "-m",
+        "shared.plan",
+        "rollout",
+        "--model",
+        a.model,
+        "--target",
+        a.targets.split(",")[0],
+        "--max-batch",
+        "--prompt-len",
+        str(a.prompt_len),
+        "--steps",
+        str(a.steps),
+        "--cache-size",
+        str(a.cache_size),
+        "--no-cache",
+        "--json",
+    ]
+    runs = []
+    for _ in range(a.command_runs):
+        with tempfile.TemporaryDirectory() as empty:
+            env = {**os.environ, "TPU_BUDGET_LAB_PLAN_CACHE": empty}
+            done, wall = timed(
+                subprocess.run, command, env=env, capture_output=True, text=True, check=True
+            )
+        found = json.loads(done.stdout)
+        runs.append(
+            {"wall_s": wall, "max_batch": found["max_batch"], "compiles": found["compiles"]}
+        )
+        print(
+            f"command: {found['max_batch']} in {found['compiles']} compiles, {wall:.0f} s",
+            flush=True,
+        )
+    return {
+        "command": " ".join(["python", *command[1:]]),
+        "runs": runs,
+        "median_wall_s": statistics.median(r["wall_s"] for r in runs),
+    }
 
 
 def _watched_search(request: plan.Request, name: str) -> dict:
