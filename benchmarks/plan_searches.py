@@ -8,6 +8,7 @@ import functools
 import json
 import os
 import resource
+import shlex
 import statistics
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from plan_compiles import rollout_request, timed, verdict_row
 
 from shared import plan
 from shared.plan import verdict
+from shared.plan.flags import plan_command
 from shared.plan.search_view import probe_rows
 from shared.report.cpu_timeline import CpuTimeline
 
@@ -153,25 +155,10 @@ def command_search(a) -> dict:
     `--command-runs` times one after the other: each one's wall, answer and compiles, and the
     median. The other parts time a search inside this process, where the runs after its first
     find JAX started and the model code imported."""
-    command = [
-        sys.executable,
-        "-m",
-        "shared.plan",
-        "rollout",
-        "--model",
-        a.model,
-        "--target",
-        a.targets.split(",")[0],
-        "--max-batch",
-        "--prompt-len",
-        str(a.prompt_len),
-        "--steps",
-        str(a.steps),
-        "--cache-size",
-        str(a.cache_size),
-        "--no-cache",
-        "--json",
-    ]
+    settings = {"prompt_len": a.prompt_len, "steps": a.steps, "cache_size": a.cache_size}
+    typed = plan_command("rollout", a.model, a.targets.split(",")[0], settings)
+    typed += " --no-cache --json"
+    command = [sys.executable, *shlex.split(typed)[1:]]  # this venv's python for `python`
     runs = []
     for _ in range(a.command_runs):
         with tempfile.TemporaryDirectory() as empty:
@@ -188,7 +175,7 @@ def command_search(a) -> dict:
             flush=True,
         )
     return {
-        "command": " ".join(["python", *command[1:]]),
+        "command": typed,
         "runs": runs,
         "median_wall_s": statistics.median(r["wall_s"] for r in runs),
     }
