@@ -8,7 +8,9 @@ PY := $(VENV)/bin/python
 KERNEL := tpu-budget-lab
 NB ?=
 PARAMS ?=
-# On a CUDA GPU machine: make setup JAX_EXTRA=cuda12 (or cuda13) adds jax's CUDA plugin.
+# On a CUDA GPU machine: make setup JAX_EXTRA=cuda12 (or cuda13) adds what jax needs to run on
+# it (requirements.txt already holds the CUDA 12 plugin that compiles GPU plans without a GPU;
+# cuda13 replaces it, as two CUDA plugins cannot load in one process).
 JAX_EXTRA ?=
 STAMP := $(VENV)/.installed$(if $(JAX_EXTRA),-$(JAX_EXTRA))
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.py))
@@ -38,6 +40,7 @@ $(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
+	$(if $(filter cuda13,$(JAX_EXTRA)),$(PY) -m pip uninstall --quiet -y jax-cuda12-plugin jax-cuda12-pjrt)
 	$(if $(JAX_EXTRA),$(PY) -m pip install --quiet "jax[$(JAX_EXTRA)]==$$($(PY) -c 'import jax; print(jax.__version__)')")
 	$(PY) -m pip install --quiet --no-deps -e .
 	$(PY) -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python (tpu-budget-lab)"

@@ -149,8 +149,64 @@ CHIPS: dict[str, Chip] = {
             source=f"https://docs.cloud.google.com/tpu/docs/tpu7x; {_COMPILER}",
         ),
         # GPU capacities are what the driver reports for the card (MiB), not the box's label;
-        # peaks are dense bf16 (half the datasheets' with-sparsity figures), NVLink is one
-        # direction per GPU.
+        # peaks are dense bf16 (half the datasheets' with-sparsity figures), NVLink (or PCIe,
+        # where a GPU has no NVLink) is one direction per GPU. What a deviceless compile needs
+        # beyond these, and the bytes a jax process may use, are shared.hardware.gpus'.
+        # A T4 (Turing) has no bf16 tensor cores: XLA runs a bf16 dot there as an f32 one on
+        # the CUDA cores (8.1 TFLOP/s); fp16 would reach its tensor cores' 65. The peak a bf16
+        # program gets is the f32 one, so that is the row's.
+        Chip(
+            "t4",
+            8.1e12,
+            15360 * MiB,
+            320e9,
+            16e9,
+            1,
+            None,
+            1,
+            ("Tesla T4",),
+            source="https://www.nvidia.com/en-us/data-center/tesla-t4/ (FP32 8.1 TFLOPS, "
+            "16 GB GDDR6 at 320 GB/s, PCIe Gen3 x16)",
+        ),
+        Chip(
+            "l4",
+            121e12,
+            23034 * MiB,
+            300e9,
+            32e9,
+            1,
+            None,
+            1,
+            ("NVIDIA L4",),
+            source="https://www.nvidia.com/en-us/data-center/l4/ (bf16 242 TFLOPS with "
+            "sparsity, 24 GB at 300 GB/s, PCIe Gen4 x16)",
+        ),
+        Chip(
+            "a100-40g",
+            312e12,
+            40960 * MiB,
+            1.555e12,
+            300e9,
+            1,
+            None,
+            1,
+            ("NVIDIA A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB"),
+            source="https://www.nvidia.com/en-us/data-center/a100/ (SXM 40GB: 1,555 GB/s, "
+            "NVLink 600 GB/s both ways)",
+        ),
+        Chip(
+            "a100-80g",
+            312e12,
+            81920 * MiB,
+            2.039e12,
+            300e9,
+            1,
+            None,
+            1,
+            ("NVIDIA A100-SXM4-80GB", "NVIDIA A100 80GB PCIe"),
+            source="https://www.nvidia.com/en-us/data-center/a100/ (SXM 80GB: 2,039 GB/s, "
+            "NVLink 600 GB/s both ways)",
+        ),
         Chip(
             "h100",
             989e12,

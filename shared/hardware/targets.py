@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 from shared.errors import BadInput
+from shared.hardware import gpus
 from shared.hardware.chips import CHIPS, Chip, current_chip
 
 CHIPS_PER_HOST = 4  # multi-host TPU slices (see Target.hosts)
@@ -83,7 +84,8 @@ class Target:
         return None if self.chip.peak_bf16_flops is None else self.chip.peak_bf16_flops * self.chips
 
 
-_TARGET_RE = re.compile(r"^(?P<chip>[a-z0-9]+?)(?:-(?P<n>\d+))?$")
+# a GPU sold in two memory sizes carries it in its name: a100-80g-8 is 8 A100s of 80 GB
+_TARGET_RE = re.compile(r"^(?P<chip>[a-z0-9]+?(?:-\d+g)?)(?:-(?P<n>\d+))?$")
 
 
 _ALIASES = {
@@ -92,6 +94,7 @@ _ALIASES = {
     "v5lite": "v5e",
     "ironwood": "tpu7x",
     "v7x": "tpu7x",
+    "a100": "a100-40g",  # GCP's a2-highgpu and Colab's A100 hold 40 GB
 }
 
 
@@ -99,8 +102,8 @@ def valid_target_examples() -> str:
     return (
         "v5e-1, v5e-8, v6e-1, v6e-8, v5p-8, v4-8, tpu7x-8 (alias ironwood-8), multi-host "
         "slices v5e-16 ... v5e-256, v6e-16 ... v6e-256, v5p-16 ... v5p-128, tpu7x-16 ... "
-        "tpu7x-64, h100, h200, b200, cpu (chip-N is N chips; v4/v5p/tpu7x names count "
-        "TensorCores)"
+        "tpu7x-64; GPUs t4-1, t4-2, l4-1, a100-40g-1, a100-80g-8, h100-1 ... h100-8, h200-8, "
+        "b200-8; cpu (chip-N is N chips; v4/v5p/tpu7x names count TensorCores)"
     )
 
 
@@ -119,6 +122,9 @@ def parse_target(name: str) -> Target:
             f"target {name!r}: {chip_name}-N counts TensorCores, N must be a multiple "
             f"of {chip.cores_per_chip_name} (e.g. {chip_name}-8)"
         )
+    if not chip.is_tpu and chip.name in gpus.SPECS and n not in gpus.SPECS[chip.name].counts:
+        counts = ", ".join(f"{chip_name}-{c}" for c in gpus.SPECS[chip.name].counts)
+        raise BadInput(f"target {name!r}: {chip_name} machines hold {counts} GPUs")
     return Target(name=name, chip=chip, chips=n // chip.cores_per_chip_name)
 
 

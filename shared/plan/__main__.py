@@ -7,23 +7,6 @@ import os
 import sys
 
 from shared.errors import BadInput
-from shared.hardware.targets import parse_target  # imports no jax: the platform is set below
-
-
-def _compiles_for_the_gpu_here(argv: list[str]) -> bool:
-    """Whether the command names a GPU target (h100, h200, b200): that compiles for the GPU
-    attached, so jax must see it. A TPU target compiles deviceless on the CPU platform, and
-    the local accelerator stays untouched."""
-    names = [b for a, b in zip(argv, argv[1:], strict=False) if a == "--target"]
-    names += [a.split("=", 1)[1] for a in argv if a.startswith("--target=")]
-    for name in names:
-        try:
-            if not parse_target(name).chip.is_tpu:
-                return True
-        except BadInput:  # the parser below says what is wrong with it
-            continue
-    return False
-
 
 if sys.argv[1:2] == ["lookup"]:  # the atlas's committed answer: no compiler, no jax import
     from shared.errors import run_cli
@@ -31,11 +14,14 @@ if sys.argv[1:2] == ["lookup"]:  # the atlas's committed answer: no compiler, no
 
     run_cli(lookup.main, sys.argv[2:])
 
-# A TPU plan never needs the local accelerator; a GPU plan needs the GPU and nothing else
-# (left unset, jax would first try the TPU runtime that libtpu brings, and print its noise).
-os.environ.setdefault(
-    "JAX_PLATFORMS", "cuda,cpu" if _compiles_for_the_gpu_here(sys.argv[1:]) else "cpu"
-)
+# A plan never needs the local accelerator: TPU slices and GPU machines both compile
+# deviceless (shared.plan.target). Left unset, jax would first try the TPU runtime that libtpu
+# brings and the CUDA driver the GPU plugin looks for, and print their noise.
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+from shared.hardware.gpus import start_jax_quietly  # noqa: E402
+
+start_jax_quietly()
 
 import argparse  # noqa: E402
 import dataclasses  # noqa: E402
@@ -110,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="a slice (not with --cheapest, which chooses one): v5e-1, v5e-8, v6e-1, v6e-8, "
         "v5p-8, tpu7x-8; multi-host slices v5e-16 ... v5e-256, v6e-16 ... v6e-256, "
         "v5p-16 ... v5p-128, tpu7x-16 ... tpu7x-64 "
-        "(v5p/tpu7x names count TensorCores); or the GPU here (h100)",
+        "(v5p/tpu7x names count TensorCores); GPU machines t4-2, l4-1, a100-40g-1, "
+        "a100-80g-8, h100-1 ... h100-8, h200-8, b200-8 (compiled without the GPU)",
     )
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--batch", type=int, default=8)

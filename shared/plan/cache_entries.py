@@ -14,8 +14,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from shared.hardware import gpus, parse_target
 from shared.plan.sources import compile_sources_digest
-from shared.versions import versions
+from shared.versions import package_version, versions
 
 
 def read_entry(path: Path) -> dict | None:
@@ -54,13 +55,37 @@ def libtpu_flags() -> dict:
     return {"libtpu_init_args": flags} if flags else {}
 
 
-def compiler_versions() -> dict:
+# What a GPU verdict is compiled with beside the common stack: the CUDA plugin and ptxas
+GPU_COMPILER = (
+    "jax-cuda12-plugin",
+    "jax-cuda12-pjrt",
+    "jax-cuda13-plugin",  # where a GPU machine runs CUDA 13 (make setup JAX_EXTRA=cuda13)
+    "nvidia-cuda-nvcc-cu12",
+)
+
+
+def gpu_compiler(target: str | None) -> dict:
+    """For a GPU target: the CUDA compiler's packages and the memory fraction its usable bytes
+    were taken at (shared.hardware.gpus), which change what XLA compiles; empty for a TPU
+    target, so no TPU verdict's key moved when GPUs came (2026-12-07)."""
+    if target is None:
+        return {}
+    chip = parse_target(target).chip.name
+    if chip not in gpus.SPECS:
+        return {}
+    return {package: package_version(package) for package in GPU_COMPILER} | {
+        "gpu_memory_fraction": gpus.memory_fraction()
+    }
+
+
+def compiler_versions(target: str | None = None) -> dict:
     """What a verdict is compiled with: the libraries' versions and, where LIBTPU_INIT_ARGS sets
-    any, libtpu's flags (libtpu_flags). Every verdict states it, every cache key holds it, and a
-    stored atlas row answers only a search at the same (shared.plan.atlas.answer): the atlas is
-    compiled with libtpu's defaults, and a search with the SparseCore gather offload off was
-    answered "128" from the row that flag changes, without compiling (until 2026-11-30)."""
-    return versions() | libtpu_flags()
+    any, libtpu's flags (libtpu_flags); for a GPU target its compiler too (gpu_compiler). Every
+    verdict states it, every cache key holds it, and a stored atlas row answers only a search
+    at the same (shared.plan.atlas.answer): the atlas is compiled with libtpu's defaults, and
+    a search with the SparseCore gather offload off was answered "128" from the row that flag
+    changes, without compiling (until 2026-11-30)."""
+    return versions() | libtpu_flags() | gpu_compiler(target)
 
 
 def executable_key(lowered, target: str, options: dict | None) -> str:
@@ -78,7 +103,7 @@ def executable_key(lowered, target: str, options: dict | None) -> str:
             "module": module,
             "target": target,
             "options": options or {},
-            "versions": compiler_versions(),
+            "versions": compiler_versions(target),
             "sources": compile_sources_digest(),
         },
         sort_keys=True,

@@ -11,18 +11,11 @@ import functools
 
 from jax.sharding import Mesh
 
-from shared.hardware import Target, parse_target
+from shared.hardware import parse_target
 from shared.hardware.sharding import make_mesh
 from shared.plan.target import usable_hbm_per_device
 from shared.plan.workload_bytes import arguments_only, combine, resident_bytes, takes_of
 from shared.plan.workloads import build_workload
-
-
-def usable_bytes(target: Target, devices: list) -> int:
-    """The bytes a program may use per device: the TPU compiler's limit, a GPU's datasheet."""
-    if target.chip.is_tpu:
-        return usable_hbm_per_device(target, devices)
-    return target.chip.hbm_bytes_per_device
 
 
 def floor_bytes(request, mesh: Mesh) -> int:
@@ -40,5 +33,5 @@ def holds(request, shape: tuple[int, int], devices: tuple) -> tuple[bool, int, i
     usable bytes). Cached: a search asks for its mesh again at every probe, the mesh rule and
     floor_verdict ask for the same mesh's floor, and building a GRPO workload takes seconds."""
     floor = floor_bytes(request, make_mesh(shape, list(devices)))
-    usable = usable_bytes(parse_target(request.target), list(devices))
+    usable = usable_hbm_per_device(parse_target(request.target), list(devices))
     return floor <= usable, floor, usable

@@ -58,11 +58,23 @@ def print_point(point: dict) -> None:
             print(f"      {buffers.line(buffer)}")
     for note in point["notes"]:
         print(f"  note: {note}")
+    gpu = "gpu_memory_fraction" in v  # compiled by jax's CUDA plugin (cache_entries.gpu_compiler)
+    allows = (
+        f"jax's allocator allows {_size(point['hbm_bytes'])} per GPU "
+        f"(XLA_PYTHON_CLIENT_MEM_FRACTION {v['gpu_memory_fraction']} of the memory CUDA reports)"
+        if gpu
+        else f"the compiler allows {_size(point['hbm_bytes'])} per device"
+    )
+    plugins = ("jax-cuda12-plugin", "jax-cuda13-plugin", "nvidia-cuda-nvcc-cu12")
+    compiler = (
+        ", ".join(f"{name} {v[name]}" for name in plugins if v.get(name)) + ", without a GPU"
+        if gpu
+        else f"libtpu {v['libtpu']}"
+    )
     print(
-        f"  the compiler allows {_size(point['hbm_bytes'])} per device (datasheet "
-        f"{_size(point['datasheet_hbm_bytes'])}); compiled with jax {v['jax']}, libtpu "
-        f"{v['libtpu']}, tunix {v['google-tunix']} (Sampler semantics {point['tunix']}), "
-        f"qwix {v['qwix']}, flax {v['flax']}"
+        f"  {allows} (datasheet {_size(point['datasheet_hbm_bytes'])}); compiled with jax "
+        f"{v['jax']}, {compiler}, tunix {v['google-tunix']} (Sampler semantics "
+        f"{point['tunix']}), qwix {v['qwix']}, flax {v['flax']}"
         + (f", LIBTPU_INIT_ARGS={v['libtpu_init_args']}" if v.get("libtpu_init_args") else "")
     )
     if point["fits"]:

@@ -1,19 +1,22 @@
-"""Where plan mode compiles: a TPU slice's abstract devices (libtpu, no chip needed), or the
-GPU attached to this machine; the HBM the compiler lets a program use.
+"""Where plan mode compiles: a TPU slice's or a GPU machine's abstract devices, no chip
+needed; the HBM a program may use there.
 
-libtpu from PyPI compiles for TPU topologies on a machine without a TPU
-(`jax.experimental.topologies.get_topology_desc`). On a GPU machine the same jitted functions
-compile for the local GPU and read `memory_analysis()` before anything is allocated, so GPU
-users get a verdict first too.
+libtpu from PyPI compiles for TPU topologies on a machine without a TPU, and jax's CUDA plugin
+(with ptxas from nvidia-cuda-nvcc-cu12) for GPU topologies on a machine without a GPU, both
+through `jax.experimental.topologies.get_topology_desc`. The plugin checks for a CUDA driver
+when jax starts its GPU backend; with JAX_PLATFORMS=cpu (plan mode's default, the Makefile's on
+a machine without an accelerator) it never does, and compiles all the same.
 """
 
+import functools
 import glob
+import importlib.util
 import os
 
 from jax.sharding import Mesh
 
 from shared.errors import BadInput
-from shared.hardware import Target, chip_for_device_kind
+from shared.hardware import CHIPS, Target, gpus
 from shared.hardware.sharding import make_mesh
 
 
@@ -40,8 +43,8 @@ def topology_devices(target: Target) -> list:
     """The abstract TPU devices of `target`, for ahead-of-time compilation."""
     if not target.chip.is_tpu:
         raise BadInput(
-            f"{target.name} is not a TPU: plan mode compiles for TPU slices "
-            "(v5e-1, v5e-8, v6e-1, v6e-8, v5p-8, tpu7x-8) or for the GPU attached here"
+            f"{target.name} is neither a TPU slice nor a GPU machine: plan mode compiles for "
+            "TPU slices (v5e-1, v5e-8, v6e-1, v5p-8, tpu7x-8) and GPUs (t4-2, l4-1, h100-8)"
         )
     if target.topology is None:
         raise BadInput(
@@ -75,24 +78,46 @@ def topology_devices(target: Target) -> list:
     return list(topology.devices)
 
 
-def local_gpu_devices(target: Target) -> list:
-    """The attached GPUs when `target` names their chip (h100 on an H100 machine)."""
-    import jax
+def gpu_topology_devices(target: Target) -> list:
+    """Compile-only CUDA devices for a GPU target, no GPU needed: jax's CUDA plugin compiles for
+    a topology described by a GpuTargetConfigProto (shared.hardware.gpus.target_config), with
+    ptxas from nvidia-cuda-nvcc-cu12 (requirements.txt). Cached per target and memory fraction:
+    the topology is made once a process."""
+    usable = usable_hbm_per_device(target, [])
+    return list(_gpu_topology(target.chip.name, target.chips, usable))
 
-    gpus = [d for d in jax.local_devices() if d.platform == "gpu"]
-    if not gpus or chip_for_device_kind(gpus[0].device_kind) is not target.chip:
-        here = gpus[0].device_kind if gpus else "no GPU"
+
+@functools.cache
+def _gpu_topology(chip_name: str, count: int, usable: int) -> tuple:
+    try:
+        from jax.experimental import topologies
+    except ImportError as err:
+        raise BadInput(f"plan mode needs jax.experimental.topologies: {err}") from err
+    if not any(importlib.util.find_spec(f"jax_plugins.xla_cuda{v}") for v in (12, 13)):
         raise BadInput(
-            f"plan mode compiles for {target.name} on that GPU itself, and this "
-            f"machine has {here}; plan for a TPU slice instead (v5e-8, v6e-1, ...)"
+            "a GPU plan compiles with jax's CUDA plugin: pip install -r requirements.txt "
+            "(it pins jax-cuda12-plugin, jax-cuda12-pjrt and nvidia-cuda-nvcc-cu12)"
         )
-    if target.chips > len(gpus):
-        raise BadInput(f"{target.name} wants {target.chips} GPUs, this machine has {len(gpus)}")
-    return gpus[: target.chips]
+    chip = CHIPS[chip_name]
+    config = gpus.target_config(chip_name, usable, chip.hbm_bandwidth)
+    try:
+        topology = topologies.get_topology_desc(
+            platform="cuda", target_config=config, topology=f"1x1x{count}"
+        )
+    except Exception as err:  # the plugin raises plain errors for a config it cannot parse
+        raise BadInput(
+            f"jax's CUDA plugin could not make a {count}-GPU {chip_name} topology: "
+            f"{str(err).splitlines()[0]} (JAX_PLATFORMS=cpu lets it compile without a GPU)"
+        ) from err
+    return tuple(topology.devices)
 
 
 def target_devices(target: Target) -> list:
-    return topology_devices(target) if target.chip.is_tpu else local_gpu_devices(target)
+    """The devices a plan compiles for: a TPU slice's (libtpu) or a GPU machine's (jax's CUDA
+    plugin), compile-only either way; this machine's accelerator is never used."""
+    if target.chip.name in gpus.SPECS:
+        return gpu_topology_devices(target)
+    return topology_devices(target)
 
 
 def target_mesh(target: Target, mesh: str | None = None) -> Mesh:
@@ -101,12 +126,11 @@ def target_mesh(target: Target, mesh: str | None = None) -> Mesh:
 
 
 def usable_hbm_per_device(target: Target, devices: list) -> int:
-    """The HBM one device may hold: what libtpu's compiler allows (15.75 of a v5e's 16 GiB),
-    or what the GPU runtime reports it may allocate; the datasheet number otherwise."""
+    """The HBM one device may hold: what libtpu's compiler allows (15.75 of a v5e's 16 GiB), or
+    on a GPU what jax's allocator may hand out (shared.hardware.gpus.usable_bytes: its memory
+    fraction of CUDA's total); the datasheet number otherwise."""
     if target.chip.compiler_hbm_bytes:
         return target.chip.compiler_hbm_bytes
-    if not target.chip.is_tpu:
-        stats = devices[0].memory_stats() or {}
-        if stats.get("bytes_limit"):
-            return int(stats["bytes_limit"])
+    if target.chip.name in gpus.SPECS:
+        return gpus.usable_bytes(target.chip.name)
     return target.chip.hbm_bytes_per_device

@@ -27,7 +27,7 @@ from pathlib import Path
 import jax
 
 from shared.errors import choose
-from shared.hardware import parse_target
+from shared.hardware import gpus, parse_target
 from shared.paths import ROOT, writable_folder
 from shared.plan import host_memory
 from shared.plan.cache_entries import compiler_versions, executable_key, read_entry, write_entry
@@ -86,6 +86,17 @@ WEIGHT_PASSES_NOTE = (
 # 64 on v5p and tpu7x, v4's 134 MB of CMEM (jax's pallas/mosaic/tpu_info.py, jax 0.10.2); an
 # H100's 50 MB of L2 and an H200's 60.
 ON_CHIP_BYTES = 256 * 2**20
+GPU_ROOFLINE_NOTE = (
+    "roofline of a GPU: a deviceless CUDA compile counts no FLOPs or bytes (cost_analysis() is "
+    "None), so its compute term is the {flops:.3g} FLOPs per device the run's weight matmuls "
+    "cannot avoid (shared.plan.matmul_bound) and its bytes term the weights each call reads "
+    "once ({gib:.2f} GiB per device): a lower bound looser than a TPU verdict's"
+)
+NO_BF16_NOTE = (
+    "{chip} has no bf16 tensor cores: XLA compiles each bf16 dot as an f32 one (f32 copies of "
+    "its operands among the temporaries) on the CUDA cores, whose f32 peak the roofline takes; "
+    "people run fp16 there instead, which this recipe's bf16 weights do not"
+)
 ACTIVATION_SHARDING_NOTE = (
     "tunix's activation shardings applied (batch over fsdp, wide dimensions over tp), as its "
     "models declare them and its trainers run them on a TPU: shared.models.activation_sharding"
@@ -141,7 +152,7 @@ class Request:
             else {name: getattr(self, name) for name in (*COMMON, *read)}
         )
         blob = json.dumps(
-            {"request": fields, "versions": compiler_versions(), "sources": sources},
+            {"request": fields, "versions": compiler_versions(self.target), "sources": sources},
             sort_keys=True,
         )
         return hashlib.sha256(blob.encode()).hexdigest()[:24]
@@ -361,6 +372,7 @@ class _Compiling:
         )
         self.executables[exe.label] = {
             **summary,
+            "weight_bytes": weights,
             "repeats": exe.repeats,
             "uncounted_weight_bytes": exe.weight_passes * weights if weights > ON_CHIP_BYTES else 0,
             "note": exe.note,
@@ -385,11 +397,15 @@ class _Compiling:
         uncounted = sum(
             e.get("uncounted_weight_bytes", 0) * e["repeats"] for e in executables.values()
         )
-        accessed = sum(e["bytes_accessed"] * e["repeats"] for e in executables.values()) + uncounted
         chip, target, mesh = self.target.chip, self.target, self.mesh
+        uncosted = not chip.is_tpu and not counted  # a deviceless CUDA compile counts nothing
+        accessed = uncounted + sum(
+            (e.get("weight_bytes", 0) if uncosted else e["bytes_accessed"]) * e["repeats"]
+            for e in executables.values()
+        )
         result = {
             **dataclasses.asdict(request),
-            "versions": compiler_versions(),
+            "versions": compiler_versions(request.target),
             "dtype": weights_dtype(self.workload),
             "target_chip": chip.name,
             "devices": len(self.devices),
@@ -410,10 +426,20 @@ class _Compiling:
             + ([ACTIVATION_SHARDING_NOTE] if mesh.size > 1 else [])
             + (  # answered by arithmetic: XLA counted nothing, and no run has a time
                 [FLOPS_FLOOR_NOTE.format(floor=flops, counted=counted)]
-                if flops > counted and executables is not self.floor
+                if flops > counted and executables is not self.floor and not uncosted
+                else []
+            )
+            + (
+                [GPU_ROOFLINE_NOTE.format(flops=flops, gib=accessed / 2**30)]
+                if uncosted and executables is not self.floor
                 else []
             )
             + ([WEIGHT_PASSES_NOTE.format(gib=uncounted / 2**30)] if uncounted else [])
+            + (
+                [NO_BF16_NOTE.format(chip=chip.name.upper())]
+                if chip.name in gpus.SPECS and not gpus.SPECS[chip.name].bf16_units
+                else []
+            )
             + ([MULTI_HOST_NOTE.format(hosts=target.hosts)] if target.hosts > 1 else [])
             + (
                 [

@@ -75,7 +75,7 @@ def _current_row(recipe: str, request: Request, store: Path) -> dict | None:
     it succeeded at these versions and libtpu flags (cache_entries.compiler_versions); else None."""
     key = (recipe, request.model, parse_target(request.target).name)
     row = newest(read_store(store)).get(key)
-    if row is None or row["status"] != "ok" or row["versions"] != compiler_versions():
+    if row is None or row["status"] != "ok" or row["versions"] != compiler_versions(request.target):
         return None
     return row
 
