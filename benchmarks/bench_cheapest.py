@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     numbers = [int(n) for n in a.jobs.split(",") if n.strip().isdigit()]
     if a.jobs != "none" and (not numbers or any(not 1 <= n <= len(setting.jobs) for n in numbers)):
         raise BadInput(f"--jobs takes numbers 1 to {len(setting.jobs)} (e.g. 2 or 1,2) or none")
-    slices = tuple(a.slices.split(",")) if a.slices else rent.ALL_TPU_SLICES
+    slices = tuple(a.slices.split(",")) if a.slices else rent.ALL_SLICES
     earlier = json.loads(a.out.read_text()) if a.out.exists() else {}
     report = {**results.header("benchmarks/bench_cheapest.py", argv), "jobs": {}}
     report["jobs"] = earlier.get("jobs", {})

@@ -129,13 +129,22 @@ def test_a_slice_whose_bound_cannot_beat_the_best_is_never_compiled(monkeypatch)
     assert [r["target"] for r in result["frontier"]] == ["v5e-1"]  # faster and cheaper
     assert "--accelerator-type=v5litepod-1" in result["commands"]["create"]
     assert result["commands"]["run"].endswith("NB=02 PARAMS='-p MODE device -p MESH 1x1'")
-    gpus = [r for r in result["rows"] if r.get("gpu")]
-    assert {r["target"] for r in gpus} == {
-        f"{g}-{n}" for g in ("h100", "h200") for n in (1, 2, 4, 8)
-    }
-    assert all(r["status"] == "not compiler-checked" for r in gpus)
-    text = cheapest_view.describe(result)
-    assert "cheapest for lora-train gemma3-tiny" in text and "not compiler-checked" in text
+    assert not any(r["gpu"] for r in result["rows"])  # only the slices asked for
+    assert "cheapest for lora-train gemma3-tiny" in cheapest_view.describe(result)
+
+
+def test_a_gpu_machine_is_a_candidate_like_a_slice_and_can_win(monkeypatch):
+    """An L4 (g2-standard-4) compiled as a candidate beside a v5e-1, cheaper, is the answer,
+    with the gcloud command that creates that machine and the set-up that runs on its GPU."""
+    fake, compiled = _fake_compile({"v5e-1": 5.0, "l4-1": 1.0})
+    monkeypatch.setattr(cheapest, "compile_candidate", fake)
+    result = cheapest.cheapest(TINY, 1e9, slices=("v5e-1", "l4-1"), progress=False)
+    assert sorted(compiled) == ["l4-1", "v5e-1"]
+    assert result["choice"]["target"] == "l4-1" and result["choice"]["gpu"]
+    assert "--machine-type=g2-standard-4" in result["commands"]["create"]
+    assert result["commands"]["run"].startswith("make setup JAX_EXTRA=cuda12 && make execute")
+    t4 = rent.create_command("t4-2", spot=True)
+    assert "--accelerator=type=nvidia-tesla-t4,count=2" in t4 and "SPOT" in t4
 
 
 def test_a_deadline_skips_what_cannot_meet_it(monkeypatch):
@@ -171,10 +180,19 @@ def test_cli_bad_input_for_cheapest_is_one_line(empty_plan_cache, capsys):
 
 
 def test_every_rented_slice_has_a_topology_to_compile_for():
-    from shared.hardware import parse_target
+    """Every TPU slice names a libtpu topology; every GPU machine makes compile-only CUDA
+    devices of its GPU, as many as it holds (jax's CUDA plugin, no GPU here)."""
+    from shared.hardware import gpus, parse_target
+    from shared.plan.target import target_devices
 
     for target in rent.ALL_TPU_SLICES:
         assert parse_target(target).topology is not None, target
+    for slices in rent.GPU_SLICES.values():
+        for target in slices:
+            slice_ = parse_target(target)
+            devices = target_devices(slice_)
+            assert len(devices) == slice_.chips, target
+            assert devices[0].device_kind == gpus.SPECS[slice_.chip.name].device_name
 
 
 def test_the_bound_counts_the_passes_a_job_cannot_avoid():

@@ -75,6 +75,25 @@ _KAGGLE = (
     "is a v5e-8 now, and Kaggle adjusts quotas: check your profile)"
 )
 
+# GPUs on Google Cloud, from the same billing-catalog snapshot: per GPU-hour, the accelerator's
+# row plus the host machine type Compute Engine pairs with one GPU (the catalog prices the two
+# apart), us-central1.
+_GPU_READ = "2026-12-07"
+_HOST = "accelerator ({gpu}) + host ({host}) $/h"
+_A100_80G = (
+    "A100-80GB 1.8462 (spot 1.964) + a2-ultragpu-1g 1.09962 (spot 0.54978) $/h; in this "
+    "snapshot the accelerator's spot price is above its on-demand one in us-central1"
+)
+_H200 = (
+    "8x H200 74.49392 (spot 37.2472) + a3-ultragpu-8g 12.266 (spot 3.74713) $/h, over 8 GPUs; "
+    "GCP rents H200s only in eights (us-central1-b)"
+)
+_KAGGLE_GPU = (
+    "https://www.kaggle.com/docs/efficient-gpu-usage (read via third-party summaries of it, "
+    "e.g. The Kaggle Book, Packt 2022: 'for GPU the numbers can vary from week to week'; "
+    "about 30 h a week of 2x T4 or one P100 for a phone-verified account)"
+)
+
 PRICES: tuple[Price, ...] = (
     Price("v5e", "on-demand", 9.60 / 8, "$/chip-hour", _READ, _GCP, "v5litepod-8: $9.60/h"),
     Price("v5e", "spot", 1.95941 / 8, "$/chip-hour", _READ, _GCP, "v5litepod-8: $1.95941/h"),
@@ -110,15 +129,50 @@ PRICES: tuple[Price, ...] = (
         "Lambda has also listed $2.49/GPU-h for H100 SXM; re-read before budgeting",
     ),
     Price("h100", "spot", None, "$/GPU-hour", _READ, _LAMBDA, "Lambda sells no spot instances"),
-    Price(
-        "h200",
-        "on-demand",
-        None,
-        "$/GPU-hour",
-        _READ,
-        "https://lambda.ai/pricing",
-        "no consistent public figure in the sources we could read (Lambda snapshots say "
-        "$3.29 and $3.49 per GPU-hour for 8x H200)",
+    Price("h200", "on-demand", (74.49392 + 12.266) / 8, "$/GPU-hour", _GPU_READ, _GCP, _H200),
+    Price("h200", "spot", (37.2472 + 3.74713) / 8, "$/GPU-hour", _GPU_READ, _GCP, _H200),
+    *(
+        Price(chip, kind, gpu + host, "$/GPU-hour", _GPU_READ, _GCP, note)
+        for chip, kind, gpu, host, note in (
+            ("t4", "on-demand", 0.35, 0.19, _HOST.format(gpu="T4 0.35", host="n1-standard-4 0.19")),
+            (
+                "t4",
+                "spot",
+                0.175,
+                0.05223,
+                _HOST.format(gpu="T4 0.175", host="n1-standard-4 0.05223"),
+            ),
+            (
+                "l4",
+                "on-demand",
+                0.56004,
+                0.14679,
+                _HOST.format(gpu="L4 0.56004", host="g2-standard-4 0.14679"),
+            ),
+            (
+                "l4",
+                "spot",
+                0.2231,
+                0.05874,
+                _HOST.format(gpu="L4 0.2231", host="g2-standard-4 0.05874"),
+            ),
+            (
+                "a100-40g",
+                "on-demand",
+                2.93391,
+                0.73948,
+                _HOST.format(gpu="A100 2.93391", host="a2-highgpu-1g 0.73948"),
+            ),
+            (
+                "a100-40g",
+                "spot",
+                1.4341,
+                0.36975,
+                _HOST.format(gpu="A100 1.4341", host="a2-highgpu-1g 0.36975"),
+            ),
+            ("a100-80g", "on-demand", 1.8462, 1.09962, _A100_80G),
+            ("a100-80g", "spot", 1.964, 0.54978, _A100_80G),
+        )
     ),
     Price("colab-pro", "monthly", 9.99, "$/month", _READ, _COLAB),
     Price("colab-pro", "compute-units", 100, "compute units/month", _READ, _COLAB),
@@ -137,6 +191,8 @@ PRICES: tuple[Price, ...] = (
         for runtime in ("t4", "l4", "a100", "h100", "v5e-1", "v6e-1")
     ),
     Price("kaggle-tpu", "on-demand", 0.0, "$/hour", _READ, _KAGGLE, "free; TPU v5e-8"),
+    Price("kaggle-gpu", "on-demand", 0.0, "$/hour", _GPU_READ, _KAGGLE_GPU, "free; 2x T4 (t4-2)"),
+    Price("kaggle-gpu", "quota", 30, "hours/week", _GPU_READ, _KAGGLE_GPU, "varies week to week"),
     Price("kaggle-tpu", "quota", 20, "hours/week", _READ, _KAGGLE),
     Price("kaggle-tpu", "session", 9, "hours/session", _READ, _KAGGLE),
 )

@@ -261,7 +261,7 @@ def print_cheapest(args, workload: str) -> int:
         amount,
         kind=args.price,
         within_hours=args.within_hours,
-        slices=tuple(args.slices.split(",")) if args.slices else rent.ALL_TPU_SLICES,
+        slices=tuple(args.slices.split(",")) if args.slices else rent.ALL_SLICES,
         max_compiled=args.max_slices,
         minutes=args.minutes,
         use_cache=not args.no_cache,

@@ -27,12 +27,11 @@ free to dear:
    times the dated price. The frontier is every compiled candidate no other beats on both
    hours and dollars.
 
-GPUs (H100, H200) are listed beside the TPUs but never compiled here: jax 0.10.2 without a GPU
-plugin cannot compile for a CUDA topology (`topologies.get_topology_desc("h100", "cuda")`
-raises NotImplementedError), so their rows carry the floor bytes (exact, on a mesh of the same
-size), the FLOP bound, and hours and dollars from the cheapest TPU program's roofline at the
-GPU's peak and bandwidth, marked "not compiler-checked" and never chosen. With a GPU attached,
-plan mode compiles for it (`--target h100`).
+GPU machines (shared.hardware.rent.GPU_SLICES: T4, L4, A100, H100, H200) are candidates as the
+TPU slices are, compiled without the GPU by jax's CUDA plugin (shared.plan.target), so a GPU
+can win. Their roofline has no cost analysis behind it (a deviceless CUDA compile counts
+nothing): the matmul bound and the weights' bytes (shared.plan.verdict), a looser lower bound
+than a TPU's, so a GPU's hours lean optimistic beside a TPU's.
 """
 
 from __future__ import annotations
@@ -55,12 +54,6 @@ MAX_MISSES = 2  # sizes of a chip in a row that do not fit before its larger one
 # Minutes of compiling before the search starts no further slice (whose time it predicts from
 # the slices before): a 27B candidate near its HBM takes 3-10 minutes on 2 cores.
 SEARCH_MINUTES = 12.0
-GPU_WHY = "no CUDA compile here: floor bytes exact, hours from the TPU program's roofline"
-GPU_NOTE = (
-    "not compiler-checked: jax here cannot compile for a CUDA topology without a GPU; bytes "
-    "are the exact floor on a mesh of the same size, hours the cheapest TPU program's FLOPs "
-    "and bytes at the GPU's peak and bandwidth, at the same assumed efficiency"
-)
 
 
 def _smallest(request: Request, target: str) -> Request:
@@ -76,13 +69,15 @@ NOTEBOOK = {"rollout": "01", "lora-rollout": "01", "lora-train": "02", "train": 
 TAKES_MESH = {"01", "02", "07"}  # the notebooks whose device mode takes a MESH parameter
 
 
-def _tpu_rows(request: Request, job: Job, kind: str, slices: tuple[str, ...]) -> list[dict]:
-    """Every TPU slice with its floor verdict: excluded, or a candidate with its bound."""
+def _slice_rows(request: Request, job: Job, kind: str, slices: tuple[str, ...]) -> list[dict]:
+    """Every slice (TPU slice or GPU machine) with its floor verdict: excluded, or a candidate
+    with its bound."""
     rows = []
-    for chip in rent.TPU_SLICES:
+    for chip in {**rent.TPU_SLICES, **rent.GPU_SLICES}:
         for target in (t for t in slices if parse_target(t).chip.name == chip):
             slice_ = parse_target(target)
             row = {"target": target, "chip": chip, "chips": slice_.chips, "hosts": slice_.hosts}
+            row["gpu"] = not slice_.chip.is_tpu
             try:
                 small = _smallest(request, target)
                 floor = floor_verdict(small)
@@ -100,46 +95,6 @@ def _tpu_rows(request: Request, job: Job, kind: str, slices: tuple[str, ...]) ->
                 )
             else:
                 row.update(status="candidate", request=small, **bound(request, job, target, kind))
-            rows.append(row)
-    return rows
-
-
-def _gpu_rows(request: Request, job: Job, kind: str, program: dict | None) -> list[dict]:
-    """H100/H200 slices: floor bytes on a mesh of the same size (a TPU topology's devices stand
-    in: the bytes depend on the mesh's shape only), the FLOP bound, and where a TPU candidate
-    was compiled (`program`), hours and dollars from that program's roofline moved to the
-    GPU: its FLOPs at the GPU's peak or its bytes at the GPU's bandwidth, whichever is slower."""
-    stand_in = target_devices(parse_target("v5e-8"))
-    rows = []
-    for chip, slices in rent.GPU_SLICES.items():
-        for target in slices:
-            slice_ = parse_target(target)
-            small = dataclasses.replace(request, target=target, mesh=None)
-            if request.workload != "grpo":
-                small = dataclasses.replace(small, batch=slice_.chips)
-            row = {"target": target, "chip": chip, "chips": slice_.chips, "hosts": 1}
-            try:
-                floor = floor_verdict(small, stand_in[: slice_.chips])
-            except BadInput as err:
-                rows.append({**row, "status": "excluded", "why": str(err), "gpu": True})
-                continue
-            row.update(batch=small.batch, floor_bytes=floor["floor_bytes"], gpu=True)
-            row.update(hbm_bytes=floor["hbm_bytes"], mesh_shape=floor["mesh_shape"])
-            row.update(bound(request, job, target, kind))
-            row.update(status="not compiler-checked", why=GPU_WHY, fits_floor=floor["fits"])
-            if floor["fits"] and program:
-                efficiency = budget.EFFICIENCY[request.workload].fraction
-                per_device = slice_.devices  # the unit's work, split evenly over the slice
-                roofline = max(
-                    slice_.chip.roofline_terms(
-                        program["flops_per_unit"] / per_device,
-                        program["bytes_per_unit"] / per_device,
-                    )
-                )
-                seconds = roofline * job.amount / efficiency
-                row["hours"] = seconds / budget.SECONDS_PER_HOUR
-                if row["bound_dollars"] is not None:
-                    row["dollars"] = row["hours"] * prices.price_per_hour(target, kind)
             rows.append(row)
     return rows
 
@@ -181,7 +136,7 @@ def cheapest(
     *,
     kind: str = "on-demand",
     within_hours: float | None = None,
-    slices: tuple[str, ...] = rent.ALL_TPU_SLICES,
+    slices: tuple[str, ...] = rent.ALL_SLICES,
     max_compiled: int = MAX_COMPILED,
     minutes: float | None = SEARCH_MINUTES,
     use_cache: bool = True,
@@ -196,9 +151,8 @@ def cheapest(
     choose("price kind", kind, prices.HOURLY_KINDS)
     positive(within_hours=within_hours, minutes=minutes)
     for target in slices:
-        if not parse_target(target).chip.is_tpu:
-            raise BadInput(f"--cheapest compiles TPU slices, not {target} (GPUs are listed beside)")
-    rows = _tpu_rows(request, job, kind, slices)
+        choose("rented slice", parse_target(target).name, rent.ALL_SLICES)
+    rows = _slice_rows(request, job, kind, slices)
     search = _Search(request, kind, within_hours, max_compiled, minutes)
     deadline = None if minutes is None else time.monotonic() + 60 * minutes
     pending = [r for r in rows if r["status"] == "candidate"]
@@ -233,7 +187,6 @@ def cheapest(
         for r in rows
         if r["status"] == "fits" and (within_hours is None or r["hours"] <= within_hours)
     ]
-    rows += _gpu_rows(request, job, kind, best)
     return {
         "request": dataclasses.asdict(request),
         "job": dataclasses.asdict(job),
@@ -351,7 +304,11 @@ def commands(workload: str, choice: dict, kind: str) -> dict:
     params = "-p MODE device"
     if notebook in TAKES_MESH:
         params += f" -p MESH {mesh_name(choice['mesh_shape'])}"
+    if choice.get("gpu"):
+        run = f"make setup JAX_EXTRA=cuda12 && make execute NB={notebook} PARAMS='{params}'"
+    else:
+        run = f"{rent.run_command(notebook)} PARAMS='{params}'"
     return {
         "create": rent.create_command(choice["target"], spot=kind == "spot"),
-        "run": f"{rent.run_command(notebook)} PARAMS='{params}'" if notebook else None,
+        "run": run if notebook else None,
     }

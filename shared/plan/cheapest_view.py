@@ -1,15 +1,14 @@
 """How a `shared.plan.cheapest` answer is shown: one paragraph, a table, a figure.
 
 The figure is what a person renting wants to take in at a glance: hours against dollars, one
-point per slice, compiled verdicts filled, GPUs (never compiler-checked here) hollow, the
-frontier joined and the choice starred.
+point per slice or GPU machine (circles TPU slices, squares GPU machines, every one an exact
+compile), the frontier joined and the choice starred.
 """
 
 from __future__ import annotations
 
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from shared.plan.cheapest import GPU_NOTE
 from shared.sizing import human
 
 GiB = 2**30
@@ -50,8 +49,6 @@ def describe(result: dict) -> str:
     ]
     if result["commands"]["run"]:
         lines.append(f"  run it:  {result['commands']['run']}")
-    if any(r["status"] == "not compiler-checked" for r in result["rows"]):
-        lines.append(f"  GPUs: {GPU_NOTE}")
     unsettled = [
         r["target"]
         for r in result["rows"]
@@ -133,19 +130,17 @@ def table(result: dict) -> str:
 def plot(result: dict, ax) -> None:
     """Hours against dollars on log axes: every slice with both, the frontier, the choice."""
     styles = {
-        "fits": dict(marker="o", color="tab:blue", label="TPU slice, exact compile"),
-        "not compiler-checked": dict(
-            marker="o",
-            mfc="none",
-            color="tab:gray",
-            label="GPU: the TPU program's roofline, not compiler-checked",
-        ),
+        False: dict(marker="o", color="tab:blue", label="TPU slice, exact compile"),
+        True: dict(marker="s", color="tab:orange", label="GPU machine, exact compile (no GPU)"),
     }
-    for status, style in styles.items():
+    for gpu, style in styles.items():
         points = [
             r
             for r in result["rows"]
-            if r["status"] == status and r.get("hours") and r.get("dollars") is not None
+            if r["status"] == "fits"
+            and r.get("gpu", False) is gpu
+            and r.get("hours")
+            and r.get("dollars") is not None
         ]
         if not points:
             continue

@@ -58,7 +58,7 @@ class WhichSlice:
     """The jobs notebook 08 answers, the slices it searches and how it prices them."""
 
     jobs: tuple[SliceJob, ...]
-    slices: tuple[str, ...] = rent.ALL_TPU_SLICES
+    slices: tuple[str, ...] = rent.ALL_SLICES
     max_slices: int = MAX_COMPILED  # slices compiled at most per job
     minutes: float | None = None  # of compiling per job, then the best so far (None: the job's)
     price: str = "on-demand"  # or spot
@@ -124,8 +124,7 @@ class WhichSlice:
     def __post_init__(self):
         object.__setattr__(self, "slices", tuple(self.slices))  # papermill hands lists
         for target in self.slices:
-            if not parse_target(target).chip.is_tpu:
-                raise BadInput(f"SLICES are TPU slices (GPUs are listed beside), not {target}")
+            choose("SLICES entry", parse_target(target).name, rent.ALL_SLICES)
         choose("PRICE", self.price, prices.HOURLY_KINDS)
         positive(MAX_SLICES=self.max_slices, WITHIN_HOURS=self.within_hours, MINUTES=self.minutes)
         if not self.jobs:
