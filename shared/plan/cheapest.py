@@ -46,7 +46,6 @@ from shared.plan import budget
 from shared.plan.candidate import COST_TOLERANCE, REMATS, compile_candidate
 from shared.plan.mesh_steps import unit_for
 from shared.plan.slice_job import Job, bound, job_for
-from shared.plan.target import target_devices
 from shared.plan.verdict import Request, floor_verdict
 
 MAX_COMPILED = 6  # candidates compiled before the search stops and says so

@@ -16,6 +16,7 @@ from shared.hardware import parse_target
 from shared.hardware.sharding import mesh_name, mesh_shape
 from shared.plan import verdict
 from shared.plan.atlas.store import Cell, stepped_units
+from shared.plan.cache_entries import gpu_compiler
 from shared.plan.gap import check_above, close_gap
 from shared.plan.mesh import search_shape
 from shared.plan.mesh_steps import pinned_to, unit_for
@@ -42,7 +43,7 @@ def _row_head(cell: Cell) -> dict:
         "recipe": cell.recipe,
         "settings": cell.settings,
         "revision": cell.revision,
-        "versions": plan.versions(),
+        "versions": plan.versions() | gpu_compiler(cell.target),
         "date": _utc_now(),
         "host_cpus": os.cpu_count(),
     }

@@ -17,6 +17,7 @@ from shared.errors import BadInput, choose
 from shared.hardware import parse_target
 from shared.hardware.sharding import mesh_name, mesh_shape
 from shared.paths import ROOT
+from shared.plan.cache_entries import gpu_compiler
 from shared.plan.mesh import least_batch, wider_shapes
 from shared.plan.search_lines import checks_above
 from shared.plan.target import target_devices
@@ -33,7 +34,12 @@ MODELS = (
     "gemma3-27b",
     "gemma4-31b",
 )
-TARGETS = ("v5e-1", "v6e-1", "v5e-8", "v6e-8", "v5p-8", "tpu7x-8")
+# TPU slices, then the GPU machines a budget holds: Kaggle's free T4 pair, Colab's L4, one A100 80 GB,
+# one H100 and eight (each compiled without the GPU, at jax's default memory fraction)
+TARGETS = (
+    *("v5e-1", "v6e-1", "v5e-8", "v6e-8", "v5p-8", "tpu7x-8"),
+    *("t4-2", "l4-1", "a100-80g-1", "h100-1", "h100-8"),
+)
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(plan.Request)}
 # What a GRPO step's default recipe is made of: the fields shared.plan.workloads.grpo reads,
 # and `tunix`, which it does not (kept: the recipe is part of every stored GRPO row's key).
@@ -172,9 +178,15 @@ class Cell:
         return revision(self.recipe, self.target)
 
     def key(self, versions: dict) -> tuple:
-        """The key a row of this cell at these versions has (row_key)."""
+        """The key a row of this cell at these versions has (row_key); a GPU cell's versions
+        hold its CUDA compiler's too (cache_entries.gpu_compiler)."""
         return cell_key(
-            self.model, self.target, self.recipe, self.settings, self.revision, versions
+            self.model,
+            self.target,
+            self.recipe,
+            self.settings,
+            self.revision,
+            versions | gpu_compiler(self.target),
         )
 
 
