@@ -283,7 +283,7 @@ def factory():
 
 
 target = hardware.parse_target(setting.target)
-devices = plan.topology_devices(target) if MODE == "plan" else jax.devices()
+devices = plan.target_devices(target) if MODE == "plan" else jax.devices()
 mesh = sharding.make_mesh(None, devices)
 explicit_mesh = Mesh(mesh.devices, sharding.AXES, axis_types=(AxisType.Explicit,) * 2)
 table_bytes, init_rows = V * D * 4, []

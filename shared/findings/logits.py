@@ -19,7 +19,7 @@ from shared.hardware import measure, parse_target, prices
 from shared.hardware.sharding import batch_sharding
 from shared.logits import compare
 from shared.logits.settings import FitSearch
-from shared.plan import budget, describe, topology_devices
+from shared.plan import budget, describe, target_devices
 from shared.report import ledger
 from shared.rollout.sampler import random_prompts
 
@@ -132,10 +132,11 @@ def price_lines(rows, target: str, kind: str, tokens_per_call: int) -> list[str]
 
 def compile_device(target: str) -> tuple[object | None, str]:
     """One chip of `target` to compile for (abstract: no TPU needed) and how tables name it.
-    Without libtpu (a CUDA-only install), or for a GPU target, (None, the local backend): the
-    programs then compile for this machine, and the notebook says so."""
+    A TPU chip (libtpu) or a GPU (jax's CUDA plugin), both without the device; without either
+    package, (None, the local backend): the programs then compile for this machine, and the
+    notebook says so."""
     try:
-        device = topology_devices(parse_target(target))[0]
+        device = target_devices(parse_target(target))[0]
     except BadInput as err:
         where = jax.default_backend()
         print(f"not compiling for {target} ({err}): compiling for {where} instead")

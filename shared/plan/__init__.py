@@ -33,6 +33,7 @@ _EXPORTS = {
     "describe": "shared.plan.search_view",
     "max_batch": "shared.plan.search",
     "target_mesh": "shared.plan.target",
+    "target_devices": "shared.plan.target",
     "topology_devices": "shared.plan.target",
     "Request": "shared.plan.verdict",
     "cache_path": "shared.plan.verdict",
