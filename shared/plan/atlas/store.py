@@ -34,8 +34,8 @@ MODELS = (
     "gemma3-27b",
     "gemma4-31b",
 )
-# TPU slices, then the GPU machines a budget holds: Kaggle's free T4 pair, Colab's L4, one A100 80 GB,
-# one H100 and eight (each compiled without the GPU, at jax's default memory fraction)
+# TPU slices, then the GPU machines a budget holds: Kaggle's free T4 pair, Colab's L4, one
+# A100 80 GB, one H100 and eight (each compiled without the GPU, at jax's default memory fraction)
 TARGETS = (
     *("v5e-1", "v6e-1", "v5e-8", "v6e-8", "v5p-8", "tpu7x-8"),
     *("t4-2", "l4-1", "a100-80g-1", "h100-1", "h100-8"),
