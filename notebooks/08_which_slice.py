@@ -18,7 +18,8 @@
 #
 # ## Takeaway
 # Each answer is the TPU compiler's exact verdict on that slice, priced at an assumed 40% MFU
-# (the roofline, a lower bound, in brackets):
+# (the roofline, a lower bound, in brackets), from searches over TPU slices only (2026-11-26
+# to 30, before GPU machines became candidates):
 # - **A rank-16 LoRA of gemma3-27b on 5e7 tokens at 4,096: a v6e-4**, batch 4 on 4x1 with
 #   block remat (30.24 of 31.25 GiB a chip), about 2.9 h and $32 on demand (1.17 h, $12.66).
 #   A v5p-8 fits too for $49, and so does Kaggle's v5e-8: one sequence a step on 1x8 with
@@ -40,8 +41,9 @@
 # 45 (42 min on 2 quiet cores from an empty cache) it also found 2x2 slower there, compiled the
 # v5e-4 and v5e-8, and answered the same, the v5p-8 left to a second run. The 31B and GRPO
 # searches reach their answers after 27-31 minutes and run with 40: in 12 they answered 4x1
-# and the v6e-4, and until 2026-11-30 this notebook said the GRPO job's was a v5e-4. GPU rows
-# are the TPU program's roofline at GPU peaks, not compiler-checked.
+# and the v6e-4, and until 2026-11-30 this notebook said the GRPO job's was a v5e-4. GPU
+# machines (T4, L4, A100, H100, H200) are now compiled as candidates too, without a GPU (jax's
+# CUDA plugin), so a search run today may answer a GPU: the Evidence's commands re-run them.
 #
 # ![Hours against dollars, one point per slice](../docs/figures/08_which_slice.png)
 #
@@ -57,9 +59,11 @@
 # slices that can still win, chip by chip, with the real TPU compiler for at most `MINUTES`,
 # and answers with the cheapest exact verdict: its batch, hours and
 # dollars (the roofline divided by a named efficiency, never the roofline as a prediction), the
-# commands that rent it, and the frontier of hours against dollars. H100 and H200 are listed
-# beside, marked plainly: jax cannot compile for a GPU without one here. `local` (the default)
-# runs the same search on tiny models over three slices; `plan` runs the real jobs (up to 40
+# commands that rent it, and the frontier of hours against dollars. GPU machines are
+# candidates like slices: XLA's GPU compiler, through jax's CUDA plugin, compiles the same
+# program for them on this CPU (their roofline is looser: no cost analysis without the GPU).
+# `local` (the default) runs the same search on tiny models over three TPU slices and two GPU
+# machines; `plan` runs the real jobs (up to 40
 # minutes each on 2 cores from an empty cache, `MINUTES`; each verdict is cached); `device` is
 # plan mode: the question is answered before a slice is rented.
 
@@ -75,8 +79,8 @@ if "google.colab" in sys.modules or "KAGGLE_KERNEL_RUN_TYPE" in os.environ:
 
 # %% tags=["parameters"]
 MODE = "local"  # local | plan | device (device answers as plan does: before renting)
-SLICES = None  # None: three single-host slices locally, every rented slice in plan mode
-MAX_SLICES = None  # slices compiled at most per job (None: 2 locally, 6 in plan mode)
+SLICES = None  # None: 3 TPU slices and 2 GPU machines locally, every rented one in plan mode
+MAX_SLICES = None  # slices compiled at most per job (None: 3 locally, 6 in plan mode)
 PRICE = "on-demand"  # on-demand | spot
 WITHIN_HOURS = None  # a deadline in hours: slower slices do not count
 MINUTES = None  # of compiling per job, then the best so far (None: the job's, else 12)
@@ -142,9 +146,9 @@ results |= {job.title: answer(job) for job in setting.jobs[1:]}
 
 # %% [markdown]
 # ## 3 · Hours against dollars
-# One panel per job: every slice that was compiled and fits (filled), the GPUs from the TPU
-# program's FLOPs at their peak (hollow: not compiler-checked), the frontier no slice beats on
-# both, and the cheapest (star). Points left of and below the star do not exist.
+# One panel per job: every TPU slice (circle) and GPU machine (square) that was compiled and
+# fits, each at its own hours and dollars, the frontier no slice beats on both, and the
+# cheapest (star). Points left of and below the star do not exist.
 
 # %%
 fig, axes = plt.subplots(1, len(results), figsize=(6 * len(results), 4.5), squeeze=False)
@@ -155,8 +159,24 @@ report.save_figure(fig, out, "which_slice", key="08_which_slice" if KEY_FIGURES 
 plt.show()
 
 # %% [markdown]
-# ## 4 · What the answers rest on
-# Every chosen setting is an exact compile of the whole program by libtpu, deviceless; its
+# ## 4 · Free on Kaggle: the T4 pair or the v5e-8?
+# Kaggle lends both for nothing, by the week: the v5e-8 about 20 hours, the two T4s about 30.
+# For the LoRA job, the same search over just those two says which holds it, at what batch,
+# and how many weeks of each quota it takes. A T4 has no bf16 units: XLA runs a bf16 dot in
+# f32 on its CUDA cores (8.1 TFLOP/s a card, against 197 for a v5e chip), and keeps f32 copies
+# of the operands, so a bf16 recipe that fits a T4 pair runs far slower than its size suggests.
+
+# %%
+lora = setting.jobs[0]
+free = cheapest.cheapest(
+    lora.request(), lora.amount, slices=("v5e-8", "t4-2"), max_compiled=2,
+    minutes=setting.minutes_for(lora))
+report.table(findings.kaggle_free(free), out, "kaggle_free")
+
+# %% [markdown]
+# ## 5 · What the answers rest on
+# Every chosen setting is an exact compile of the whole program, deviceless, by libtpu or by
+# XLA's GPU compiler; its
 # hours and dollars are a roofline divided by the efficiency `shared.plan.budget` names with its
 # source, at prices `shared.hardware.prices` dates. The search visits chips breadth first
 # (each chip's smallest slice that can hold the weights, before a larger slice of any chip), and

@@ -11,6 +11,7 @@ or with other SLICES, PRICE or WITHIN_HOURS, there is nothing committed to compa
 from __future__ import annotations
 
 from shared import report
+from shared.hardware import prices
 from shared.hardware.sharding import mesh_name
 
 QUOTED = "08_which_slice"  # the file the Takeaway quotes
@@ -48,3 +49,33 @@ def _answer(result: dict) -> str:
         f"{choice['target']} on {mesh_name(choice['mesh_shape'])} at batch {choice['batch']}, "
         f"${choice['dollars']:,.2f} {result['price_kind']}"
     )
+
+
+# Kaggle's two free accelerators and the weekly hours each lends (shared.hardware.prices)
+KAGGLE_FREE = {"v5e-8": "kaggle-tpu", "t4-2": "kaggle-gpu"}
+
+
+def kaggle_free(result: dict) -> list[dict]:
+    """Kaggle's free v5e-8 and T4 pair for one job (a `cheapest` search over those two
+    slices): each one's verdict, its hours at the assumed efficiency, and the weeks of
+    Kaggle's quota the job takes there. Both are free, so weeks, not dollars, decide."""
+    rows = []
+    for row in result["rows"]:
+        offer = KAGGLE_FREE.get(row["target"])
+        if offer is None:
+            continue
+        quota = prices.lookup(offer, "quota").value
+        fits = row["status"] == "fits"
+        rows.append(
+            {
+                "target": row["target"],
+                "offer": offer,
+                "status": row["status"],
+                "batch": row.get("batch") if fits else None,
+                "hours": row["hours"] if fits else None,
+                "quota_hours_per_week": quota,
+                "weeks": row["hours"] / quota if fits else None,
+                "why": row.get("why", ""),
+            }
+        )
+    return rows

@@ -255,10 +255,10 @@ def start_jax_quietly() -> None:
             import jax
 
             jax.devices()
-        finally:
+        finally:  # also when jax failed to start: what it said is shown before the error
             os.dup2(saved, 2)
             os.close(saved)
-        caught.seek(0)
-        for line in caught:
-            if not any(noise in line for noise in _NO_DRIVER_NOISE):
-                sys.stderr.write(line)
+            caught.seek(0)
+            for line in caught:
+                if not any(noise in line for noise in _NO_DRIVER_NOISE):
+                    sys.stderr.write(line)

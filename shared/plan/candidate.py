@@ -67,7 +67,9 @@ def large_enough(small: dict, double: dict) -> int:
     """The least batch whose roofline cost per unit of work is within COST_TOLERANCE of the
     least any batch could reach, from exact verdicts at one and two units: per run, FLOPs grow
     as b·f and bytes as w + b·a (the weights read once, the rest per sequence), so the cost
-    per sequence, max(f/peak, (w/b + a)/bw), falls towards max(f/peak, a/bw) as b grows."""
+    per sequence, max(f/peak, (w/b + a)/bw), falls towards max(f/peak, a/bw) as b grows. A
+    multiple of the unit (the mesh's fsdp): a tiny LoRA on a v5e-8 asked 78, which 8 chips
+    cannot split."""
     (f1, b1), (f2, b2) = roofline_terms(small), roofline_terms(double)
     unit = double["batch"] - small["batch"]
     per_seq_flops, per_seq_bytes = (f2 - f1) / unit, (b2 - b1) / unit
@@ -75,7 +77,8 @@ def large_enough(small: dict, double: dict) -> int:
     floor = max(per_seq_flops, per_seq_bytes)
     if floor <= 0:  # nothing grows with the batch: the larger one is as good as any
         return double["batch"]
-    return math.ceil(weights / ((1 + COST_TOLERANCE) * floor - per_seq_bytes))
+    least = math.ceil(weights / ((1 + COST_TOLERANCE) * floor - per_seq_bytes))
+    return unit * math.ceil(least / unit)
 
 
 def compile_candidate(

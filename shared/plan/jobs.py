@@ -66,7 +66,8 @@ class WhichSlice:
 
     @classmethod
     def local(cls) -> WhichSlice:
-        """Tiny models (random weights, real compiles) over three single-host slices."""
+        """Tiny models (random weights, real compiles) over three single-host TPU slices and
+        two GPU machines (Colab's L4, Kaggle's T4 pair)."""
         return cls(
             jobs=(
                 job(
@@ -79,8 +80,8 @@ class WhichSlice:
                 ),
                 job("rollouts, tiny Qwen 3", "rollout", "qwen3-tiny", 1e5, prompt_len=16, steps=16),
             ),
-            slices=("v5e-1", "v6e-1", "v5p-8"),
-            max_slices=2,
+            slices=("v5e-1", "v6e-1", "v5p-8", "l4-1", "t4-2"),
+            max_slices=3,
         )
 
     @classmethod
