@@ -26,6 +26,7 @@ from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
+from shared.errors import BadInput  # noqa: E402
 from shared.hardware import gpus  # noqa: E402
 from shared.plan.verdict import Request, plan_point, request_of  # noqa: E402
 from shared.report import results  # noqa: E402
@@ -115,8 +116,13 @@ def all_cases() -> list[dict]:
 
 
 def compare(entry: dict, *, use_cache: bool) -> dict:
+    """One device point beside its deviceless compile, or why none can be made (the 130m step's
+    cuDNN attention needs the GPU to compile)."""
     request = entry.pop("request")
-    verdict = plan_point(request, use_cache=use_cache)
+    try:
+        verdict = plan_point(request, use_cache=use_cache)
+    except BadInput as err:
+        return {**entry, "request": dataclasses.asdict(request), "not_compiled": str(err)}
     deviceless = verdict["bytes_per_device"]
     measured, on_device = entry["measured_peak_bytes"], entry["device_compiled_bytes"]
     return {
@@ -142,6 +148,14 @@ def table(rows: list[dict]) -> str:
     ]
     for row in rows:
         r = row["request"]
+        if "not_compiled" in row:
+            lines.append(
+                f"| {row['source']} ({r['target']}) | {r['workload']} {r['model']}, {r['batch']} | "
+                f"{row['measured_peak_bytes'] / 1e9:.2f} GB | "
+                f"{row['device_compiled_bytes'] / 1e9:.2f} GB | not compiled | "
+                f"{row['not_compiled'].split(':')[0]} |"
+            )
+            continue
         lines.append(
             f"| {row['source']} ({r['target']}) | {r['workload']} {r['model']}, {r['batch']} | "
             f"{row['measured_peak_bytes'] / 1e9:.2f} GB | "
@@ -169,17 +183,20 @@ def main(argv: list[str] | None = None) -> int:
     from tqdm.auto import tqdm
 
     cases = [c for c in all_cases() if not args.only or args.only in c["source"]]
-    rows = [compare(c, use_cache=not args.no_cache) for c in tqdm(cases, desc="deviceless")]
+    rows = []
+    for entry in tqdm(cases, desc="deviceless"):
+        rows.append(compare(entry, use_cache=not args.no_cache))
+        results.write(  # after every point: a run stopped part-way keeps what it compiled
+            args.out,
+            {
+                **results.header("benchmarks/bench_gpu_agreement.py", argv),
+                "memory_fraction": FRACTION,
+                "complete": len(rows) == len(cases),
+                "rows": rows,
+                "table": table(rows),
+            },
+        )
     print(table(rows))
-    results.write(
-        args.out,
-        {
-            **results.header("benchmarks/bench_gpu_agreement.py", argv),
-            "memory_fraction": FRACTION,
-            "rows": rows,
-            "table": table(rows),
-        },
-    )
     return 0
 
 

@@ -199,7 +199,8 @@ def test_every_rented_slice_has_a_topology_to_compile_for():
 
 def test_the_bound_counts_the_passes_a_job_cannot_avoid():
     """Forward once per token; a LoRA backward through every layer but the first; a full
-    fine-tune also forms every weight's gradient; GRPO's step sums its phases."""
+    fine-tune also forms every weight's gradient; block remat runs the forward again; GRPO's
+    step sums its phases."""
     from shared import models
 
     layers = models.model_config("gemma3-tiny").num_layers
@@ -207,6 +208,8 @@ def test_the_bound_counts_the_passes_a_job_cannot_avoid():
     assert slice_job.matmul_passes(TINY, tokens) == pytest.approx(1000 * (2 - 1 / layers))
     sft = Request("sft", "gemma3-tiny", "v5e-1", seq=128)
     assert slice_job.matmul_passes(sft, tokens) == pytest.approx(1000 * (3 - 1 / layers))
+    remat = dataclasses.replace(TINY, remat="block")  # every block's forward again
+    assert slice_job.matmul_passes(remat, tokens) == pytest.approx(1000 * (3 - 1 / layers))
     rollout = Request("rollout", "gemma3-tiny", "v5e-1", prompt_len=16, steps=48)
     assert slice_job.matmul_passes(rollout, slice_job.Job(10, "sequences")) == 10 * 64
     grpo = Request("grpo", "gemma3-tiny", "v5e-1", prompt_len=16, steps=48, batch=8, beta=0.08)

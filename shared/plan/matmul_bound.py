@@ -42,16 +42,20 @@ def matmul_passes(request: Request, job: Job) -> float:
     """Token passes through every matmul weight the job needs at the least, whatever the
     compiler does. A forward pass is one. A backward pass carries the gradient back through
     every layer but the first (whose input is the embedding), (L-1)/L of a pass; a full
-    fine-tune also forms every weight's gradient, one pass more. A LoRA fine-tune's adapters
+    fine-tune also forms every weight's gradient, one pass more; block remat recomputes every
+    layer's forward, one more. A LoRA fine-tune's adapters
     sit on every layer's attention and MLP (shared.models' lora_module_path), so its gradient
     crosses every layer too. GRPO, per step of prompts_per_step x num_generations sequences:
     the rollout's forward, the reference's (beta > 0), the old policy's (num_iterations > 1)
     and num_iterations LoRA updates."""
     layers = _layers(request)
     backward = (layers - 1) / layers
+    # block remat runs every block's forward again in the backward pass: one pass more (a
+    # deviceless GPU compile counts nothing, so without it a GPU frontier took remat for free)
+    recompute = 1.0 if request.remat == "block" else 0.0
     per_token = {"lora-train": 1 + backward, "sft": 2 + backward, "train": 2 + backward}
     if job.unit == "tokens":
-        return job.amount * per_token[request.workload]
+        return job.amount * (per_token[request.workload] + recompute)
     tokens = request.prompt_len + request.steps
     if job.unit == "sequences":
         return job.amount * tokens
@@ -61,7 +65,7 @@ def matmul_passes(request: Request, job: Job) -> float:
         1
         + (recipe.beta != 0)
         + (recipe.num_iterations > 1)
-        + recipe.num_iterations * (1 + backward)
+        + recipe.num_iterations * (1 + backward + recompute)
     )
     return job.amount * sequences * tokens * passes
 

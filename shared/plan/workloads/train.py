@@ -6,9 +6,11 @@ import jax
 import jax.numpy as jnp
 
 from shared import sizing
+from shared.errors import BadInput
 from shared.hardware import sharding
 from shared.plan.executable import Executable, Workload
 from shared.pretrain import model, optim
+from shared.pretrain.attention import default_impl
 from shared.pretrain.train import abstract_state, make_train_step
 
 READS = ("batch", "seq", "microbatches", "remat")  # see rollout.READS
@@ -44,6 +46,14 @@ def train_executables(
     if vocab is not None:
         overrides["V"] = model.padded_vocab(vocab)
     config = model.config(config_name, **overrides)
+    if platform == "gpu" and (config.attention or default_impl("gpu")) == "cudnn":
+        # jax asks the cuDNN library for its version while it traces cuDNN attention, and XLA
+        # builds cuDNN's fused kernels with a cuDNN handle: neither exists without the GPU
+        raise BadInput(
+            f"the {config_name} train step on a GPU runs cuDNN's fused attention (jax's GPU "
+            "default), which compiles only with the GPU present: plan it on a TPU slice, or "
+            "measure it on the GPU (notebook 04's device mode)"
+        )
     tx = optim.make_optimizer(3e-4, 0.1, 1000, 10, 0.2, 1.0)
     graphdef, params, opt_state = abstract_state(config, tx, mesh)
     tokens = jax.ShapeDtypeStruct(
