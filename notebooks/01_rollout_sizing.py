@@ -53,7 +53,7 @@ if "google.colab" in sys.modules or "KAGGLE_KERNEL_RUN_TYPE" in os.environ:
 
 # %% tags=["parameters"]
 MODE = "local"  # local | plan | device
-TARGET = "v5e-1"  # the slice to plan for (device mode plans for the slice it runs on)
+TARGET = "v5e-1"  # the slice or GPU machine to plan for (t4-2, l4-1, h100-1: compiled without it)
 MODEL = None  # None: gemma3-tiny locally, gemma3-1b in plan/device mode; any MODEL_NAMES entry
 WEIGHTS = "dummy"  # dummy: random weights, no download | kaggle: real weights (credentials)
 # Sizes left at None: CPU-friendly locally, the field's setting in plan and device mode.

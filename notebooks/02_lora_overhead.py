@@ -42,7 +42,7 @@ if "google.colab" in sys.modules or "KAGGLE_KERNEL_RUN_TYPE" in os.environ:
 
 # %% tags=["parameters"]
 MODE = "local"  # local | plan | device
-TARGET = "v5e-1"  # plan mode: the TPU slice MODEL's rollouts and LoRA step compile for
+TARGET = "v5e-1"  # plan mode: the TPU slice or GPU machine (t4-2, h100-1) to compile for
 MODEL = None  # any shared.models name; None: gemma3-tiny locally, gemma3-1b in plan/device mode
 WEIGHTS = "dummy"  # dummy: random weights, no download | real: the family's checkpoint
 RANK = 16  # LoRA rank; alpha is 2 x rank, as in plan mode's LoRA workloads

@@ -59,7 +59,7 @@ if "google.colab" in sys.modules or "KAGGLE_KERNEL_RUN_TYPE" in os.environ:
 
 # %% tags=["parameters"]
 MODE = "local"  # local | plan | device
-TARGET = "v5e-8"  # the slice to plan for (device mode plans for the slice it runs on)
+TARGET = "v5e-8"  # the slice or GPU machine to plan for (t4-2, l4-1, h100-1: compiled without it)
 MESH = None  # FSDPxTP, e.g. "1x4"; None: every device on fsdp (local: one device)
 MODEL = None  # None: gemma3-tiny locally, gemma3-1b in plan/device mode; any MODEL_NAMES entry
 OTHER_MODEL = "qwen3-tiny"  # local mode: the same run on a second family (None: skip it)
