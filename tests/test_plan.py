@@ -1678,34 +1678,24 @@ def test_cli_bad_input_ends_the_process_in_one_line(tmp_path):
     assert run.stderr.strip().count("\n") == 0 and "Traceback" not in run.stderr
 
 
-@pytest.mark.parametrize("target, platforms", [("h200", "cuda,cpu"), ("v5e-8", "cpu")])
-def test_the_cli_picks_jax_platforms_from_its_target(target, platforms, tmp_path):
-    """`--target h200` compiles for the GPU attached, so the CLI must let jax see it (it set
-    the CPU platform for every target, and on an H200 said "this machine has no GPU"); a TPU
-    target compiles deviceless on the CPU platform. Where there is no GPU, a GPU target still
-    ends in one line saying to plan for a TPU slice."""
+def test_the_cli_compiles_a_gpu_target_on_the_cpu_platform_quietly(tmp_path):
+    """Every target compiles deviceless, a GPU one through jax's CUDA plugin, so the CLI keeps
+    jax on the CPU platform whatever the machine has (until 2026-12-07 `--target h200` needed
+    the GPU attached), and the plugin's no-driver lines never reach the reader."""
     env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
     env["TPU_BUDGET_LAB_PLAN_CACHE"] = str(tmp_path)
-    args = ["rollout", "--model", "gemma3-tiny", "--target", target, "--batch", "8"]
-    script = f"import os, sys; sys.argv[1:] = {args!r}; import shared.plan.__main__; "
-    chosen = subprocess.run(
-        [sys.executable, "-c", script + "print(os.environ['JAX_PLATFORMS'])"],
+    args = ["rollout", "--model", "gemma3-tiny", "--target", "h200", "--batch", "8"]
+    run = subprocess.run(
+        [sys.executable, "-m", "shared.plan", *args],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
         env=env,
     )
-    assert chosen.stdout.split() == [platforms], chosen.stderr
-    if platforms.startswith("cuda") and "gpu" not in jax.default_backend():
-        run = subprocess.run(
-            [sys.executable, "-m", "shared.plan", *args],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            env=env,
-        )
-        assert run.returncode == 2 and "on that GPU itself" in run.stderr
-        assert run.stderr.strip().count("\n") == 0, run.stderr
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("rollout gemma3-tiny") and "FITS" in run.stdout
+    assert "without a GPU" in run.stdout
+    assert "cudart_stub" not in run.stderr + run.stdout
 
 
 def test_probe_rows_record_each_compile_of_a_search_in_one_shape():

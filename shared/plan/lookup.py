@@ -198,7 +198,7 @@ def short_answer(row: dict) -> str:
 def slice_column(recipe: str, target: str, table: Path = TABLE) -> list[dict] | None:
     """Every model's committed cell of `recipe` on `target` (a column of the atlas page), in
     the page's order: what a notebook shows before it compiles anything. None for a slice the
-    atlas does not cover (a GPU, a larger slice)."""
+    atlas does not cover (an H200, a larger slice)."""
     rows = read_table(table)
     choose("recipe", recipe, sorted({row["recipe"] for row in rows}))
     column = []

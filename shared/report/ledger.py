@@ -2,7 +2,7 @@
 
 Each row is one measured point (a rollout batch, a LoRA step, a train step) with the device,
 the peak bytes it used per device and its time, and the prediction for the same workload when
-one could be compiled (for a TPU slice, or for the GPU attached: shared.plan compiles for it),
+one could be compiled (shared.plan compiles for a TPU slice or a GPU machine without it),
 with both sides' versions. `results/ledger.csv` only grows; notebooks plot predicted against
 measured from it, so agreement with real hardware is data, not a claim.
 """
