@@ -64,7 +64,7 @@ def test_colab_hours_from_the_rate_the_ui_shows():
         (lambda: prices.price_per_hour("h100", "1y"), "on-demand, spot"),
         (lambda: prices.price_per_hour("tpu7x-8"), "contact your account team"),  # unpublished
         (lambda: prices.price_per_hour("v5e-8", "3y"), "no 3y price for v5e"),
-        (lambda: prices.price_per_hour("h200"), "no on-demand price for h200"),
+        (lambda: prices.price_per_hour("h100", "spot"), "no spot price for h100"),
         (lambda: prices.cost("v5e-8", 0), "hours must be positive"),
         (lambda: prices.budget(-1), "hours must be positive"),
         (lambda: prices.colab_hours("colab-max", 2), "colab-pro, colab-pro+"),
@@ -75,3 +75,17 @@ def test_bad_input_is_one_line(call, message):
     with pytest.raises(BadInput) as err:
         call()
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_every_rented_gpu_machine_is_priced_per_gpu_with_its_host():
+    """A GPU machine on GCP is its accelerators plus the host machine type they come with,
+    which the billing catalog prices apart: a T4 pair is twice (T4 + n1-standard-4)."""
+    from shared.hardware import rent
+
+    for slices in rent.GPU_SLICES.values():
+        for target in slices:
+            assert prices.price_per_hour(target) > 0, target
+    assert prices.price_per_hour("t4-2") == pytest.approx(2 * (0.35 + 0.19))
+    assert prices.lookup("kaggle-gpu", "on-demand").value == 0.0
+    row = prices.lookup("l4", "spot")
+    assert row.read == "2026-12-07" and "g2-standard-4" in row.note

@@ -79,11 +79,25 @@ _KAGGLE = (
 # row plus the host machine type Compute Engine pairs with one GPU (the catalog prices the two
 # apart), us-central1.
 _GPU_READ = "2026-12-07"
-_HOST = "accelerator ({gpu}) + host ({host}) $/h"
-_A100_80G = (
-    "A100-80GB 1.8462 (spot 1.964) + a2-ultragpu-1g 1.09962 (spot 0.54978) $/h; in this "
-    "snapshot the accelerator's spot price is above its on-demand one in us-central1"
+# chip, the catalog's accelerator name, the host machine type of one GPU, and per price kind
+# ($/h of one accelerator, $/h of that host)
+_GCP_GPUS = (
+    ("t4", "T4", "n1-standard-4", {"on-demand": (0.35, 0.19), "spot": (0.175, 0.05223)}),
+    ("l4", "L4", "g2-standard-4", {"on-demand": (0.56004, 0.14679), "spot": (0.2231, 0.05874)}),
+    (
+        "a100-40g",
+        "A100",
+        "a2-highgpu-1g",
+        {"on-demand": (2.93391, 0.73948), "spot": (1.4341, 0.36975)},
+    ),
+    (
+        "a100-80g",
+        "A100-80GB",
+        "a2-ultragpu-1g",
+        {"on-demand": (1.8462, 1.09962), "spot": (1.964, 0.54978)},
+    ),
 )
+_A100_80G = "in this snapshot the accelerator's spot price is above its on-demand one"
 _H200 = (
     "8x H200 74.49392 (spot 37.2472) + a3-ultragpu-8g 12.266 (spot 3.74713) $/h, over 8 GPUs; "
     "GCP rents H200s only in eights (us-central1-b)"
@@ -133,46 +147,12 @@ PRICES: tuple[Price, ...] = (
     Price("h200", "spot", (37.2472 + 3.74713) / 8, "$/GPU-hour", _GPU_READ, _GCP, _H200),
     *(
         Price(chip, kind, gpu + host, "$/GPU-hour", _GPU_READ, _GCP, note)
-        for chip, kind, gpu, host, note in (
-            ("t4", "on-demand", 0.35, 0.19, _HOST.format(gpu="T4 0.35", host="n1-standard-4 0.19")),
-            (
-                "t4",
-                "spot",
-                0.175,
-                0.05223,
-                _HOST.format(gpu="T4 0.175", host="n1-standard-4 0.05223"),
-            ),
-            (
-                "l4",
-                "on-demand",
-                0.56004,
-                0.14679,
-                _HOST.format(gpu="L4 0.56004", host="g2-standard-4 0.14679"),
-            ),
-            (
-                "l4",
-                "spot",
-                0.2231,
-                0.05874,
-                _HOST.format(gpu="L4 0.2231", host="g2-standard-4 0.05874"),
-            ),
-            (
-                "a100-40g",
-                "on-demand",
-                2.93391,
-                0.73948,
-                _HOST.format(gpu="A100 2.93391", host="a2-highgpu-1g 0.73948"),
-            ),
-            (
-                "a100-40g",
-                "spot",
-                1.4341,
-                0.36975,
-                _HOST.format(gpu="A100 1.4341", host="a2-highgpu-1g 0.36975"),
-            ),
-            ("a100-80g", "on-demand", 1.8462, 1.09962, _A100_80G),
-            ("a100-80g", "spot", 1.964, 0.54978, _A100_80G),
-        )
+        for chip, accelerator, machine, prices_by_kind in _GCP_GPUS
+        for kind, (gpu, host) in prices_by_kind.items()
+        for note in [
+            f"{accelerator} {gpu} + host {machine} {host} $/h (the billing catalog prices the "
+            "two apart)" + (f"; {_A100_80G}" if chip == "a100-80g" else "")
+        ]
     ),
     Price("colab-pro", "monthly", 9.99, "$/month", _READ, _COLAB),
     Price("colab-pro", "compute-units", 100, "compute units/month", _READ, _COLAB),
