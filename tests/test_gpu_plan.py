@@ -110,7 +110,7 @@ def test_a_deviceless_compile_reproduces_the_h100_run(empty_plan_cache, monkeypa
     [
         (["sft", "--model", "gemma3-tiny", "--target", "h100-3"], "h100 machines hold"),
         (["sft", "--model", "gemma3-tiny", "--target", "rtx4090-1"], "unknown target"),
-        (["sft", "--model", "gemma3-tiny", "--target", "t4-2", "--batch", "3"], "divide"),
+        (["sft", "--model", "gemma3-tiny", "--target", "t4-2", "--mesh", "4x1"], "all 2 devices"),
     ],
 )
 def test_cli_bad_gpu_input_is_one_line(args, message, empty_plan_cache, capsys):

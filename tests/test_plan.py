@@ -1528,7 +1528,7 @@ def test_a_compiles_key_holds_only_the_code_that_reads_the_compilers_answer():
     "request_kw, message",
     [
         ({"target": "v7z-8"}, "unknown target"),
-        ({"target": "h100"}, "this machine has"),
+        ({"target": "h100-3"}, "h100 machines hold"),
         ({"target": "v5e-8", "batch": 6, "mesh": "8x1"}, "does not divide"),
         ({"target": "v5e-8", "mesh": "3x3"}, "must be FSDPxTP"),
         ({"target": "v5e-1", "workload": "decode"}, "unknown workload"),

@@ -232,33 +232,3 @@ dnn_version_info {{ major: 9 minor: 8 }}
 runtime_version {{ major: 12 minor: 8 }}
 device_description_str: "{gpu.device_name}"
 """
-
-
-# What jax's CUDA plugin prints on a machine without a CUDA driver each time jax starts its
-# backends (JAX_PLATFORMS=cpu included): four pairs of lines that say nothing a plan needs.
-_NO_DRIVER_NOISE = ("cudart_stub.cc", "before absl::InitializeLog() is called")
-
-
-def start_jax_quietly() -> None:
-    """Import jax and start its backends with the CUDA plugin's no-driver lines dropped from
-    stderr; any other line printed meanwhile is printed again. Its C++ logging writes to file
-    descriptor 2 directly, so the descriptor is pointed at a temporary file meanwhile. Call
-    it before anything imports jax (plan mode's command line does)."""
-    import sys
-    import tempfile
-
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile(mode="w+") as caught:
-        os.dup2(caught.fileno(), 2)
-        try:
-            import jax
-
-            jax.devices()
-        finally:  # also when jax failed to start: what it said is shown before the error
-            os.dup2(saved, 2)
-            os.close(saved)
-            caught.seek(0)
-            for line in caught:
-                if not any(noise in line for noise in _NO_DRIVER_NOISE):
-                    sys.stderr.write(line)

@@ -16,12 +16,8 @@ if sys.argv[1:2] == ["lookup"]:  # the atlas's committed answer: no compiler, no
 
 # A plan never needs the local accelerator: TPU slices and GPU machines both compile
 # deviceless (shared.plan.target). Left unset, jax would first try the TPU runtime that libtpu
-# brings and the CUDA driver the GPU plugin looks for, and print their noise.
+# brings and the CUDA driver the GPU plugin looks for.
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-
-from shared.hardware.gpus import start_jax_quietly  # noqa: E402
-
-start_jax_quietly()
 
 import argparse  # noqa: E402
 import dataclasses  # noqa: E402

@@ -15,7 +15,6 @@ import dataclasses
 import os
 
 from shared.errors import choose
-from shared.hardware import gpus
 
 MODES = ("local", "plan", "device")
 
@@ -31,14 +30,13 @@ def use_mode(mode: str) -> str:
     Plan mode compiles for a TPU target with libtpu and needs no local accelerator, so JAX
     stays on the CPU. Outside device mode every TPU compile is deviceless, so another process's
     libtpu (a plan run, another notebook) holding /tmp/libtpu_lockfile must not block this one.
-    Only defaults are set: an environment the user chose wins. jax starts here.
+    Only defaults are set: an environment the user chose wins.
     """
     check_mode(mode)
     if mode == "plan":
         os.environ.setdefault("JAX_PLATFORMS", "cpu")
     if mode != "device":
         os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
-    gpus.start_jax_quietly()  # without the CUDA plugin's no-driver lines on a machine with no GPU
     return mode
 
 
