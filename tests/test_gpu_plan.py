@@ -146,3 +146,15 @@ def test_the_readme_shows_the_committed_agreement_table():
     h100 = [row for row in compiled if row["source"] == "finetune_h100.json"]
     assert len(h100) == 3
     assert all(abs(row["deviceless_vs_measured_pct"]) < 0.01 for row in h100)
+
+
+def test_the_readme_quotes_the_seed_comparison_from_its_file():
+    """The README's sentence on seed 001's question is the committed search's answer."""
+    found = _device_run("seed001_v5p8_vs_2xh100.json")
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    choice = found["choice"]
+    assert choice["target"] == "h100-2" and choice["remat"] == "block"
+    assert f"fit **batch {choice['batch']} with block remat**" in readme
+    assert f"about **{choice['hours']:.1f} h and ${choice['dollars']:.2f}**" in readme
+    (v5p,) = [row for row in found["rows"] if row["target"] == "v5p-8"]
+    assert v5p["status"] == "cannot win" and f"${v5p['bound_dollars']:.2f}" in readme
