@@ -33,5 +33,5 @@ def holds(request, shape: tuple[int, int], devices: tuple) -> tuple[bool, int, i
     usable bytes). Cached: a search asks for its mesh again at every probe, the mesh rule and
     floor_verdict ask for the same mesh's floor, and building a GRPO workload takes seconds."""
     floor = floor_bytes(request, make_mesh(shape, list(devices)))
-    usable = usable_hbm_per_device(parse_target(request.target), list(devices))
+    usable = usable_hbm_per_device(parse_target(request.target))
     return floor <= usable, floor, usable

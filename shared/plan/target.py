@@ -83,7 +83,7 @@ def gpu_topology_devices(target: Target) -> list:
     a topology described by a GpuTargetConfigProto (shared.hardware.gpus.target_config), with
     ptxas from nvidia-cuda-nvcc-cu12 (requirements.txt). Cached per target and memory fraction:
     the topology is made once a process."""
-    usable = usable_hbm_per_device(target, [])
+    usable = usable_hbm_per_device(target)
     return list(_gpu_topology(target.chip.name, target.chips, usable))
 
 
@@ -125,7 +125,7 @@ def target_mesh(target: Target, mesh: str | None = None) -> Mesh:
     return make_mesh(mesh, target_devices(target))
 
 
-def usable_hbm_per_device(target: Target, devices: list) -> int:
+def usable_hbm_per_device(target: Target) -> int:
     """The HBM one device may hold: what libtpu's compiler allows (15.75 of a v5e's 16 GiB), or
     on a GPU what jax's allocator may hand out (shared.hardware.gpus.usable_bytes: its memory
     fraction of CUDA's total); the datasheet number otherwise."""

@@ -319,7 +319,7 @@ class _Compiling:
         self.workload = build_workload(request, self.mesh)
         self.options = fast_options(self.devices[0].platform) if request.fast else None
         self.resident = resident_bytes(self.workload)
-        self.usable = usable_hbm_per_device(self.target, self.devices)
+        self.usable = usable_hbm_per_device(self.target)
         self.all_takes = takes_of(self.workload)
         self.executables, self.takes, self.skipped, self.layouts = {}, {}, [], {}
         self.pending = sorted(self.workload.executables, key=lambda exe: not exe.likely_worst)
