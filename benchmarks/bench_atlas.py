@@ -4,8 +4,8 @@ a thin command line over shared.plan.atlas (see its docstring for the store and 
     nice -n 19 python benchmarks/bench_atlas.py --limit-minutes 60 \\
         --only recipe=rollout,model=gemma3-1b,model=gemma2-2b,target=v5e-1,target=v5e-8
     # one run per core, sharing the store and the plan cache: a run waits while the other's
-    # compile may still take the memory its own needs (shared.plan.host_memory.announce), so
-    # on a 23 GiB host two exact LoRA compiles of 8B models on a tpu7x-8 (each process grew to
+    # compile may still take the memory its own needs (shared.plan.compiler.host_memory.announce),
+    # so on a 23 GiB host two exact LoRA compiles of 8B models on a tpu7x-8 (each process grew to
     # 14-19 GB, 2026-12-02) go one at a time
     nice -n 19 python benchmarks/bench_atlas.py --shard 1/2 --limit-minutes 170 &
     nice -n 19 python benchmarks/bench_atlas.py --shard 2/2 --limit-minutes 170 &

@@ -1,4 +1,4 @@
-"""Which slice to rent, recorded: notebook 08's jobs through `shared.plan.cheapest`, timed.
+"""Which slice to rent, recorded: notebook 08's jobs through `shared.plan.slices.cheapest`, timed.
 
 Each job's whole search (exclusions by arithmetic, bounds, exact compiles, the answer) goes into
 one results file with its wall time, the load average before it started (a compile timing is
@@ -26,8 +26,12 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 from shared.errors import BadInput, run_cli  # noqa: E402
 from shared.hardware import rent  # noqa: E402
-from shared.plan import cheapest, cheapest_view, verdict  # noqa: E402
-from shared.plan.jobs import WhichSlice  # noqa: E402
+from shared.plan import verdict  # noqa: E402
+from shared.plan.slices import (
+    cheapest,  # noqa: E402
+    view,  # noqa: E402
+)
+from shared.plan.slices.jobs import WhichSlice  # noqa: E402
 from shared.report import results  # noqa: E402
 
 
@@ -73,15 +77,15 @@ def main(argv: list[str] | None = None) -> int:
                 job.request(), job.amount, kind=a.price, minutes=minutes, slices=slices
             )
             wall = time.perf_counter() - started
-        print(cheapest_view.table(result), "\n")
-        print(cheapest_view.describe(result))
+        print(view.table(result), "\n")
+        print(view.describe(result))
         print(f"{job.title}: {wall:.0f} s wall, load before {load[0]:.2f}", flush=True)
         report["jobs"][job.title] = {
             "wall_s": wall,
             "load_average_before": load,
             "empty_cache": a.empty_cache,
             "minutes": minutes,
-            "summary": cheapest_view.summary_row(result),
+            "summary": view.summary_row(result),
             "result": result,
         }
         results.write(a.out, report)
@@ -91,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def draw(jobs: dict, path: Path) -> None:
-    """One panel a job, as notebook 08 draws them (shared.plan.cheapest_view.plot)."""
+    """One panel a job, as notebook 08 draws them (shared.plan.slices.view.plot)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -103,7 +107,7 @@ def draw(jobs: dict, path: Path) -> None:
     rows = -(-len(jobs) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(6.5 * cols, 4.5 * rows), squeeze=False)
     for ax, job in zip(axes.flat, jobs.values(), strict=False):
-        cheapest_view.plot(job["result"], ax)
+        view.plot(job["result"], ax)
     for ax in axes.flat[len(jobs) :]:
         ax.set_visible(False)
     fig.tight_layout()

@@ -20,7 +20,8 @@ from tqdm import tqdm  # noqa: E402
 
 from shared import plan  # noqa: E402
 from shared.errors import run_cli  # noqa: E402
-from shared.plan import buffers, field  # noqa: E402
+from shared.plan import field  # noqa: E402
+from shared.plan.compiler import buffers  # noqa: E402
 from shared.report import results  # noqa: E402
 
 

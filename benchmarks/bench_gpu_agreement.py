@@ -28,7 +28,8 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 from shared.errors import BadInput  # noqa: E402
 from shared.hardware import gpus  # noqa: E402
-from shared.plan.verdict import Request, plan_point, request_of  # noqa: E402
+from shared.plan.verdict import plan_point  # noqa: E402
+from shared.plan.workloads.request import Request, request_of  # noqa: E402
 from shared.report import results  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"

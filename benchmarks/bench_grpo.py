@@ -11,7 +11,7 @@ fits when every phase fits beside the resident set, so the largest micro-batch f
 at once is the least of these (each phase can take its own), and that configuration's verdict.
 
 meshes: the recipe on the meshes with more tp than the verdict's, compiled while it is
-memory-bound (shared.plan.faster_meshes), and the session each buys (notebook 07, section 4).
+memory-bound (shared.plan.mesh.faster), and the session each buys (notebook 07, section 4).
 
 local: notebook 07's local run (gemma3-tiny and qwen3-tiny, random weights, the arithmetic
 reward, 3 steps) with its steady (median after the first) seconds per phase.
@@ -61,8 +61,9 @@ import jax  # noqa: E402  (after JAX_PLATFORMS)
 
 from shared import grpo, models, plan  # noqa: E402
 from shared.errors import BadInput, run_cli  # noqa: E402
-from shared.plan import budget, faster_meshes  # noqa: E402
-from shared.plan.search_view import probe_rows  # noqa: E402
+from shared.plan.mesh import faster  # noqa: E402
+from shared.plan.search.view import probe_rows  # noqa: E402
+from shared.plan.slices import budget  # noqa: E402
 from shared.plan.workloads import grpo as grpo_plan  # noqa: E402
 from shared.report import results  # noqa: E402
 
@@ -167,12 +168,12 @@ def plan_part(args, report: dict) -> None:
 
 def meshes_part(args, report: dict) -> None:
     """The recipe on the meshes with more tp, compiled while it is memory-bound
-    (shared.plan.faster_meshes), and the session each would buy: notebook 07's section 4."""
+    (shared.plan.mesh.faster), and the session each would buy: notebook 07's section 4."""
     recipe = recipe_request(args, args.target)
     point = plan.plan_point(recipe)
     per_step = grpo_plan.settings(recipe).sequences_per_step
     report["wider_meshes"] = {}
-    for name, verdict in faster_meshes.on_wider_meshes(recipe, point).items():
+    for name, verdict in faster.on_wider_meshes(recipe, point).items():
         report["wider_meshes"][name] = {
             **{
                 k: verdict[k]

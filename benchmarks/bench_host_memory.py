@@ -1,9 +1,9 @@
-"""How much of this machine's memory one compile takes: what shared.plan.host_memory reads
+"""How much of this machine's memory one compile takes: what shared.plan.compiler.host_memory reads
 before it lets two compiles run side by side.
 
-For each request: a probe child (shared.plan.assigned) read twice, at its memory-usage reports
-(buffer assignment) and once its whole compile has ended, each as its peak resident bytes over
-what it held with its workload built; then the exact verdict compiled in this process, twice
+For each request: a probe child (shared.plan.compiler.assigned) read twice, at its memory-usage
+reports (buffer assignment) and once its whole compile has ended, each as its peak resident bytes
+over what it held with its workload built; then the exact verdict compiled in this process, twice
 (the request, then at twice its batch), each as the growth of this process's peak. Nothing is
 read from or written to the plan cache. Run it alone: a compile beside it changes nothing here
 but can run the machine out of memory.
@@ -22,8 +22,9 @@ import time
 from pathlib import Path
 
 from shared.errors import BadInput, run_cli
-from shared.plan import assigned, host_memory, verdict
-from shared.plan.verdict import Request
+from shared.plan import verdict
+from shared.plan.compiler import assigned, host_memory
+from shared.plan.workloads.request import Request
 from shared.report import results
 
 GIB = 2**30

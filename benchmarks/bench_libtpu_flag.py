@@ -17,7 +17,7 @@ search, not one verdict.
 a reader knows what they switch on before they copy it.
 
 libtpu reads the variable once, when it loads: hence the child. The plan cache keys verdicts by
-the flags (shared.plan.cache_entries.libtpu_flags), so a second run reads what the first
+the flags (shared.plan.compiler.cache_entries.libtpu_flags), so a second run reads what the first
 compiled; the file says how many of the search's verdicts came from the cache.
 """
 
@@ -30,7 +30,8 @@ import subprocess
 import sys
 
 from shared.errors import BadInput, run_cli
-from shared.plan import describe, lookup
+from shared.plan import describe
+from shared.plan.atlas import lookup
 from shared.plan.atlas.render import plan_command
 from shared.plan.atlas.run import search_row
 from shared.report import results

@@ -50,8 +50,8 @@ from shared import hardware, plan  # noqa: E402
 from shared import logits as L  # noqa: E402
 from shared.errors import BadInput, run_cli  # noqa: E402
 from shared.logits import compare  # noqa: E402
-from shared.plan import budget  # noqa: E402
-from shared.plan.search_view import probe_rows  # noqa: E402
+from shared.plan.search.view import probe_rows  # noqa: E402
+from shared.plan.slices import budget  # noqa: E402
 from shared.report import results  # noqa: E402
 
 MiB = 2**20

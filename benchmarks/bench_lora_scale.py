@@ -13,7 +13,7 @@ mode runs: AdamW on the adapters, chunked loss), LoRA rank 16, per (sequence, re
    (the line through the newest exact point with the fast slope picks the next batch);
 3. the frontier over remat x micro-batches x loss at one setting (shared.plan.frontier), and
    the setting to use there;
-4. hours and dollars of a fine-tune of --tokens tokens at that setting (shared.plan.budget).
+4. hours and dollars of a fine-tune of --tokens tokens at that setting (shared.plan.slices.budget).
 Also the local fact notebook 02 re-checks on CPU: qwix's LoRA clone shares the base weights.
 
 Verdicts are cached in .cache/plan (keyed by request, versions and the source of shared/), so an
@@ -36,8 +36,9 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 from shared import lora, models, plan  # noqa: E402
 from shared.errors import run_cli  # noqa: E402
-from shared.plan import budget, frontier  # noqa: E402
-from shared.plan.mesh_steps import unit_for  # noqa: E402
+from shared.plan import frontier  # noqa: E402
+from shared.plan.mesh.steps import unit_for  # noqa: E402
+from shared.plan.slices import budget  # noqa: E402
 from shared.report import results  # noqa: E402
 
 KEEP = (

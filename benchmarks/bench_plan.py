@@ -13,19 +13,19 @@ Parts (`--parts`, comma-separated):
   which cores busy (shared.report.cpu_timeline);
 - `near-pair`: the deep search twice from an empty cache, in one run: its second located
   point alone (as before 2026-12-03), then with the unit above it located beside it
-  (shared.plan.search_locate.BESIDE_AIM): each one's wall and CPU timeline, and their ratio;
+  (shared.plan.search.locate.BESIDE_AIM): each one's wall and CPU timeline, and their ratio;
 - `above-first`: rollout `--max-batch` on one device for each of `--above-cells`, twice from an
   empty cache, in one run: the exact candidate alone (as before 2026-12-03), then with the unit
-  above it beside it, its worst executable first (shared.plan.search_lines.ABOVE_WORST_FIRST): each
+  above it beside it, its worst executable first (shared.plan.search.lines.ABOVE_WORST_FIRST): each
   one's answer, wall and CPU timeline, and their ratio;
 - `floor-aim`: rollout `--max-batch` on one device for each of `--floor-cells`,
   `--setting-pairs` times in one run, alternating: its second located point at 8 units, then a
   third far up (as before 2026-12-04), then along the floor's slope from the located unit
-  (shared.plan.search_locate.FLOOR_AIM): each one's answer, wall and CPU timeline, and the
+  (shared.plan.search.locate.FLOOR_AIM): each one's answer, wall and CPU timeline, and the
   ratio of the medians;
 - `breakdown`: build, lower and compile seconds of each executable, fast and exact, at full
-  depth and cut to one and two repeats of the attention pattern (shared.plan.timing), for the
-  1B rollout near its v5e-1 boundary and a 27B LoRA step on a v5p-8; with the straight line
+  depth and cut to one and two repeats of the attention pattern (shared.plan.compiler.timing), for
+  the 1B rollout near its v5e-1 boundary and a 27B LoRA step on a v5p-8; with the straight line
   through the cut depths against the full model's compiled bytes;
 - `big-lora`: gemma4-31b LoRA verdicts (fast compiles) on a v5p-8, with and without remat;
 - `stages`: where an exact compile's seconds go (HLO passes, buffer assignment, code
@@ -34,9 +34,9 @@ Parts (`--parts`, comma-separated):
 - `locate`: what each way of locating a boundary costs and how near it comes, in one run and
   nothing cached: for a full fine-tune step of `--model` on a v5e-8 (batch 8) and a LoRA step of
   `--locate-deep-model` on a v5e-8 (`--locate-deep-batch` on `--locate-deep-mesh`), the bytes at
-  buffer assignment (shared.plan.assigned), a fast compile, the cut depths' line where the model
-  is deep enough to be cut, and the exact verdict they all aim at: seconds and bytes of each, and
-  each one's ratio to the exact verdict's;
+  buffer assignment (shared.plan.compiler.assigned), a fast compile, the cut depths' line where the
+  model is deep enough to be cut, and the exact verdict they all aim at: seconds and bytes of each,
+  and each one's ratio to the exact verdict's;
 - `locate-rollout`: the same for rollouts (256-token prompts, 1024 steps), on one device and on
   meshes of several: `--model` at its v5e-1 boundary (`--breakdown-batch`) and at 1024 rows on
   a v5e-8, qwen3-8b at 32 rows on a v6e-1, and `--locate-deep-model` at 128 rows on a 4x2
@@ -44,7 +44,7 @@ Parts (`--parts`, comma-separated):
 - `mesh-search`: `--max-batch` for the two mesh cases of `locate-rollout` (`--model` on an 8x1
   v5e-8, `--locate-deep-model` on a 4x2), nothing cached: their compiles and wall time;
 - `builds`: what a deep LoRA search pays before and between its compiles, nothing compiled: the
-  meshes it compares and their ceilings (shared.plan.search_meshes.meshes_by_ceiling) for
+  meshes it compares and their ceilings (shared.plan.search.meshes.meshes_by_ceiling) for
   `--breakdown-lora-model`'s step on `--lora-target`, then its workload built at four batches
   on one mesh, each build's seconds;
 - `rollout-builds`: what a rollout search pays on one core between its compiles, nothing
@@ -53,9 +53,9 @@ Parts (`--parts`, comma-separated):
   after a fresh trace (jax.clear_caches(): as before 2026-12-03), and their ratio;
 - `sparsecore`: the 1B LoRA step on a tpu7x-8 (batch 8, sequence 2048, rank 16) compiled fast
   with the SparseCore collective offload (as fast compiles were until 2026-11-26), fast as
-  now (without it: shared.plan.compiled.fast_options) and exact: seconds and bytes of each;
+  now (without it: shared.plan.compiler.compiled.fast_options) and exact: seconds and bytes of each;
 - `pairing`: what compiling a second exact verdict beside a one-executable step's costs (the
-  search's partner, shared.plan.search._partner): a LoRA step (`--pair-model` on
+  search's partner, shared.plan.search.max_batch._partner): a LoRA step (`--pair-model` on
   `--pair-target`) at one batch exact alone, then at that batch and one unit up at once,
   nothing cached: the two walls in one run, their ratio the pair's price;
 - `grpo-order`: a GRPO step that does not fit (`--grpo-model` on `--grpo-target` at
@@ -76,7 +76,7 @@ Parts (`--parts`, comma-separated):
   `--climb-mesh` (by default the atlas's gemma3-1b cell on the 8x1 mesh of a v6e-8, where the
   compiler squeezes near the HBM), twice from an empty cache in one run: the exact rounds
   aimed by lines alone (search_climb.MAX_LOCATED = 0, as before 2026-11-30), then with probes
-  at buffer assignment climbing between them (shared.plan.search_climb): each search's answer,
+  at buffer assignment climbing between them (shared.plan.search.climb): each search's answer,
   exact compiles that fit and that fail, probes, wall, and the ratio.
 Runs on any machine with libtpu, no TPU needed. Compile times say something about the engine
 only on a quiet machine: the JSON records the load average before and after each part and

@@ -25,7 +25,7 @@ os.environ.setdefault("WANDB_MODE", "disabled")  # `import tunix` imports its wa
 from shared import hardware, models, plan  # noqa: E402
 from shared.errors import run_cli  # noqa: E402
 from shared.plan import verdict  # noqa: E402
-from shared.plan.search_view import probe_rows  # noqa: E402
+from shared.plan.search.view import probe_rows  # noqa: E402
 from shared.report import results  # noqa: E402
 from shared.rollout import sweep as rollout_sweep  # noqa: E402
 from shared.rollout.sampler import SEMANTICS  # noqa: E402

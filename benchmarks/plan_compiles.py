@@ -7,9 +7,10 @@ import dataclasses
 import time
 
 from shared import models, plan
-from shared.plan import timing, verdict
-from shared.plan.assigned import assigned_points
-from shared.plan.cut_depth import carried_to_depth, cut_depths, cut_pair
+from shared.plan import verdict
+from shared.plan.compiler import timing
+from shared.plan.compiler.assigned import assigned_points
+from shared.plan.compiler.cut_depth import carried_to_depth, cut_depths, cut_pair
 
 
 def timed(fn, *args, **kwargs):
@@ -99,8 +100,9 @@ def breakdown(a) -> dict:
 
 
 def stages(a) -> dict:
-    """Where an exact compile's seconds go, stage by stage (shared.plan.timing.compiler_stages):
-    the 1B rollout at its v5e-1 boundary (one chip) and the 1B full fine-tune step on a v5e-8
+    """Where an exact compile's seconds go, stage by stage
+    (shared.plan.compiler.timing.compiler_stages): the 1B rollout at its v5e-1 boundary (one chip)
+    and the 1B full fine-tune step on a v5e-8
     (eight chips, where the atlas's cells are slowest)."""
     cases = {
         "rollout_v5e-1": _boundary(a),
@@ -187,8 +189,8 @@ def builds(a) -> dict:
     build of the same step at rising batches on the rule's mesh."""
     from shared.hardware import parse_target
     from shared.hardware.sharding import make_mesh, mesh_name
-    from shared.plan.search_meshes import meshes_by_ceiling
-    from shared.plan.target import target_devices
+    from shared.plan.compiler.target import target_devices
+    from shared.plan.search.meshes import meshes_by_ceiling
     from shared.plan.workloads import build_workload
 
     request = plan.Request(
@@ -219,9 +221,9 @@ def rollout_builds(a) -> dict:
     import jax
 
     from shared.hardware import parse_target
-    from shared.plan.executable import lower
-    from shared.plan.mesh import mesh_for
-    from shared.plan.target import target_devices
+    from shared.plan.compiler.executable import lower
+    from shared.plan.compiler.target import target_devices
+    from shared.plan.mesh.choice import mesh_for
     from shared.plan.workloads import build_workload
 
     request = _boundary(a)

@@ -19,8 +19,8 @@ from plan_compiles import rollout_request, timed, verdict_row
 
 from shared import plan
 from shared.plan import verdict
-from shared.plan.flags import plan_command
-from shared.plan.search_view import probe_rows
+from shared.plan.cli.flags import plan_command
+from shared.plan.search.view import probe_rows
 from shared.report.cpu_timeline import CpuTimeline
 
 
@@ -77,7 +77,7 @@ def near_pair(a) -> dict:
     """The deep search twice in one run, each from an empty plan cache: its second probe
     located alone (search_locate.BESIDE_AIM off, as before 2026-12-03), then with the unit above it
     located beside it: each one's answer, compiles, wall and CPU timeline, and the ratio."""
-    from shared.plan import search_locate
+    from shared.plan.search import locate as search_locate
 
     def run(name: str) -> dict:
         entry = deep_search(a)
@@ -98,7 +98,7 @@ def above_first(a) -> dict:
     in one run, each from an empty plan cache: the exact candidate alone (search_lines.
     ABOVE_WORST_FIRST off, as before 2026-12-03), then with the unit above it beside it, its
     worst executable first: each one's answer, compiles, wall and CPU timeline, and the ratio."""
-    from shared.plan import search_lines
+    from shared.plan.search import lines as search_lines
 
     out = {}
     for cell in filter(None, a.above_cells.split(",")):
@@ -123,7 +123,7 @@ def floor_aim(a) -> dict:
     the located unit; `--setting-pairs` pairs in one run, alternating, as one search's wall
     moves by several seconds from run to run on these machines: each one's answer, compiles,
     wall and CPU timeline, and the ratio of the medians."""
-    from shared.plan import search_locate
+    from shared.plan.search import locate as search_locate
 
     out = {}
     for cell in filter(None, a.floor_cells.split(",")):
@@ -291,7 +291,7 @@ def grpo_order(a) -> dict:
 def phase_reuse(a) -> dict:
     """A GRPO step that fits (`--grpo-model` on `--grpo-target` at `--grpo-fit-batch`) compiled
     whole with nothing cached; then, in a fresh cache, its update alone and the whole step
-    again, as a search compiles them at its answer (shared.plan.search_phases): that whole step
+    again, as a search compiles them at its answer (shared.plan.search.phases): that whole step
     takes the update's compile (verdict.executable_path). The walls in one run: their ratio is
     what the reuse saves where a search stops."""
     request = plan.Request("grpo", a.grpo_model, a.grpo_target, batch=a.grpo_fit_batch)
@@ -339,7 +339,7 @@ def mesh_search(a) -> dict:
 def climb(a) -> dict:
     """The `climb` part (module doc): one search without the located climb, then with it,
     each from its own empty cache (the second must not read the first's compiles)."""
-    from shared.plan import search_climb
+    from shared.plan.search import climb as search_climb
 
     request = plan.Request(
         "grpo",

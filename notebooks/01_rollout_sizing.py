@@ -86,7 +86,8 @@ from packaging.version import Version
 from shared import hardware, models, plan, sizing
 from shared.findings import rollout as findings
 from shared.hardware.sharding import make_mesh, mesh_shape
-from shared.plan import budget, lookup
+from shared.plan.atlas import lookup
+from shared.plan.slices import budget
 from shared.report import ledger
 from shared.rollout import sampler as rollout
 from shared.rollout import sweep as rollout_sweep

@@ -82,7 +82,9 @@ from shared.hardware import measure
 from shared.hardware.sharding import check_batch, make_mesh
 from shared.lora.plots import plot_hbm_stages, plot_scale_boundaries
 from shared.lora.settings import LoraOverhead
-from shared.plan import budget, frontier, lookup
+from shared.plan import frontier
+from shared.plan.atlas import lookup
+from shared.plan.slices import budget
 from shared.report import ledger
 from shared.rollout import sweep as rollout_sweep
 from shared.rollout.sampler import make_sampler

@@ -229,14 +229,14 @@ if MODE == "plan" and setting.plan_search:
 # ## 5 · What an arm costs
 # A real arm is `REAL_ARM` (the 130m at 32 sequences of 2048 tokens a step) trained on
 # `TOKENS_PER_PARAM` tokens per parameter (Chinchilla's 20): 3.27B tokens, 49,926 steps.
-# `shared.plan.budget` turns its steps into hours at the compiler's roofline (a lower bound) and
-# at a named MFU assumption, then dollars at a dated `shared.hardware.prices` row. Plan mode
+# `shared.plan.slices.budget` turns its steps into hours at the compiler's roofline (a lower bound)
+# and at a named MFU assumption, then dollars at a dated `shared.hardware.prices` row. Plan mode
 # compiles the step on every `COST_TARGETS` slice; the other modes (local runs a tiny stand-in)
 # read the committed verdicts.
 #
 # On one v6e chip an arm takes at least 1.14 h, about 2.84 h at the 40% MFU that
-# `shared.plan.budget` assumes and 2.09 h at tpuchat's measured 46.5%: $1.55 at the spot price
-# of $0.54/h, $7.68 on demand. Kaggle's v5e-8 is free within its weekly quota, so what counts
+# `shared.plan.slices.budget` assumes and 2.09 h at tpuchat's measured 46.5%: $1.55 at the spot
+# price of $0.54/h, $7.68 on demand. Kaggle's v5e-8 is free within its weekly quota, so what counts
 # there is sessions and weeks: an arm takes about 5.55 h (an estimate), so all six arms need 4
 # 9-hour sessions, 2 weeks of the 20-hour quota. On the v5e-8 the committed roofline (2.22 h)
 # exceeds the 1.22 h that 46.5% MFU would take: at 4 sequences per chip the step is bound by the

@@ -116,14 +116,14 @@ findings.check_yaml()
 # ## 2 · What the real sweep costs
 # On a TPU a trial is `REAL_TRIAL`: the 130m train step of notebook 04 at 32 × 2048 tokens,
 # 2000 times. Plan mode compiles that step for `TARGET`; the other modes read its committed
-# verdict (`benchmarks/results/04_pretrain_plan.json`, v6e-1 and v5e-8). `shared.plan.budget` turns
-# trials × steps into hours at the compiler's roofline (a lower bound: no run is faster), at
+# verdict (`benchmarks/results/04_pretrain_plan.json`, v6e-1 and v5e-8). `shared.plan.slices.budget`
+# turns trials × steps into hours at the compiler's roofline (a lower bound: no run is faster), at
 # its named MFU assumption, and into dollars at a dated `shared.hardware.prices` row. Start-up,
 # compilation and the held-out evaluation of each trial come on top.
 #
 # On one v6e chip the 14 trials are 28,000 train steps: at least 38 minutes at the roofline,
-# about 1.6 h at the 40% MFU `shared.plan.budget` assumes, $0.87 at the spot price of $0.54/h or
-# $4.31 on demand (prices read 2026-11-22).
+# about 1.6 h at the 40% MFU `shared.plan.slices.budget` assumes, $0.87 at the spot price of $0.54/h
+# or $4.31 on demand (prices read 2026-11-22).
 
 # %%
 point = findings.real_point(setting, MODE)
@@ -243,7 +243,7 @@ report.show(findings.summary(setting, advice, metric, len(done), len(rows), est)
 # embedded default grid on 2 shared CPU cores with jax 0.10.2, flax 0.12.8 and tunix 0.1.7, on
 # 2026-11-23, 7.5 minutes for the 14 trials (about 30 s each). The real sweep's price uses
 # notebook 04's compiled 130m train step for v6e-1 in `04_pretrain_plan.json` (libtpu 0.0.42.1,
-# compiled deviceless on 2026-11-23) with `shared.plan.budget`'s 40% assumption and the spot
+# compiled deviceless on 2026-11-23) with `shared.plan.slices.budget`'s 40% assumption and the spot
 # price of `shared.hardware.prices` read on 2026-11-22. No TPU or GPU ran a trial. Each run of
 # this notebook checks its own trials against the committed ones (section 6). To make the file
 # again, from the repository root:

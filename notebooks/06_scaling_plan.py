@@ -86,7 +86,7 @@ from IPython.display import display
 from shared import hardware, models, plan, sizing
 from shared.findings import scaling as findings
 from shared.hardware import prices
-from shared.plan import layer_probe
+from shared.plan.compiler import layer_probe
 from shared.sizing.settings import ScalingPlan
 
 setting = report.setting(
@@ -186,9 +186,9 @@ print(f"book accounting: 4e6 tokens, no gradients, 96 GB a chip; ours: "
 
 # %% [markdown]
 # ## 3 · What the compiler keeps: one layer of the real train step
-# `shared.plan.layer_probe` builds tunix's LLaMA-3.1 70B (the same dimensions) cut to one and to two
-# decoder layers, with a 256-token vocabulary (embedding, head and logits weigh nothing), the
-# FSDP training layout over `TARGET`'s devices, and compiles a full-parameter step (loss and
+# `shared.plan.compiler.layer_probe` builds tunix's LLaMA-3.1 70B (the same dimensions) cut to one
+# and to two decoder layers, with a 256-token vocabulary (embedding, head and logits weigh nothing),
+# the FSDP training layout over `TARGET`'s devices, and compiles a full-parameter step (loss and
 # gradient of every weight, no optimizer) with the real TPU compiler, at two batches. The
 # second layer's temporaries, per extra token, are what a layer keeps; what the second layer
 # adds whatever the batch (its all-gathered weights) is reported apart. tunix's attention is a
@@ -218,9 +218,9 @@ print(f"one layer's bf16 weights: {report.bytes_text(per_layer['attention'])} at
 # per-token slope is below what two sizes resolve (it comes out negative: the compiler
 # schedules the two sizes differently), i.e. closest to `block`, the layer's input only. So the
 # book's D-wide count is no trap when a layer is rematerialised, and an underestimate when it is
-# not: check the per-layer bytes for your model with `shared.plan.layer_probe` before trusting
-# either rule. Everything side by side for the 70B run, the compiled rows scaled to 80 layers
-# and 4e6 tokens (book accounting; at the probe's T, the score term grows with T):
+# not: check the per-layer bytes for your model with `shared.plan.compiler.layer_probe` before
+# trusting either rule. Everything side by side for the 70B run, the compiled rows scaled to 80
+# layers and 4e6 tokens (book accounting; at the probe's T, the score term grows with T):
 
 # %%
 scaled = findings.compiled_totals(probes, probe_dims, dims, states)
@@ -264,7 +264,7 @@ from flax import nnx
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
 from shared.hardware import sharding
-from shared.plan import compiled
+from shared.plan.compiler import compiled
 
 V, D = setting.embed_v, setting.embed_d
 

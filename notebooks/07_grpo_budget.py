@@ -44,8 +44,7 @@
 # `local` (the default) runs the real loop on the CPU on a tiny Gemma 3 and a tiny Qwen 3
 # (random weights, an arithmetic task whose reward needs no model). `plan` compiles gemma3-1b
 # with tunix's Gemma GRPO demo settings for a v5e-8 and searches what fits. `device` runs the
-# same recipe on the attached accelerator, with the plan's prediction beside it (and a ledger
-# row).
+# same recipe on the attached accelerator, with the plan's prediction and a ledger row beside.
 
 # %%
 # On Colab or Kaggle: install this project (tools/colab_install.sh); in a clone, `make setup`.
@@ -93,9 +92,10 @@ from shared import grpo, hardware, models, plan
 from shared.findings import grpo as findings
 from shared.grpo import plots as grpo_plots
 from shared.grpo.settings import GRPOBudget
-from shared.hardware import measure
-from shared.hardware.sharding import make_mesh
-from shared.plan import budget, faster_meshes, lookup
+from shared.hardware import measure, sharding
+from shared.plan.atlas import lookup
+from shared.plan.mesh import faster
+from shared.plan.slices import budget
 from shared.plan.workloads import grpo as grpo_plan
 from shared.report import ledger
 
@@ -129,7 +129,7 @@ print(f"recipe: {recipe.prompts_per_step} prompts x G{recipe.num_generations} pe
 results, measured = {}, {}
 names = [setting.model] + ([OTHER_MODEL] if MODE == "local" and OTHER_MODEL else [])
 for name in names if MODE != "plan" else []:
-    mesh = make_mesh(MESH)
+    mesh = sharding.make_mesh(MESH)
     model, tok = models.load(name, setting.weights, mesh=mesh, seed=SEED)
     compiles = grpo.quick_compiles() if MODE == "local" else contextlib.nullcontext()
     with compiles:  # the least XLA effort: a tiny CPU run is compile-bound
@@ -277,12 +277,12 @@ if MODE == "plan" and SEARCH:
 # The roofline (every phase's FLOPs at the chip's peak, or its bytes at HBM bandwidth,
 # whichever is slower, times its calls per step) is a lower bound on a step's time, so the
 # steps it allows are an upper bound, never a prediction. The estimate divides it by an
-# efficiency that is an ASSUMPTION, `shared.plan.budget`'s for this workload (printed with its
-# source); a CPU run's phase times say nothing about a TPU's, so they are not used for it. A
+# efficiency that is an ASSUMPTION, `shared.plan.slices.budget`'s for this workload (printed with
+# its source); a CPU run's phase times say nothing about a TPU's, so they are not used for it. A
 # device run's measured step over the plan's roofline (section 2) is the number to replace it
 # with. Kaggle's v5e-8 costs nothing within its weekly quota; GCP prices are dated.
 #
-# A memory-bound step is compiled on the meshes with more tp too (`shared.plan.faster_meshes`),
+# A memory-bound step is compiled on the meshes with more tp too (`shared.plan.mesh.faster`),
 # while each is faster. For the demo recipe (2 prompts × 4 completions a step) on the
 # v5e-8: 9.13 s on 8x1 (at most 3,547 steps in 9 hours), 7.27 s on 4x2 (4,457), **6.82 s on
 # 2x4 (4,753)**; 1x8 cannot split gemma3-1b's 4 heads. At the scaling book's 40% training MFU
@@ -293,7 +293,7 @@ if MODE == "plan" and SEARCH:
 configs = {"recipe": (point, recipe)} if point else {}
 if MODE == "plan" and point:  # the same recipe where each chip reads a share of the weights
     configs.update({f"recipe on {name}": (wider, recipe) for name, wider in
-                    faster_meshes.on_wider_meshes(request, point).items() if wider["fits"]})
+                    faster.on_wider_meshes(request, point).items() if wider["fits"]})
 if searches and largest >= request.batch:
     best = dataclasses.replace(request, batch=largest, logps="chunked")
     configs[f"{largest} sequences per call, chunked"] = (plan.plan_point(best),

@@ -49,12 +49,12 @@
 #
 # ## How this notebook answers it
 # A person with a budget starts from a job, not a slice. For each job below,
-# `shared.plan.cheapest` looks at every slice Cloud TPU rents (v5e and v6e from 1 to 256 chips,
-# v5p-8 to v5p-128, tpu7x-8 to tpu7x-64), each on its fastest mesh: the one a verdict chooses,
-# and those with more tp (a smaller least batch, a share of the weights a chip) until one fits
-# and while the fastest is memory-bound (a decode reads every weight a token). It excludes a slice
-# whose devices cannot hold the weights and optimizer state (exact arithmetic from shapes, no
-# compile), bounds every other slice's cost from below (the matmul FLOPs the job
+# `shared.plan.slices.cheapest` looks at every slice Cloud TPU rents (v5e and v6e from 1 to 256
+# chips, v5p-8 to v5p-128, tpu7x-8 to tpu7x-64), each on its fastest mesh: the one a verdict
+# chooses, and those with more tp (a smaller least batch, a share of the weights a chip) until
+# one fits and while the fastest is memory-bound (a decode reads every weight a token). It
+# excludes a slice whose devices cannot hold the weights and optimizer state (exact arithmetic
+# from shapes, no compile), bounds every other slice's cost from below (the matmul FLOPs the job
 # cannot avoid, its backward included, at the slice's peak, times its price), compiles the
 # slices that can still win, chip by chip, with the real TPU compiler for at most `MINUTES`,
 # and answers with the cheapest exact verdict: its batch, hours and
@@ -96,8 +96,8 @@ import matplotlib.pyplot as plt
 
 from shared.data import files
 from shared.findings import which_slice as findings
-from shared.plan import cheapest, cheapest_view
-from shared.plan.jobs import WhichSlice
+from shared.plan.slices import cheapest, view
+from shared.plan.slices.jobs import WhichSlice
 
 setting = report.setting(
     MODE, WhichSlice, SLICES=SLICES, MAX_SLICES=MAX_SLICES, PRICE=PRICE,
@@ -115,8 +115,8 @@ def answer(job):
         slices=setting.slices, max_compiled=setting.max_slices,
         minutes=setting.minutes_for(job))
     files.write_json(out / f"job_{job.model}_{job.workload}.json", result)
-    print(cheapest_view.table(result), "\n")
-    print(cheapest_view.describe(result))
+    print(view.table(result), "\n")
+    print(view.describe(result))
     findings.check_answer(job.title, result, quoted)
     return result
 
@@ -153,7 +153,7 @@ results |= {job.title: answer(job) for job in setting.jobs[1:]}
 # %%
 fig, axes = plt.subplots(1, len(results), figsize=(6 * len(results), 4.5), squeeze=False)
 for ax, result in zip(axes[0], results.values(), strict=True):
-    cheapest_view.plot(result, ax)
+    view.plot(result, ax)
 fig.tight_layout()
 report.save_figure(fig, out, "which_slice", key="08_which_slice" if KEY_FIGURES else None)
 plt.show()
@@ -177,8 +177,8 @@ report.table(findings.kaggle_free(free), out, "kaggle_free")
 # ## 5 · What the answers rest on
 # Every chosen setting is an exact compile of the whole program, deviceless, by libtpu or by
 # XLA's GPU compiler; its
-# hours and dollars are a roofline divided by the efficiency `shared.plan.budget` names with its
-# source, at prices `shared.hardware.prices` dates. The search visits chips breadth first
+# hours and dollars are a roofline divided by the efficiency `shared.plan.slices.budget` names with
+# its source, at prices `shared.hardware.prices` dates. The search visits chips breadth first
 # (each chip's smallest slice that can hold the weights, before a larger slice of any chip), and
 # some slices are left by its judgement, each row saying why: a slice whose chip's smaller slice
 # was compute-bound, or cost within 10% of the next size down (a larger one buys speed, not
@@ -186,7 +186,7 @@ report.table(findings.kaggle_free(free), out, "kaggle_free")
 # `MAX_SLICES` slices or `MINUTES` of compiling.
 
 # %%
-summary = [{"job": title, **cheapest_view.summary_row(result)} for title, result in results.items()]
+summary = [{"job": title, **view.summary_row(result)} for title, result in results.items()]
 report.table(summary, out, "summary")
 
 # %% [markdown]

@@ -5,6 +5,7 @@ command lines wrap their `main` in `run_cli`, so users never see a traceback fro
 inside JAX for a misspelled preset or target.
 """
 
+import difflib
 import os
 import sys
 from collections.abc import Callable, Iterable
@@ -15,11 +16,24 @@ class BadInput(ValueError):
 
 
 def choose(kind: str, name: str, valid: Iterable[str]) -> str:
-    """Return `name` if it is one of `valid`, else raise BadInput naming the valid ones."""
+    """The one of `valid` that `name` names, ignoring case (`Gemma3-4B` is gemma3-4b); else
+    BadInput with the closest names first (`gema3-4b`: did you mean 'gemma3-4b'?), then every
+    valid one."""
     valid = list(valid)
-    if name not in valid:
-        raise BadInput(f"unknown {kind} {name!r}; valid: {', '.join(valid)}")
-    return name
+    if name in valid:
+        return name
+    folded = {v.lower(): v for v in valid}
+    if name.lower() in folded:
+        return folded[name.lower()]
+    raise BadInput(f"unknown {kind} {name!r}{did_you_mean(name, valid)}; valid: {', '.join(valid)}")
+
+
+def did_you_mean(name: str, valid: Iterable[str]) -> str:
+    """` (did you mean 'x'?)` for the names of `valid` closest to `name` (difflib's ratio, case
+    ignored), or "" where none is close."""
+    folded = {v.lower(): v for v in valid}
+    close = difflib.get_close_matches(name.lower(), list(folded), n=2, cutoff=0.6)
+    return f" (did you mean {' or '.join(repr(folded[c]) for c in close)}?)" if close else ""
 
 
 def positive(**values: float | None) -> None:

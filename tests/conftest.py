@@ -67,8 +67,9 @@ def one_cpu_device(monkeypatch):
 def empty_plan_cache(tmp_path, monkeypatch):
     """The plan cache in this test's own folder: what a test checks is compiled here, never
     read from the checkout's .cache/plan (a developer's earlier plans) or another test's; nor
-    what another test's compiles took of the host's memory (shared.plan.host_memory)."""
-    from shared.plan import host_memory, verdict
+    what another test's compiles took of the host's memory (shared.plan.compiler.host_memory)."""
+    from shared.plan import verdict
+    from shared.plan.compiler import host_memory
 
     monkeypatch.setattr(verdict, "CACHE_DIR", tmp_path / "plan-cache")
     monkeypatch.setattr(host_memory, "_ONE_COMPILE", {})

@@ -12,7 +12,7 @@ from conftest import TEST_VOCAB as V
 
 from shared import lora, models, plan
 from shared.models import activation_sharding
-from shared.plan import buffers
+from shared.plan.compiler import buffers
 from shared.plan.workloads import lora_train
 from shared.rollout import sampler as rollout
 

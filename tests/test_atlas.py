@@ -19,7 +19,11 @@ import pytest
 from shared import plan
 from shared.errors import BadInput
 from shared.paths import ROOT
-from shared.plan import atlas, gap, search, search_meshes, verdict
+from shared.plan import atlas, verdict
+from shared.plan.atlas.render import render as render_atlas
+from shared.plan.search import gap
+from shared.plan.search import max_batch as search
+from shared.plan.search import meshes as search_meshes
 
 VERSIONS = {
     "jax": "0.10.2",
@@ -315,7 +319,7 @@ def _made_up_compiler(monkeypatch, fits) -> list[tuple[int, bool | str]]:
     """search's and gap's compiles answered by a made-up compiler: a request fits where
     `fits(request)` says so, at 0.2 GiB a row, and takes 16 GiB of 15.75 where it does not;
     on the request's mesh (8x1 unless it names one). Returns the (batch, fast) asked, fast
-    "assigned" for a probe at buffer assignment (shared.plan.assigned)."""
+    "assigned" for a probe at buffer assignment (shared.plan.compiler.assigned)."""
     asked = []
 
     def verdict_of(request, way=None):
@@ -472,11 +476,11 @@ def test_a_one_mesh_cell_leaves_its_other_meshes_marked_for_a_later_run(monkeypa
     grid = [cell]
     assert not atlas.todo(grid, [row], row["versions"], one_mesh=True)
     assert atlas.todo(grid, [row], row["versions"]) == grid
-    page, table = atlas.render([row], ["gemma3-tiny"], ["v5e-8"], ["rollout"], "test")
+    page, table = render_atlas([row], ["gemma3-tiny"], ["v5e-8"], ["rollout"], "test")
     assert "4x2 not asked (--one-mesh), and may fit more" in page
     stored = next(csv.DictReader(io.StringIO(table)))
     assert stored["meshes_not_asked"] == "4x2"
-    from shared.plan import lookup
+    from shared.plan.atlas import lookup
 
     text = lookup.describe({**stored, "status": "ok", "prices_read": ""})
     assert "searched on 8x1 only" in text and "4x2 not asked" in text
@@ -676,7 +680,7 @@ def test_the_page_says_how_often_the_older_searches_it_computed_again_were_wrong
     same_again["mesh_answers"] = {**same["mesh_answers"], "1x8": "<5"}
     rows = [older, again, same, same_again]
     assert atlas.older_search(older) and not atlas.older_search(again)
-    md, _ = atlas.render(rows, ["llama3.1-8b"], ["v5e-8"], ["lora-train"], "cmd")
+    md, _ = render_atlas(rows, ["llama3.1-8b"], ["v5e-8"], ["lora-train"], "cmd")
     assert (
         "Of the 2 such cells computed again so far, 1 was too low (the furthest: lora-train "
         "llama3.1-8b on a v5e-8, 4 -> 6) and none too high: a `?` cell's N fits" in md
@@ -891,12 +895,12 @@ def test_one_real_cell_for_a_tiny_model(tmp_path, monkeypatch):
     assert not atlas.todo(
         [atlas.Cell("gemma3-tiny", "v5e-1", "rollout")], atlas.read_store(store), plan.versions()
     )
-    md, _ = atlas.render(atlas.read_store(store), ["gemma3-tiny"], ["v5e-1"], ["rollout"], "test")
+    md, _ = render_atlas(atlas.read_store(store), ["gemma3-tiny"], ["v5e-1"], ["rollout"], "test")
     assert "| gemma3-tiny | ✓ ≥64 |" in md
 
 
 def test_lookup_answers_one_cell_from_the_committed_table_or_says_how_to_compute_it():
-    from shared.plan import lookup
+    from shared.plan.atlas import lookup
 
     rows = lookup.read_table()
     done = next(r for r in rows if r["status"] == "ok" and r["max_batch"] not in ("", "0"))
@@ -920,7 +924,7 @@ def test_lookup_answers_one_cell_from_the_committed_table_or_says_how_to_compute
 def test_lookup_describes_every_cell_of_the_committed_table():
     """Every cell a reader can ask about answers in words, a slice without a public price
     (tpu7x: 'n/a' in the table) too: until 2026-11-29 its price line raised ValueError."""
-    from shared.plan import lookup
+    from shared.plan.atlas import lookup
 
     rows = lookup.read_table()
     texts = {(r["model"], r["target"], r["recipe"]): lookup.describe(r) for r in rows}
@@ -937,7 +941,7 @@ def test_lookup_describes_every_cell_of_the_committed_table():
 def test_a_slice_column_words_each_models_cell_as_the_page_marks_it():
     """A notebook's at-a-glance table: one row per model of the grid, in its order, each
     cell's largest batch marked as docs/atlas.md marks it."""
-    from shared.plan import lookup
+    from shared.plan.atlas import lookup
 
     column = lookup.slice_column("grpo", "v5e-8")
     assert [row["model"] for row in column] == list(atlas.MODELS)
@@ -967,8 +971,8 @@ def test_a_slice_column_words_each_models_cell_as_the_page_marks_it():
 def test_lookup_gives_the_plan_command_that_asks_a_missing_cell_with_its_recipe(recipe):
     """A cell not computed yet comes with `python -m shared.plan ... --max-batch` too: the
     command line parses it into the atlas's own request for the cell, flag for flag."""
-    from shared.plan import lookup
     from shared.plan.__main__ import build_parser, check_flags_apply, request_from
+    from shared.plan.atlas import lookup
 
     row = next(r for r in lookup.read_table() if r["recipe"] == recipe)
     text = lookup.describe({**row, "status": "not computed yet", "error": ""})
@@ -987,7 +991,7 @@ def test_lookup_gives_the_plan_command_that_asks_a_missing_cell_with_its_recipe(
 def test_lookup_words_each_other_mesh_searched():
     """A mesh the search only asked whether it fits the answer ('<N' in mesh_answers) reads as
     fewer than N; one that fit not even a unit, as none."""
-    from shared.plan import lookup
+    from shared.plan.atlas import lookup
 
     done = next(r for r in lookup.read_table() if r["status"] == "ok" and r["bytes_per_device"])
     row = {**done, "mesh": "4x2", "mesh_answers": "8x1:<192 4x2:192 2x4:0"}
@@ -995,7 +999,7 @@ def test_lookup_words_each_other_mesh_searched():
 
 
 def test_lookup_says_whether_the_answer_was_checked_two_units_above():
-    from shared.plan import lookup
+    from shared.plan.atlas import lookup
 
     done = next(r for r in lookup.read_table() if r["status"] == "ok" and r["bytes_per_device"])
     row = {**done, "max_batch": "184", "first_not_fitting": "188", "at_least": "False"}
@@ -1263,7 +1267,7 @@ def test_a_cell_says_where_the_compiler_failed_and_lookup_words_it():
     (a RET_CHECK in its SparseCore gather emitter). The search goes on below (shared.plan.
     search); the cell shows its answer with where the compiler failed, not "failed", and the
     lookup says so in words, with no failing batch to name."""
-    from shared.plan import lookup
+    from shared.plan.atlas import lookup
     from shared.plan.atlas.render import cell_text
 
     message = "INTERNAL: RET_CHECK failure (gather_emitter.cc:5360)"
@@ -1293,7 +1297,7 @@ def test_the_libtpu_flag_benchmark_states_a_flag_search_beside_the_committed_cel
     beside the committed answer the lookup gives; a cell that is not 'recipe,model,target' is
     one line."""
     from benchmarks import bench_libtpu_flag as bench
-    from shared.plan import lookup
+    from shared.plan.atlas import lookup
 
     _made_up_compiler(monkeypatch, lambda r: r.batch <= 24)
     request = plan.Request("lora-train", "gemma3-tiny", "v5e-8", seq=64, lora_rank=4)
@@ -1339,7 +1343,7 @@ def test_the_libtpu_flag_benchmark_states_a_flag_search_beside_the_committed_cel
     message = "INTERNAL: RET_CHECK failure (gather_emitter.cc:5360)"
     row = _row("gemma3-1b", "tpu7x-8", "grpo", max_batch=128, first_not_fitting=None)
     row.update(compiler_errors=[{"batch": 136, "error": message, "mesh": "8x1"}], mesh="8x1")
-    md, _ = atlas.render(
+    md, _ = render_atlas(
         [{**row, "versions": plan.versions()}], ["gemma3-1b"], ["tpu7x-8"], ["grpo"], "t"
     )
     note = next(line for line in md.splitlines() if message in line)
@@ -1347,7 +1351,7 @@ def test_the_libtpu_flag_benchmark_states_a_flag_search_beside_the_committed_cel
     assert note.endswith(f"; {said}")
     # a cell the compiler answered plainly gets the note too: the flag moves its answer
     plain = _row("gemma3-1b", "tpu7x-8", "grpo", max_batch=128, first_not_fitting=136)
-    md, _ = atlas.render(
+    md, _ = render_atlas(
         [{**plain, "versions": plan.versions()}], ["gemma3-1b"], ["tpu7x-8"], ["grpo"], "t"
     )
     assert any(line.endswith(f"; {said}") for line in md.splitlines()), md
@@ -1361,8 +1365,8 @@ def test_a_mesh_whose_search_stopped_with_a_gap_says_so_beside_the_answer():
     """gemma3-12b rollouts on a tpu7x-8 under a libtpu flag: the 1x8 mesh's located fits at
     987-993 all failed exactly, the search ran out of rounds, and its answer read "1x8 fits 1"
     beside 2x4's 742, as if 1x8 held one sequence. A mesh's gap is its answer's range."""
-    from shared.plan import lookup
-    from shared.plan.search_result import mesh_answer
+    from shared.plan.atlas import lookup
+    from shared.plan.search.result import mesh_answer
 
     stopped = {"max_batch": 1, "first_not_fitting": 987, "multiple_of": 1}
     settled = {**stopped, "first_not_fitting": 2}

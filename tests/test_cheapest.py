@@ -1,5 +1,5 @@
-"""shared.plan.cheapest: the cheapest rented slice for a whole job. Slices that cannot hold the
-model are excluded by arithmetic, candidates are compiled in the order of a FLOP bound, a
+"""shared.plan.slices.cheapest: the cheapest rented slice for a whole job. Slices that cannot hold
+the model are excluded by arithmetic, candidates are compiled in the order of a FLOP bound, a
 candidate whose bound cannot beat the best is never compiled, and the answer is a compiled
 verdict with hours, dollars and the commands that rent it."""
 
@@ -14,8 +14,10 @@ from shared import report
 from shared.errors import BadInput
 from shared.findings import which_slice
 from shared.hardware import parse_target, rent
-from shared.plan import Request, candidate, cheapest, cheapest_view, jobs, slice_job
+from shared.plan import Request
 from shared.plan.__main__ import main as plan_cli
+from shared.plan.slices import candidate, cheapest, jobs, view
+from shared.plan.slices import job as slice_job
 
 TINY = Request("lora-train", "gemma3-tiny", "v5e-1", seq=128, lora_rank=4)
 
@@ -132,7 +134,7 @@ def test_a_slice_whose_bound_cannot_beat_the_best_is_never_compiled(monkeypatch)
     assert "--accelerator-type=v5litepod-1" in result["commands"]["create"]
     assert result["commands"]["run"].endswith("NB=02 PARAMS='-p MODE device -p MESH 1x1'")
     assert not any(r["gpu"] for r in result["rows"])  # only the slices asked for
-    assert "cheapest for lora-train gemma3-tiny" in cheapest_view.describe(result)
+    assert "cheapest for lora-train gemma3-tiny" in view.describe(result)
 
 
 def test_a_gpu_machine_is_a_candidate_like_a_slice_and_can_win(monkeypatch):
@@ -155,7 +157,7 @@ def test_a_deadline_skips_what_cannot_meet_it(monkeypatch):
     result = cheapest.cheapest(TINY, 1e9, slices=("v6e-1",), within_hours=1.0, progress=False)
     (row,) = [r for r in result["rows"] if r["target"] == "v6e-1"]
     assert row["why"] == "misses 1 h" and result["choice"] is None
-    assert "no rented slice fits" in cheapest_view.describe(result)
+    assert "no rented slice fits" in view.describe(result)
 
 
 def test_a_slice_too_small_for_the_weights_is_excluded_without_compiling(monkeypatch):
@@ -185,7 +187,7 @@ def test_every_rented_slice_has_a_topology_to_compile_for():
     """Every TPU slice names a libtpu topology; every GPU machine makes compile-only CUDA
     devices of its GPU, as many as it holds (jax's CUDA plugin, no GPU here)."""
     from shared.hardware import gpus, parse_target
-    from shared.plan.target import target_devices
+    from shared.plan.compiler.target import target_devices
 
     for target in rent.ALL_TPU_SLICES:
         assert parse_target(target).topology is not None, target
@@ -274,7 +276,7 @@ def test_the_time_budget_stops_before_a_slice_it_cannot_finish(monkeypatch):
     assert compiled == ["v6e-1"]
     (row,) = [r for r in result["rows"] if r["target"] == "v5e-1"]
     assert row["status"] == "not compiled" and "12-minute budget" in row["why"]
-    assert "not compiled though their FLOP bound is below" in cheapest_view.describe(result)
+    assert "not compiled though their FLOP bound is below" in view.describe(result)
 
 
 def test_a_job_that_needs_longer_keeps_its_own_budget_unless_the_reader_names_one():

@@ -7,7 +7,7 @@ import json
 from shared import plan
 from shared.paths import ROOT
 from shared.plan import field
-from shared.plan.verdict import same_request
+from shared.plan.workloads.request import same_request
 
 COMMITTED = ROOT / "benchmarks" / "results" / "field_validation.json"
 

@@ -1,4 +1,4 @@
-"""shared.plan.frontier and shared.plan.budget: what to change, and what it costs."""
+"""shared.plan.frontier and shared.plan.slices.budget: what to change, and what it costs."""
 
 import jax
 import jax.numpy as jnp
@@ -8,8 +8,9 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from shared import plan
 from shared.errors import BadInput
-from shared.plan import budget, frontier, verdict
-from shared.plan.executable import Executable, Workload
+from shared.plan import frontier, verdict
+from shared.plan.compiler.executable import Executable, Workload
+from shared.plan.slices import budget
 
 GIB = 2**30
 

@@ -120,7 +120,7 @@ def test_cli_bad_gpu_input_is_one_line(args, message, empty_plan_cache, capsys):
 
 
 def test_a_target_config_the_plugin_cannot_parse_is_one_line(monkeypatch):
-    from shared.plan import target
+    from shared.plan.compiler import target
 
     monkeypatch.setattr(gpus, "target_config", lambda *args: "not a proto {")
     target._gpu_topology.cache_clear()

@@ -19,9 +19,10 @@ from shared.grpo import token_logprobs
 from shared.hardware import parse_target
 from shared.hardware.sharding import bytes_per_device, make_mesh
 from shared.paths import ROOT
-from shared.plan import compiled, verdict
+from shared.plan import verdict
 from shared.plan.__main__ import main as plan_cli
-from shared.plan.executable import lower
+from shared.plan.compiler import compiled
+from shared.plan.compiler.executable import lower
 from shared.plan.workloads import grpo as grpo_plan
 
 TINY = grpo.GRPOSettings(
@@ -249,7 +250,7 @@ def test_the_committed_gpu_grpo_step_agrees_with_its_plan(gpu):
 def test_a_jax_without_the_effort_knob_compiles_fast_verdicts_without_it(monkeypatch):
     """jax 0.11.2 on an H100 refused {"exec_time_optimization_effort": -1} ("No such compile
     option"): where jax has no such knob, a fast compile leaves it out (and is an exact one)."""
-    from shared.plan import compiled
+    from shared.plan.compiler import compiled
 
     assert compiled.takes_effort()  # the pinned jax 0.10.2 has it
     assert "exec_time_optimization_effort" in compiled.fast_options("cpu")
@@ -402,10 +403,10 @@ def test_cli_prints_the_grpo_verdict(plan_cache, capsys):
     args += ["--prompt-len", "8", "--completion-len", "4", "--num-generations", "2"]
     args += ["--lora-rank", "4", "--fast", "--phases", "update"]
     plan_cli(args)
-    assert "[cached]" not in capsys.readouterr().out
+    assert "from the plan cache" not in capsys.readouterr().out
     plan_cli(args)
     out = capsys.readouterr().out
-    assert "grpo gemma3-tiny" in out and "FITS" in out and "[cached]" in out
+    assert "grpo gemma3-tiny" in out and "FITS" in out and "from the plan cache (compiled 20" in out
     assert "reference weights" in out and "policy_update" in out
 
 

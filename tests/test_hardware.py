@@ -149,7 +149,7 @@ def test_compiler_hbm_in_the_table_is_what_libtpu_allows(target):
     import jax.numpy as jnp
     from jax.sharding import NamedSharding, PartitionSpec
 
-    from shared.plan.compiled import refusal
+    from shared.plan.compiler.compiled import refusal
 
     mesh = _mesh(target)
     rows = 200 * GiB // (2 * 4096)

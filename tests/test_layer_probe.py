@@ -5,8 +5,9 @@ import pytest
 from shared import models
 from shared.errors import BadInput
 from shared.hardware import parse_target
-from shared.plan import layer_probe, target_mesh
-from shared.plan.compiled import compile_executable
+from shared.plan import target_mesh
+from shared.plan.compiler import layer_probe
+from shared.plan.compiler.compiled import compile_executable
 
 
 @pytest.fixture(scope="module")

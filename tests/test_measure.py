@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import pytest
 
 from shared.hardware import measure
-from shared.plan import compiled
+from shared.plan.compiler import compiled
 
 
 def test_time_fn_reports_first_call_and_trials():

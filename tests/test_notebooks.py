@@ -18,7 +18,7 @@ import yaml
 from shared import sweep
 from shared.errors import BadInput
 from shared.paths import ROOT
-from shared.plan.jobs import WhichSlice
+from shared.plan.slices.jobs import WhichSlice
 from tools.colab_cell import COLAB_CELL
 from tools.notebooks import (
     colab_problems,

@@ -24,26 +24,20 @@ from shared import plan, report
 from shared.errors import BadInput
 from shared.hardware import parse_target
 from shared.paths import ROOT
-from shared.plan import (
-    assigned,
-    compiled,
-    cut_depth,
-    host_memory,
-    point_view,
-    search,
-    search_climb,
-    search_lines,
-    search_locate,
-    search_meshes,
-    search_phases,
-    search_result,
-    search_view,
-    verdict,
-    workload_bytes,
-)
-from shared.plan import mesh as plan_mesh
+from shared.plan import verdict
 from shared.plan.__main__ import main as plan_cli
-from shared.plan.executable import Executable, Workload
+from shared.plan.cli import point_view
+from shared.plan.compiler import assigned, compiled, cut_depth, host_memory, workload_bytes
+from shared.plan.compiler.executable import Executable, Workload
+from shared.plan.mesh import choice as plan_mesh
+from shared.plan.search import climb as search_climb
+from shared.plan.search import lines as search_lines
+from shared.plan.search import locate as search_locate
+from shared.plan.search import max_batch as search
+from shared.plan.search import meshes as search_meshes
+from shared.plan.search import phases as search_phases
+from shared.plan.search import result as search_result
+from shared.plan.search import view
 
 GIB = 2**30
 ROW = (4096, 131072)  # one batch row: 1 GiB of bf16
@@ -265,8 +259,8 @@ def test_a_tpu7x_compiles_one_executable_at_a_time(monkeypatch):
 
 def test_compiles_go_one_at_a_time_where_two_would_not_fit_the_hosts_memory(monkeypatch):
     """Two exact compiles of gemma3-27b's LoRA step side by side took a 23 GiB machine to 20.7
-    GB, and the kernel killed the search (shared.plan.host_memory): where one compile of the
-    workload has taken more than half the free memory, plan_points compiles one at a time; and
+    GB, and the kernel killed the search (shared.plan.compiler.host_memory): where one compile of
+    the workload has taken more than half the free memory, plan_points compiles one at a time; and
     after each round it hands the heap the compiles freed back to the kernel."""
     pools = []
     pool = verdict.ThreadPoolExecutor
@@ -1164,7 +1158,7 @@ def test_a_search_starts_on_the_wider_mesh_whose_room_doubles_and_asks_the_narro
     assert [(p["batch"], p["fast"], p["compiled"]) for p in on_8x1] == [(8, False, False)]
     on_4x2 = [p for p in result["probes"] if p["mesh_shape"]["tp"] == 2]
     assert (on_4x2[0]["batch"], on_4x2[0]["fast"]) == (4, True)  # located and confirmed
-    assert "(mesh 4x2; 8x1 fits none)" in search_view.describe(result)
+    assert "(mesh 4x2; 8x1 fits none)" in view.describe(result)
 
 
 def test_a_search_that_fits_nothing_on_any_mesh_answers_on_the_rules_mesh(monkeypatch):
@@ -1177,7 +1171,7 @@ def test_a_search_that_fits_nothing_on_any_mesh_answers_on_the_rules_mesh(monkey
     wider = [(p["batch"], p["fast"]) for p in result["probes"] if p["mesh_shape"]["tp"] == 2]
     assert wider == [(4, False)]  # one unit of 4x2: its 4 fsdp devices
     assert result["units"] == {"8x1": 8, "4x2": 4}
-    assert search_view.describe(result).startswith(
+    assert view.describe(result).startswith(
         "not even one unit fits for tp-starved none on v5e-8 on any mesh its weights divide "
         "(8x1, 4x2): batch 8 on 8x1, 4 on 4x2 ("
     )
@@ -1256,7 +1250,7 @@ def test_the_mesh_that_reaches_furthest_is_searched_first_and_the_others_asked_o
         on_it = [(p["batch"], p["fast"]) for p in result["probes"] if p["mesh_shape"]["tp"] == tp]
         assert on_it == [(batch, False)]
     assert together[-1] == [("2x4", above), ("8x1", asked)]  # one call: compiled side by side
-    assert f"(mesh 4x2; 8x1 fits fewer than {asked}" in search_view.describe(result)
+    assert f"(mesh 4x2; 8x1 fits fewer than {asked}" in view.describe(result)
     _wider_shapes(monkeypatch, [(4, 2)])
     light = search.max_batch(plan.Request("tp-light", "none", "v5e-8"), progress=False)
     assert light["mesh"] == "8x1" and light["max_batch"] > largest
@@ -1351,8 +1345,8 @@ def test_a_sampled_8b_model_reaches_furthest_on_a_wide_tp_and_a_1b_on_all_fsdp()
     a v6e-8, leave 8x1 the least room, and its 8 KV heads split over tp, so its ceilings rise
     with tp; gemma3-1b's weights are small and its one KV head is whole on every tp device, so
     all fsdp reaches furthest. A search starts on the mesh with the highest."""
-    from shared.plan.mesh import batch_ceiling
-    from shared.plan.target import target_devices
+    from shared.plan.compiler.target import target_devices
+    from shared.plan.mesh.choice import batch_ceiling
 
     devices = target_devices(parse_target("v6e-8"))
     ceilings = {}
@@ -1364,8 +1358,8 @@ def test_a_sampled_8b_model_reaches_furthest_on_a_wide_tp_and_a_1b_on_all_fsdp()
 
 
 def test_the_wider_meshes_are_those_whose_tp_the_weights_divide():
-    from shared.plan.mesh import wider_shapes
-    from shared.plan.target import target_devices
+    from shared.plan.compiler.target import target_devices
+    from shared.plan.mesh.choice import wider_shapes
 
     devices = target_devices(parse_target("v5e-8"))
     rollout = plan.Request("rollout", "gemma4-e4b", "v5e-8")
@@ -1454,7 +1448,7 @@ def test_a_program_one_verdict_compiled_is_not_compiled_again_for_another():
 def edit_source(monkeypatch):
     """A function that makes shared/NAME read as edited: the plan cache's keys computed again
     from the edited text (sources' digests), and from the checkout's after the test."""
-    from shared.plan import sources
+    from shared.plan.compiler import sources
 
     digests = (sources.verdict_sources_digest, sources.compile_sources_digest)
     read, edited = Path.read_bytes, set()
@@ -1514,7 +1508,7 @@ def test_a_change_to_the_verdicts_code_takes_its_programs_compiles(edit_source):
 def test_a_compiles_key_holds_only_the_code_that_reads_the_compilers_answer():
     """The files one executable's compile runs are the verdict's, less what schedules compiles,
     builds workloads or prints tables; what reads the compiler's numbers is among them."""
-    from shared.plan import sources
+    from shared.plan.compiler import sources
 
     compile_files = {p.relative_to(ROOT / "shared").as_posix() for p in sources.compile_files()}
     assert sources.compile_files() < sources.verdict_files()
@@ -1565,7 +1559,7 @@ def test_a_loop_xla_counts_once_adds_the_weight_reads_of_its_further_passes():
 
 
 def test_a_micro_batched_step_is_not_counted_as_one_micro_batch():
-    from shared.plan.matmul_bound import run_flops
+    from shared.plan.workloads.matmul_bound import run_flops
 
     one, four = (
         plan.Request("train", "tiny", "v5e-1", batch=8, seq=128, microbatches=m, fast=True)
@@ -1639,7 +1633,14 @@ def test_cli_rollout_json_and_table(tmp_path):
     assert point["fits"] and set(point["executables"]) == {"prefill", "decode"}
     assert point["executables"]["decode"]["repeats"] == 16 and point["dtype"] == "bfloat16"
     table = _cli(*args, "--batch", "4", cache=str(tmp_path))
-    for shown in ("FITS", "[cached]", "roofline", "resident", "libtpu", "bfloat16"):
+    for shown in (
+        "FITS",
+        "from the plan cache (compiled 20",
+        "roofline",
+        "resident",
+        "libtpu",
+        "bfloat16",
+    ):
         assert shown in table.stdout
 
 
@@ -1699,7 +1700,7 @@ def test_the_cli_compiles_a_gpu_target_on_the_cpu_platform_quietly(tmp_path):
 
 
 def test_probe_rows_record_each_compile_of_a_search_in_one_shape():
-    from shared.plan.search_view import PROBE_COLUMNS, probe_rows
+    from shared.plan.search.view import PROBE_COLUMNS, probe_rows
 
     refused = {"batch": 16, "fast": False, "fits": False, "bytes_per_device": 9, "compile_s": 2.04}
     found = {"probes": [{**refused, "refused": "HLO temporaries exceed", "skipped": []}]}
@@ -1728,7 +1729,7 @@ def test_a_verdict_loads_no_shared_module_outside_the_cache_keys_sources(tmp_pat
     computed in a fresh interpreter loads no other module of shared/ (one it did load could
     change without a recompile), and the search, the atlas, the views, the notebooks' helpers
     and the benchmarks' are outside it (a change to them keeps the cache)."""
-    from shared.plan import sources
+    from shared.plan.compiler import sources
 
     program = (
         "import sys; from shared.plan.verdict import Request, plan_point; "
@@ -1753,7 +1754,7 @@ def test_a_verdict_loads_no_shared_module_outside_the_cache_keys_sources(tmp_pat
 def test_the_sources_a_verdict_runs_follow_its_imports_through_shared(tmp_path, monkeypatch):
     """Absolute, relative and function-level imports are followed, with each module's parent
     packages; a module only the search imports is outside, and a change to it keeps the key."""
-    from shared.plan import sources
+    from shared.plan.compiler import sources
 
     files = {
         "__init__.py": "",
@@ -1826,12 +1827,12 @@ def test_an_unwritable_plan_cache_is_one_line_before_any_compile(tmp_path, monke
 def test_a_search_that_nothing_fits_says_whether_the_compiler_or_arithmetic_decided():
     base = {"workload": "sft", "model": "m", "target": "v5e-1", "max_batch": 0}
     base.update(multiple_of=1, first_not_fitting=1)
-    assert "(the compiler's verdict)" in search_view.describe({**base, "compiles": 2})
-    assert "(arithmetic, before any compile)" in search_view.describe({**base, "compiles": 0})
+    assert "(the compiler's verdict)" in view.describe({**base, "compiles": 2})
+    assert "(arithmetic, before any compile)" in view.describe({**base, "compiles": 0})
 
 
 def test_a_model_cut_to_whole_attention_repeats_keeps_its_layer_mix():
-    """Request.layers (a probe's depth, shared.plan.timing) cuts the tunix config: Gemma 3
+    """Request.layers (a probe's depth, shared.plan.compiler.timing) cuts the tunix config: Gemma 3
     repeats five local and one global layer, Gemma 2 alternates, Llama has one kind."""
     from shared import models
 
@@ -1853,7 +1854,7 @@ def test_a_model_cut_to_whole_attention_repeats_keeps_its_layer_mix():
 
 
 def test_the_depth_line_compares_cut_models_with_the_whole_one():
-    from shared.plan import timing
+    from shared.plan.compiler import timing
 
     request = plan.Request("rollout", "gemma3-tiny", "v5e-1", batch=4, prompt_len=8, steps=8)
     line = timing.depth_line(dataclasses.replace(request, fast=True), (1, 2), full_layers=6)
@@ -1869,7 +1870,7 @@ def test_a_compile_splits_into_stages_read_from_xlas_dump():
     """compiler_stages: each executable's exact compile split at XLA's dump files (HLO
     passes, buffer assignment, code generation, and before and after them), in a child
     process; the stages add up to the compile's own seconds."""
-    from shared.plan import timing
+    from shared.plan.compiler import timing
 
     request = plan.Request(
         "rollout", "gemma3-tiny", "v5e-1", batch=4, prompt_len=8, steps=8, layers=1

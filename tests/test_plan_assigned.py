@@ -1,13 +1,14 @@
-"""The buffer-assignment probe (shared.plan.assigned): a child compile stopped at XLA's
+"""The buffer-assignment probe (shared.plan.compiler.assigned): a child compile stopped at XLA's
 memory-usage report, a locating point a search aims with, never a verdict."""
 
 import pytest
 
 from shared import plan
 from shared.hardware import parse_target
-from shared.plan import assigned, host_memory, verdict
-from shared.plan.assigned import assigned_points, locates_at_assignment
-from shared.plan.workload_bytes import resident_bytes
+from shared.plan import verdict
+from shared.plan.compiler import assigned, host_memory
+from shared.plan.compiler.assigned import assigned_points, locates_at_assignment
+from shared.plan.compiler.workload_bytes import resident_bytes
 from shared.plan.workloads import build_workload
 
 pytestmark = pytest.mark.usefixtures("empty_plan_cache")

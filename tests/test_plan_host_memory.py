@@ -1,4 +1,4 @@
-"""How many compiles run at once on this machine's memory (shared.plan.host_memory): two
+"""How many compiles run at once on this machine's memory (shared.plan.compiler.host_memory): two
 exact compiles of gemma3-27b's LoRA step side by side took a 23 GiB machine to 20.7 GB, and the
 kernel killed the search. Free memory and compile sizes are made up here; the compiles real."""
 
@@ -12,7 +12,8 @@ import time
 import pytest
 
 from shared import plan
-from shared.plan import host_memory, verdict
+from shared.plan import verdict
+from shared.plan.compiler import host_memory
 
 pytestmark = pytest.mark.usefixtures("empty_plan_cache")
 GIB = 2**30
@@ -73,7 +74,8 @@ def test_a_corrupt_or_unwritable_store_measures_again(free, tmp_path):
 
 
 def test_a_compile_waits_while_a_child_compiling_elsewhere_holds_its_room(free):
-    """A probe child finishing its compile (shared.plan.assigned) may still take what it has
+    """A probe child finishing its compile (shared.plan.compiler.assigned) may still take what it
+    has
     not taken yet; where that leaves no room for one more, the next compile waits for it."""
     host_memory.record(BIG, 12 * GIB, None)
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
@@ -96,7 +98,7 @@ def test_a_compile_waits_while_another_process_sharing_the_cache_compiles(free, 
     machine could not hold (2026-12-02): what one announces, the other waits for."""
     host_memory.record(BIG, 12 * GIB, tmp_path)
     announcing = (
-        "import sys, time; from shared import plan; from shared.plan import host_memory; "
+        "import sys, time; from shared import plan; from shared.plan.compiler import host_memory; "
         "from pathlib import Path; request = plan.Request('lora-train', 'gemma3-27b', 'v6e-4'); "
         "context = host_memory.compiling_here([request], 1, Path(sys.argv[1])); "
         "context.__enter__(); time.sleep(60)"

@@ -1,4 +1,4 @@
-"""shared.plan.mesh: the mesh a verdict compiles on when none is given. All fsdp while it
+"""shared.plan.mesh.choice: the mesh a verdict compiles on when none is given. All fsdp while it
 works; on a big slice, the smallest tp that divides the weights and the batch, and for a model
 too big to sit whole on each chip the smallest that holds it, said in the verdict; a given mesh
 is kept as given."""
@@ -7,9 +7,11 @@ import pytest
 
 from shared.errors import BadInput
 from shared.hardware import parse_target
-from shared.plan import Request, faster_meshes, max_batch, plan_point, point_view
-from shared.plan.mesh import auto_shape, mesh_for, search_shape
-from shared.plan.target import target_devices
+from shared.plan import Request, max_batch, plan_point
+from shared.plan.cli import point_view
+from shared.plan.compiler.target import target_devices
+from shared.plan.mesh import faster as faster_meshes
+from shared.plan.mesh.choice import auto_shape, mesh_for, search_shape
 from shared.plan.verdict import floor_verdict
 
 pytestmark = pytest.mark.usefixtures("empty_plan_cache")
@@ -72,7 +74,7 @@ def test_a_multi_host_verdict_names_its_hosts_and_mesh():
 
 
 def test_a_search_keeps_one_mesh_for_every_probe(monkeypatch):
-    from shared.plan import search
+    from shared.plan.search import max_batch as search
 
     monkeypatch.setattr(search, "CEILING", 256)
     request = Request("rollout", "gemma3-tiny", "v5e-256", prompt_len=8, steps=8, layers=1)

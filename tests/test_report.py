@@ -183,7 +183,7 @@ def test_the_cpu_timeline_names_each_child_by_what_it_compiles_and_sums_the_core
     probe = json.dumps({"batch": 6, "mesh": "2x2"})
     with CpuTimeline(period_s=0.25, note=lambda: "locating") as timeline:
         child = subprocess.Popen(
-            [sys.executable, "-c", spin, "-m", "shared.plan.assigned", probe, "/tmp", ""]
+            [sys.executable, "-c", spin, "-m", "shared.plan.compiler.assigned", probe, "/tmp", ""]
         )
         child.wait()
     timeline_report = timeline.report()

@@ -14,7 +14,7 @@ from conftest import TEST_VOCAB as V
 from shared import models, plan, report
 from shared.errors import BadInput
 from shared.findings import rollout as findings
-from shared.plan import executable as plan_executable
+from shared.plan.compiler import executable as plan_executable
 from shared.plan.workloads import rollout as rollout_workload
 from shared.rollout import sampler as rollout
 from shared.rollout import sweep as rollout_sweep

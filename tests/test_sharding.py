@@ -7,7 +7,7 @@ from flax import nnx
 
 from shared.errors import BadInput
 from shared.hardware import sharding
-from shared.plan.compiled import compiled_memory
+from shared.plan.compiler.compiled import compiled_memory
 
 V, D = 4096, 64
 

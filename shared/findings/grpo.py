@@ -10,7 +10,7 @@ Plain data in and out: the notebook compiles and hands its verdicts and searches
 from __future__ import annotations
 
 from shared import report
-from shared.plan.verdict import same_request
+from shared.plan.workloads.request import same_request
 
 QUOTED = "07_grpo_plan"  # benchmarks/results/07_grpo_plan.json, the file the Takeaway quotes
 

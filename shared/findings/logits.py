@@ -19,7 +19,8 @@ from shared.hardware import measure, parse_target, prices
 from shared.hardware.sharding import batch_sharding
 from shared.logits import compare
 from shared.logits.settings import FitSearch
-from shared.plan import budget, describe, target_devices
+from shared.plan import describe, target_devices
+from shared.plan.slices import budget
 from shared.report import ledger
 from shared.rollout.sampler import random_prompts
 

@@ -21,7 +21,7 @@ import numpy as np
 from shared import hardware, plan, report, sizing
 from shared.errors import BadInput
 from shared.hardware import measure, prices
-from shared.plan import budget
+from shared.plan.slices import budget
 from shared.pretrain import model
 from shared.pretrain.settings import TPUCHAT_MFU, Ablations
 from shared.report import ledger

@@ -14,7 +14,7 @@ import math
 from shared import hardware, models, report
 from shared.errors import BadInput
 from shared.hardware import prices
-from shared.plan import search_view
+from shared.plan.search import view
 from shared.rollout.sweep import closed_form_bytes_per_device, closed_form_max_batch
 
 QUOTED = "01_rollout_tunix_semantics"  # bench_tunix_semantics.py: both searches the Takeaway quotes
@@ -114,7 +114,7 @@ def probe_rows(drawn: dict[str, dict]) -> list[dict]:
     return [
         {"tunix": semantics, **row}
         for semantics, found in drawn.items()
-        for row in search_view.probe_rows(found)
+        for row in view.probe_rows(found)
     ]
 
 

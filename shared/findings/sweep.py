@@ -16,7 +16,7 @@ import yaml
 
 from shared import plan, report
 from shared.paths import ROOT
-from shared.plan import budget
+from shared.plan.slices import budget
 from shared.sweep import config as sweep_config
 from shared.sweep.results import recommend
 from shared.sweep.settings import HparamSweep

@@ -23,7 +23,7 @@ DIFFERS = (
 
 
 def check_answer(title: str, result: dict, quoted: dict | None) -> None:
-    """Job `title`'s cheapest slice (shared.plan.cheapest's `result`) against the committed
+    """Job `title`'s cheapest slice (shared.plan.slices.cheapest's `result`) against the committed
     search of the same question in `quoted` (the file, or None)."""
     committed = ((quoted or {}).get("jobs") or {}).get(title, {}).get("result")
     if committed and _question(result) == _question(committed):

@@ -37,7 +37,7 @@ from shared import lora
 from shared.errors import BadInput
 from shared.grpo import token_logprobs
 from shared.grpo.recipe import GRPOSettings, arithmetic_reward
-from shared.plan.compiled import takes_effort
+from shared.plan.compiler.compiled import takes_effort
 
 Role = rl_cluster_lib.Role
 
@@ -241,7 +241,7 @@ def quick_compiles():
     """XLA's least optimisation effort while a CPU run compiles: about halves a tiny run's
     compile time (it is compile-bound: tens of seconds of compiling against ~1 s of steps).
     The previous setting is restored afterwards. A jax without that knob compiles as usual
-    (shared.plan.compiled.takes_effort)."""
+    (shared.plan.compiler.compiled.takes_effort)."""
     if not takes_effort():
         yield
         return

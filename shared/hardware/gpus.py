@@ -2,8 +2,8 @@
 jax process may use there.
 
 A deviceless CUDA compile (`topologies.get_topology_desc(platform="cuda", target_config=...)`,
-shared.plan.target) takes a `GpuTargetConfigProto` in text form: the compute capability that
-picks the instructions ptxas emits, the SM count and shared memory the fusion and GEMM
+shared.plan.compiler.target) takes a `GpuTargetConfigProto` in text form: the compute capability
+that picks the instructions ptxas emits, the SM count and shared memory the fusion and GEMM
 emitters tile for, and `device_memory_size`, from which XLA sets the memory its scheduler and
 rematerialization aim at. `target_config` builds it from the facts below; each row names its
 source, and nothing here is fitted to a measurement.

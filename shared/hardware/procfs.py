@@ -1,8 +1,8 @@
 """What Linux's /proc says of one process of this machine: the fields of /proc/PID/stat.
 
-Why a module of its own: the plan's host-memory guard (shared.plan.host_memory) names a process
-by its pid and start time, and the benchmarks' CPU timeline (shared.report.cpu_timeline) reads
-each process's parent and CPU seconds; both read the same line, whose command name may hold
+Why a module of its own: the plan's host-memory guard (shared.plan.compiler.host_memory) names a
+process by its pid and start time, and the benchmarks' CPU timeline (shared.report.cpu_timeline)
+reads each process's parent and CPU seconds; both read the same line, whose command name may hold
 spaces and parentheses. Nothing here is part of a verdict."""
 
 from __future__ import annotations

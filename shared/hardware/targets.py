@@ -5,7 +5,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from shared.errors import BadInput
+from shared.errors import BadInput, did_you_mean
 from shared.hardware import gpus
 from shared.hardware.chips import CHIPS, Chip, current_chip
 
@@ -112,7 +112,9 @@ def parse_target(name: str) -> Target:
     match = _TARGET_RE.match(name.strip().lower())
     chip_name = match and _ALIASES.get(match["chip"], match["chip"])
     if not match or chip_name not in CHIPS:
-        raise BadInput(f"unknown target {name!r}; valid: {valid_target_examples()}")
+        typed = match["chip"] if match else name.strip().lower()
+        hint = did_you_mean(typed, [*CHIPS, *_ALIASES])
+        raise BadInput(f"unknown target {name!r}{hint}; valid: {valid_target_examples()}")
     chip = CHIPS[chip_name]
     n = int(match["n"] or (chip.cores_per_chip_name if chip.is_tpu else 1))
     if n < 1:

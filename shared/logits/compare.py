@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from shared import logits as L
-from shared.plan import compiled
+from shared.plan.compiler import compiled
 
 TOP_K, LOSS = "top-k", "loss fwd+bwd"
 

@@ -9,35 +9,31 @@ worst executable's transient bytes, against the HBM the compiler allows.
     python -m shared.plan rollout --model gemma3-1b --target v5e-1 --max-batch \\
         --cache-size 1312 --prompt-len 256 --steps 1024
 
-Modules: `target` (devices, usable HBM), `workloads/` (what gets compiled, one file per
-workload), `executable` (the types a workload is made of), `compiled` (compile one executable,
-read its bytes, FLOPs and `buffers`), `workload_bytes` (a workload's bytes by arithmetic),
-`floor` (whether a request can fit a mesh at all, by arithmetic), `verdict` (a whole workload's
-verdict, cached; `sources` keys the cache on the source it runs), `search` (the largest batch;
-`search_lines` aims its compiles, `search_view` says it and lists its evidence), `frontier`
-(what to change), `budget` (hours and dollars), `cheapest` (which slice to rent for
-a whole job; `cheapest_view` shows it, `jobs` holds notebook 08's jobs), `mesh` (the mesh a
-verdict compiles on), `field` (published points we must agree with), `layer_probe` (what a step
-keeps per layer), `atlas` (model x slice x recipe), `lookup` (one atlas cell, instantly),
-`__main__` (the command line; `point_view` prints a verdict and a search).
+Packages, by concept: `compiler/` (the target's abstract devices, lowering, one compile and
+the bytes it reports, the plan cache), `workloads/` (what gets compiled, one module per
+workload; the `Request` that names one; its matmul bound), `mesh/` (which mesh, and whether a
+request can fit one at all), `search/` (the largest batch: docs/search.md), `slices/` (which
+slice to rent, hours and dollars), `atlas/` (model x slice x recipe, and its instant `lookup`),
+`cli/` (the command lines). `verdict` is one whole workload's verdict, cached; `frontier` is
+what to change; `field` holds the published points plan mode must agree with.
 
 The names below load on first use (PEP 562): importing the compiler stack takes seconds, and
-`python -m shared.plan.lookup` must answer from the committed atlas in well under one.
+`python -m shared.plan.atlas.lookup` must answer from the committed atlas in well under one.
 """
 
 import importlib
 
 # name -> the module that defines it
 _EXPORTS = {
-    "FAST_COMPILE": "shared.plan.compiled",
-    "describe": "shared.plan.search_view",
-    "max_batch": "shared.plan.search",
-    "target_mesh": "shared.plan.target",
-    "target_devices": "shared.plan.target",
-    "topology_devices": "shared.plan.target",
-    "Request": "shared.plan.verdict",
+    "FAST_COMPILE": "shared.plan.compiler.compiled",
+    "describe": "shared.plan.search.view",
+    "max_batch": "shared.plan.search.max_batch",
+    "target_mesh": "shared.plan.compiler.target",
+    "target_devices": "shared.plan.compiler.target",
+    "topology_devices": "shared.plan.compiler.target",
+    "Request": "shared.plan.workloads.request",
     "cache_path": "shared.plan.verdict",
-    "combine": "shared.plan.workload_bytes",
+    "combine": "shared.plan.compiler.workload_bytes",
     "is_cached": "shared.plan.verdict",
     "plan_point": "shared.plan.verdict",
     "COMMON": "shared.plan.workloads",

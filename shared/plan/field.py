@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.plan.verdict import Request
+from shared.plan.workloads.request import Request
 
 MTNT = "tunix examples/sft/mtnt/README.md (2025-09-30), sequence 256"
 GRPO_NOTEBOOK = "tunix examples/grpo_gemma.ipynb (2026-08-03)"

@@ -14,7 +14,8 @@ import dataclasses
 import itertools
 
 from shared.errors import BadInput
-from shared.plan.verdict import Request, plan_point, request_of
+from shared.plan.verdict import plan_point
+from shared.plan.workloads.request import Request, request_of
 
 # Knobs worth trying per workload; `batch` values here multiply the request's batch.
 DEFAULT_GRIDS: dict[str, dict[str, list]] = {

@@ -16,12 +16,10 @@ so is each executable's compile, keyed by the program XLA receives (executable_p
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
+import datetime
 import os
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 import jax
@@ -29,17 +27,17 @@ import jax
 from shared.errors import choose
 from shared.hardware import gpus, parse_target
 from shared.paths import ROOT, writable_folder
-from shared.plan import host_memory
-from shared.plan.cache_entries import compiler_versions, executable_key, read_entry, write_entry
-from shared.plan.compiled import compile_with_layout, fast_options
-from shared.plan.executable import lower
-from shared.plan.floor import holds
-from shared.plan.matmul_bound import run_flops
-from shared.plan.mesh import mesh_for
-from shared.plan.request_checks import check_request
-from shared.plan.sources import verdict_sources_digest
-from shared.plan.target import target_devices, usable_hbm_per_device
-from shared.plan.workload_bytes import (
+from shared.plan.compiler import host_memory
+from shared.plan.compiler.cache_entries import (
+    compiler_versions,
+    executable_key,
+    read_entry,
+    write_entry,
+)
+from shared.plan.compiler.compiled import compile_with_layout, fast_options
+from shared.plan.compiler.executable import lower
+from shared.plan.compiler.target import target_devices, usable_hbm_per_device
+from shared.plan.compiler.workload_bytes import (
     arguments_only,
     combine,
     compiled_over_notes,
@@ -48,14 +46,19 @@ from shared.plan.workload_bytes import (
     takes_of,
     weights_dtype,
 )
-from shared.plan.workloads import COMMON, READS, WORKLOADS, build_workload
+from shared.plan.mesh.choice import mesh_for
+from shared.plan.mesh.floor import holds
+from shared.plan.workloads import WORKLOADS, build_workload
+from shared.plan.workloads.matmul_bound import run_flops
+from shared.plan.workloads.request import Request
+from shared.plan.workloads.request_checks import check_request
 
 CACHE_DIR = Path(os.environ.get("TPU_BUDGET_LAB_PLAN_CACHE", ROOT / ".cache" / "plan"))
 
 WORKERS = max(1, min(4, os.cpu_count() or 1))  # executables compiled at once
 # Chips whose programs compile one at a time: on a tpu7x libtpu compiles the collectives'
-# SparseCore programs (shared.plan.compiled), and two compiles at once overflowed a stack in its
-# SparseCore code generator (SIGSEGV, the process lost): qwen3-8b rollouts cut to 2 and 4
+# SparseCore programs (shared.plan.compiler.compiled), and two compiles at once overflowed a stack
+# in its SparseCore code generator (SIGSEGV, the process lost): qwen3-8b rollouts cut to 2 and 4
 # layers on a tpu7x-8 at batch 8, in the atlas's run and again alone; one at a time, both
 # compiled. llama3.1-8b's two cut depths had compiled side by side there: it is not every
 # program, but a crash costs the whole process, and an interactive plan its answer.
@@ -74,7 +77,8 @@ MULTI_HOST_NOTE = (
 )
 FLOPS_FLOOR_NOTE = (
     "roofline compute term: the {floor:.3g} FLOPs per device the run's weight matmuls cannot "
-    "avoid (shared.plan.matmul_bound), above XLA's count of {counted:.3g}, which counts a loop "
+    "avoid (shared.plan.workloads.matmul_bound), above XLA's count of {counted:.3g}, which "
+    "counts a loop "
     "body once (a chunked loss's, a micro-batched step's) and a custom kernel as none"
 )
 WEIGHT_PASSES_NOTE = (
@@ -89,7 +93,8 @@ ON_CHIP_BYTES = 256 * 2**20
 GPU_ROOFLINE_NOTE = (
     "roofline of a GPU: a deviceless CUDA compile counts no FLOPs or bytes (cost_analysis() is "
     "None), so its compute term is the {flops:.3g} FLOPs per device the run's weight matmuls "
-    "cannot avoid (shared.plan.matmul_bound) and its bytes term the weights each call reads "
+    "cannot avoid (shared.plan.workloads.matmul_bound) and its bytes term the weights each call "
+    "reads "
     "once ({gib:.2f} GiB per device): a lower bound looser than a TPU verdict's"
 )
 NO_BF16_NOTE = (
@@ -103,83 +108,22 @@ ACTIVATION_SHARDING_NOTE = (
 )
 
 
-@dataclass(frozen=True)
-class Request:
-    """Everything that decides what gets compiled: the cache key."""
-
-    workload: str
-    model: str
-    target: str
-    batch: int = 8
-    seq: int = 1024
-    prompt_len: int = 256
-    steps: int = 1024
-    cache_size: int | None = None
-    logits: str = "full"
-    k: int = 128
-    lora_rank: int = 8
-    mesh: str | None = None
-    microbatches: int = 1
-    remat: str = "none"
-    loss: str = "chunked"
-    tunix: str = "0.1.7"  # the Sampler's semantics: "0.1.6" compiles it without donation
-    fast: bool = False  # compile with the least optimisation effort: see fast_options
-    # None: the whole model. N: its first N decoder layers, a search's cheap probe of how bytes
-    # grow with depth (shared.plan.search), never a verdict on the model
-    layers: int | None = None
-    # grpo (shared.plan.workloads.grpo): `batch` is the sequences per call (tunix's micro-batch of
-    # prompts x num_generations) of every phase whose own *_micro is None, so --max-batch finds the
-    # largest micro-batch that fits; `steps` is the completion length, `cache_size` the KV slots
-    prompts_per_step: int | None = None  # None: the least multiple of the phases' micro-batches
-    num_generations: int = 4  # G: completions sampled per prompt
-    num_iterations: int = 1  # mu: > 1 adds the old-policy log-prob phase
-    rollout_micro: int | None = None  # sequences per Sampler call
-    logps_micro: int | None = None  # sequences per log-prob call (reference, old policy)
-    train_micro: int | None = None  # sequences per forward/backward of the policy update
-    logps: str = "tunix"  # the log-prob phases: tunix's [B, T, V] function | "chunked"
-    beta: float = 0.08  # KL weight; 0 drops the reference phase (and the reference weights)
-    phases: str | None = None  # compile only these ("rollout,logps,update"); None: all
-
-    def key(self) -> str:
-        """The cache key: the fields this workload reads (two requests differing only in a
-        field it ignores compile the same program), the versions and the source of shared/ a
-        verdict runs (verdict_sources_digest)."""
-        sources = verdict_sources_digest()
-        read = READS.get(self.workload)  # a workload that names none (a test's) keys on all
-        fields = (
-            dataclasses.asdict(self)
-            if read is None
-            else {name: getattr(self, name) for name in (*COMMON, *read)}
-        )
-        blob = json.dumps(
-            {"request": fields, "versions": compiler_versions(self.target), "sources": sources},
-            sort_keys=True,
-        )
-        return hashlib.sha256(blob.encode()).hexdigest()[:24]
-
-
-def same_request(recorded: dict, request: Request) -> bool:
-    """Whether a request recorded in a results file (its fields as a dict) is `request`. A
-    field the record lacks was added to Request after it was written and is taken at its
-    default (Request.layers, 2026-11-25), so committed results stay comparable."""
-    defaults = {f.name: f.default for f in dataclasses.fields(Request)}
-    return {**defaults, **recorded} == dataclasses.asdict(request)
-
-
-def request_of(point: dict) -> Request:
-    """The request a verdict answered (its fields are the first keys of the verdict)."""
-    return Request(**{field.name: point[field.name] for field in dataclasses.fields(Request)})
-
-
 def cache_path(request: Request, kind: str = "") -> Path:
     """Where the request's verdict is cached, or, with a `kind`, another answer about the same
-    program (shared.plan.assigned's probes)."""
+    program (shared.plan.compiler.assigned's probes)."""
     return CACHE_DIR / f"{request.key()}{'.' + kind if kind else ''}.json"
 
 
 def read_cache(request: Request, kind: str = "") -> dict | None:
     """The cached verdict (or `kind`'s answer), or None: see cache_entries.read_entry."""
     return read_entry(cache_path(request, kind))
+
+
+def compiled_on(request: Request) -> str:
+    """The day the cached verdict of `request` was compiled (its entry's write, UTC), so a
+    cached answer can say how old it is."""
+    written = cache_path(request).stat().st_mtime
+    return datetime.datetime.fromtimestamp(written, datetime.UTC).date().isoformat()
 
 
 def write_cache(request: Request, result: dict, kind: str = "") -> None:
@@ -198,7 +142,7 @@ def is_cached(request: Request) -> bool:
 
 
 def floor_verdict(request: Request, devices: list | None = None) -> dict:
-    """Whether the request can fit at all, known without compiling (shared.plan.floor), on the
+    """Whether the request can fit at all, known without compiling (shared.plan.mesh.floor), on the
     mesh the verdict would use. A search over slices drops a slice whose devices cannot even
     hold the weights and optimizer state this way. `devices` stands in for the target's own (a
     GPU slice planned on another machine's mesh of the same size: the bytes depend on the
@@ -238,8 +182,8 @@ def plan_points(
     """plan_point for several requests, their executables compiled together, one per core.
 
     Why: a LoRA or full fine-tune step is one executable, so its verdict keeps one core busy; a
-    search that needs two such verdicts (the two cut depths of `shared.plan.search`) gets both
-    in the wall time of the slower. Each request is lowered under its own mesh; XLA compiles
+    search that needs two such verdicts (the two cut depths of `shared.plan.search.max_batch`) gets
+    both in the wall time of the slower. Each request is lowered under its own mesh; XLA compiles
     outside the GIL, so each executable starts compiling as soon as it is lowered, while the
     next one lowers (gemma3-1b rollouts on a v5e-1: 0.6-0.8 s of lowering a decode).
 
@@ -251,8 +195,8 @@ def plan_points(
     expects to fail, beside one it expects to fit, compiled whole.
 
     `waits`: for a request whose compiles another process is finishing into the plan cache (a
-    search's probe child, shared.plan.assigned), the call that waits for it. Its programs are
-    lowered first, while that compile goes on, and read once it has ended (compiled here where
+    search's probe child, shared.plan.compiler.assigned), the call that waits for it. Its programs
+    are lowered first, while that compile goes on, and read once it has ended (compiled here where
     it wrote nothing): lowering gemma3-27b's LoRA step takes 10-13 s of a core, which the
     search spent after the wait, with the other core idle."""
     waits = waits or {}
@@ -264,7 +208,7 @@ def plan_points(
         CACHE_DIR, what="the plan cache", fix="set TPU_BUDGET_LAB_PLAN_CACHE to a writable folder"
     )
     answers: list[dict | None] = [
-        {**cached, "cached": True}
+        {**cached, "cached": True, "compiled_on": compiled_on(request)}
         if use_cache and (cached := read_cache(request)) is not None
         else None
         for request in requests

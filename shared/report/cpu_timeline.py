@@ -23,7 +23,9 @@ from shared.hardware.procfs import PROC, stat_fields
 from shared.report.results import cpu_ticks
 
 TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-PROBE_MODULE = "shared.plan.assigned"  # a buffer-assignment probe's child (its request in argv)
+PROBE_MODULE = (
+    "shared.plan.compiler.assigned"  # a buffer-assignment probe's child (its request in argv)
+)
 
 
 def _stat(pid: int) -> tuple[int, float] | None:

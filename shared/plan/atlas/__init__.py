@@ -6,72 +6,52 @@ their own store, `benchmarks/results/atlas.jsonl`, one JSON line per finished ce
 flushed and fsynced; an unreadable line, such as a truncated last one, is ignored on read). A
 cell is identified by model, target, recipe, the recipe's settings, its workload revision
 (`revision`) and the versions of jax/libtpu/tunix/qwix/flax, so the store, not shared.plan's
-disk cache (invalidated whenever a module under the verdict changes: shared.plan.sources), is
-what a run resumes from: cells already there are skipped.
+disk cache (invalidated whenever a module under the verdict changes: shared.plan.compiler.sources),
+is what a run resumes from: cells already there are skipped.
 `docs/atlas.md` and `docs/atlas.csv` are rendered from the store at the end of every run.
 
 Cells run cheapest first (GRPO's last, then small models, single-chip slices: store.cells), so
 a partial atlas is useful; a big model on a small chip is quick too (not even the smallest
 batch fits). Modules: `store` (the grid and the store), `run` (one cell), `render` (the page),
-`cli` (growing it piecewise: `python benchmarks/bench_atlas.py`, see there).
+`cli` (growing it piecewise: `python benchmarks/bench_atlas.py`, see there), `answer` (a
+committed cell as a plan answer), `lookup` (one cell, instantly: it imports no compiler, so the
+names below load on first use, PEP 562).
 """
 
-from shared.plan.atlas.cli import main
-from shared.plan.atlas.render import render
-from shared.plan.atlas.run import (
-    check_row,
-    coarse_row,
-    gap_row,
-    mesh_row,
-    run_cell,
-    run_cell_alone,
-)
-from shared.plan.atlas.store import (
-    MODELS,
-    MULTI_DEVICE_REVISIONS,
-    RECIPES,
-    REVISIONS,
-    STORE,
-    TARGETS,
-    Cell,
-    append_row,
-    cells,
-    has_gap,
-    needs_check,
-    older_search,
-    parse_only,
-    read_store,
-    revision,
-    selected,
-    stepped_coarsely,
-    todo,
-)
+import importlib
 
-__all__ = [
-    "MODELS",
-    "MULTI_DEVICE_REVISIONS",
-    "RECIPES",
-    "REVISIONS",
-    "STORE",
-    "TARGETS",
-    "Cell",
-    "append_row",
-    "cells",
-    "check_row",
-    "coarse_row",
-    "gap_row",
-    "mesh_row",
-    "has_gap",
-    "main",
-    "needs_check",
-    "older_search",
-    "parse_only",
-    "read_store",
-    "render",
-    "revision",
-    "run_cell",
-    "run_cell_alone",
-    "selected",
-    "stepped_coarsely",
-    "todo",
-]
+# name -> the module that defines it
+_EXPORTS = {
+    "Cell": "shared.plan.atlas.store",
+    "MODELS": "shared.plan.atlas.store",
+    "MULTI_DEVICE_REVISIONS": "shared.plan.atlas.store",
+    "RECIPES": "shared.plan.atlas.store",
+    "REVISIONS": "shared.plan.atlas.store",
+    "STORE": "shared.plan.atlas.store",
+    "TARGETS": "shared.plan.atlas.store",
+    "append_row": "shared.plan.atlas.store",
+    "cells": "shared.plan.atlas.store",
+    "check_row": "shared.plan.atlas.run",
+    "coarse_row": "shared.plan.atlas.run",
+    "gap_row": "shared.plan.atlas.run",
+    "has_gap": "shared.plan.atlas.store",
+    "main": "shared.plan.atlas.cli",
+    "mesh_row": "shared.plan.atlas.run",
+    "needs_check": "shared.plan.atlas.store",
+    "older_search": "shared.plan.atlas.store",
+    "parse_only": "shared.plan.atlas.store",
+    "read_store": "shared.plan.atlas.store",
+    "revision": "shared.plan.atlas.store",
+    "run_cell": "shared.plan.atlas.run",
+    "run_cell_alone": "shared.plan.atlas.run",
+    "selected": "shared.plan.atlas.store",
+    "stepped_coarsely": "shared.plan.atlas.store",
+    "todo": "shared.plan.atlas.store",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'shared.plan.atlas' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

@@ -18,9 +18,9 @@ from shared.plan.atlas.store import (
     read_store,
     stepped_units,
 )
-from shared.plan.cache_entries import compiler_versions
-from shared.plan.verdict import Request
+from shared.plan.compiler.cache_entries import compiler_versions
 from shared.plan.workloads import READS
+from shared.plan.workloads.request import Request
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(Request)}
 

@@ -49,7 +49,7 @@ from shared.plan.atlas.store import (
     stored_row,
     todo,
 )
-from shared.plan.cache_entries import libtpu_flags
+from shared.plan.compiler.cache_entries import libtpu_flags
 
 
 def _names(text: str, valid, kind: str) -> list[str]:
@@ -140,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
         "--retry-gaps",
         action="store_true",
         help="close the gap of cells whose search stopped between a fitting and a failing batch "
-        "more than a unit apart, by exact compiles inside it alone (shared.plan.gap); a search "
+        "more than a unit apart, by exact compiles inside it alone (shared.plan.search.gap); a "
+        "search "
         "that stopped with no failing batch runs again",
     )
     p.add_argument(

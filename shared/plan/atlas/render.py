@@ -13,7 +13,7 @@ from shared import plan
 from shared.errors import BadInput
 from shared.hardware import parse_target, prices
 from shared.paths import ROOT
-from shared.plan import flags, lookup
+from shared.plan.atlas import lookup
 from shared.plan.atlas.store import (
     RECIPES,
     model_params,
@@ -25,7 +25,8 @@ from shared.plan.atlas.store import (
     stepped_units,
     unasked_meshes,
 )
-from shared.plan.batch_words import failed_batches, listed
+from shared.plan.cli import flags
+from shared.plan.search.words import failed_batches, listed
 from shared.versions import VERSIONED
 
 MARKDOWN = ROOT / "docs" / "atlas.md"
@@ -113,7 +114,7 @@ def _described(row: dict) -> str:
 
 
 def _on_mesh(row: dict) -> str:
-    """The suffix " on FxT" for a cell compiled with tensor parallelism (shared.plan.mesh);
+    """The suffix " on FxT" for a cell compiled with tensor parallelism (shared.plan.mesh.choice);
     nothing for all fsdp, the default (and every cell stored before rows named their mesh)."""
     mesh = row.get("mesh")
     return f" on {mesh}" if mesh and not mesh.endswith("x1") else ""
@@ -262,7 +263,8 @@ def _header(best: list[dict], command: str, pairs: list[tuple[dict, dict]]) -> s
         "- `✓ N (✗ M, ✗ C)`: batch N fits and neither M nor C (the next two multiples) does: "
         "the compiler's bytes are not monotone in the batch (llama3.1-8b rollouts on a 4x2 of "
         "a v5e-8 fit 184 and 192, not 188), so the search checks two units above its answer "
-        "and goes on where that fits (`shared/plan/search.py`). `✓ N (✗ M, ✗ C, ✗ A)`: the "
+        "and goes on where that fits (`shared/plan/search/max_batch.py`). `✓ N (✗ M, ✗ C, ✗ "
+        "A)`: the "
         "next batch of 4 rows a device, A, was checked too, where it is further: the same "
         "model fits 49 and 52 rows a chip but not 50, 51 or 53 (196 and 208, not 200 or 204).\n"
         "- `✓ N (✗ M)?` or `✓ N (✗ M, ✗ C)?`: computed before those checks (2026-11-27, "
@@ -284,17 +286,19 @@ def _header(best: list[dict], command: str, pairs: list[tuple[dict, dict]]) -> s
         "too (`--retry-gaps` closes it by compiles inside it); `✓ ≥N gap`: it stopped with "
         "every exact compile fitting, so more may fit.\n"
         "- `on FxT`: compiled on an fsdp x tp mesh, the smallest tp that holds the model "
-        "where its weights cannot sit whole on each chip (`shared/plan/mesh.py`), or a wider "
+        "where its weights cannot sit whole on each chip (`shared/plan/mesh/choice.py`), or a "
+        "wider "
         "tp that fits more: the search starts on the mesh whose floor leaves the most room "
         "for the batch and asks every other mesh the weights divide whether it fits more "
-        "(`shared/plan/search.py`; the CSV's `mesh_answers` gives what each mesh searched "
+        "(`shared/plan/search/max_batch.py`; the CSV's `mesh_answers` gives what each mesh "
+        "searched "
         "fits, `<N` where a mesh was asked only whether it fits N, `N..M` where its search "
         "stopped with N fitting and M not, nothing between compiled); otherwise every device is "
         "on fsdp.\n"
         "- `compiler fails at C`: libtpu failed inside itself compiling batch C (an INTERNAL "
         "error, not a refusal for lack of HBM; its message is below the table): these versions "
         "cannot run C, so the search went on below it, and N is the largest batch that "
-        "compiles and fits under it (`shared.plan.search_lines.under_compiler_failure`).\n"
+        "compiles and fits under it (`shared.plan.search.lines.under_compiler_failure`).\n"
         "- `not yet`: not computed yet (listed at the end); `failed`: the reason is below.\n\n"
         "Multi-chip cells are compiled with tunix's activation shardings applied (batch over "
         "fsdp, wide dimensions over tp), as tunix's models declare them and its trainers run "

@@ -16,15 +16,15 @@ from shared.hardware import parse_target
 from shared.hardware.sharding import mesh_name, mesh_shape
 from shared.plan import verdict
 from shared.plan.atlas.store import Cell, stepped_units
-from shared.plan.cache_entries import gpu_compiler
-from shared.plan.gap import check_above, close_gap
-from shared.plan.mesh import search_shape
-from shared.plan.mesh_steps import pinned_to, unit_for
-from shared.plan.search import CEILING, searcher
-from shared.plan.search_lines import checked_fields, checks_above
-from shared.plan.search_meshes import beat_on_other_meshes, meshes_by_ceiling, meshes_result
-from shared.plan.search_result import compiler_failed, mesh_answer
-from shared.plan.target import target_devices
+from shared.plan.compiler.cache_entries import gpu_compiler
+from shared.plan.compiler.target import target_devices
+from shared.plan.mesh.choice import search_shape
+from shared.plan.mesh.steps import pinned_to, unit_for
+from shared.plan.search.gap import check_above, close_gap
+from shared.plan.search.lines import checked_fields, checks_above
+from shared.plan.search.max_batch import CEILING, searcher
+from shared.plan.search.meshes import beat_on_other_meshes, meshes_by_ceiling, meshes_result
+from shared.plan.search.result import compiler_failed, mesh_answer
 
 
 def _utc_now() -> str:
@@ -76,7 +76,7 @@ def run_cell(cell: Cell, *, progress: bool = True, one_mesh: bool = False) -> di
 
 def check_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
     """The stored `row`, computed before the search checked two units above its answer, with
-    that check (shared.plan.gap.check_above, on the row's mesh): where the checked batch
+    that check (shared.plan.search.gap.check_above, on the row's mesh): where the checked batch
     fails, the row as it was, saying so; where it fits, the answer the search found above it,
     the row's old failure among its dips. An error is the error row (the CLI keeps the stored
     row then)."""
@@ -157,7 +157,7 @@ def _after(row: dict, new: dict) -> dict:
 def mesh_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
     """The stored `row`, answered before a search asked every mesh the weights divide
     (store.skipped_a_mesh), with the meshes it left unasked asked as today's search asks them
-    (shared.plan.search.beat_on_other_meshes: the highest batch_ceiling first, does it fit
+    (shared.plan.search.max_batch.beat_on_other_meshes: the highest batch_ceiling first, does it fit
     more than the answer, as many with fewer tp?): a mesh that does is searched on above it
     and its answer is the row's; otherwise the stored answer stands, every mesh asked. Where
     a search compiles again from scratch, this compiles one exact question a mesh, or none
@@ -201,7 +201,7 @@ def mesh_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
             **{k: found[k] for k in ("mesh_answers", "units")},
             # every mesh today's search asks, a single one included (meshes_result names them
             # only where there are several): a mesh narrower than the rule's cannot hold the
-            # weights by arithmetic (shared.plan.mesh.auto_shape), and no search asks it
+            # weights by arithmetic (shared.plan.mesh.choice.auto_shape), and no search asks it
             "mesh_ceilings": {mesh_name(m): c for m, c in ceilings.items()},
             "mesh": mesh_name(shape),  # a row stored without it: the mesh it stood on
             "probes": [[p["batch"], p["fast"], p["fits"]] for p in probes],
@@ -255,7 +255,7 @@ def _stored_request(row: dict, cell: Cell) -> tuple[plan.Request, tuple[int, int
 
 def gap_row(row: dict, cell: Cell, *, progress: bool = True) -> dict:
     """The stored `row`, whose search stopped with a gap between a fitting and a failing batch,
-    with the gap closed by exact compiles inside it on the row's mesh (shared.plan.gap), then
+    with the gap closed by exact compiles inside it on the row's mesh (shared.plan.search.gap), then
     checked two units above its new answer (check_row), unless that batch is a known failure.
     An error is the error row (the CLI keeps the stored row then)."""
     head, start = _row_head(cell), time.perf_counter()
@@ -348,7 +348,8 @@ def search_row(head: dict, search: dict, wall_s: float) -> dict:
         "bytes_per_device": at and at["bytes_per_device"],
         "worst": at and at["worst"],
         "probes": [[p["batch"], p["fast"], p["fits"]] for p in probes],
-        # stored since 2026-11-28: the whole model at buffer assignment (shared.plan.assigned)
+        # stored since 2026-11-28: the whole model at buffer assignment
+        # (shared.plan.compiler.assigned)
         "assigned_probes": [[p["batch"], p["fits"]] for p in search["assigned_probes"]],
         "compiles": search["compiles"],  # compiles only: a cached or arithmetic answer is not one
         "compile_s": sum(p["compile_s"] for p in fresh),

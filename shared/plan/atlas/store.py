@@ -17,10 +17,10 @@ from shared.errors import BadInput, choose
 from shared.hardware import parse_target
 from shared.hardware.sharding import mesh_name, mesh_shape
 from shared.paths import ROOT
-from shared.plan.cache_entries import gpu_compiler
-from shared.plan.mesh import least_batch, wider_shapes
-from shared.plan.search_lines import checks_above
-from shared.plan.target import target_devices
+from shared.plan.compiler.cache_entries import gpu_compiler
+from shared.plan.compiler.target import target_devices
+from shared.plan.mesh.choice import least_batch, wider_shapes
+from shared.plan.search.lines import checks_above
 
 STORE = ROOT / "benchmarks" / "results" / "atlas.jsonl"
 MODELS = (
@@ -253,7 +253,7 @@ def stepped_units(row: dict) -> dict[str, int]:
 
 def stepped_coarsely(row: dict) -> bool:
     """Whether a stored search stepped a mesh by more than that mesh's least batch
-    (shared.plan.mesh.least_batch): until 2026-11-27 the atlas stepped every mesh by the rule
+    (shared.plan.mesh.choice.least_batch): until 2026-11-27 the atlas stepped every mesh by the rule
     mesh's unit, so llama3.1-8b LoRA on a v5e-8 asked 1x8 for batch 8 alone, never 1 to 7,
     and stored "not even batch 8 fits on any mesh". A row that fit nothing may have searched
     meshes it does not name (stored before `mesh_answers`): it counts as stepped coarsely
@@ -360,7 +360,7 @@ def stored_row(rows: list[dict], cell: Cell, versions: dict) -> dict | None:
 
 def needs_check(row: dict) -> bool:
     """Whether a stored answer lacks one of the search's checks above it (shared.plan.
-    search_lines.checks_above; shared.plan.gap.check_above compiles them): an ok row whose
+    search_lines.checks_above; shared.plan.search.gap.check_above compiles them): an ok row whose
     search converged on a batch that fits, with a failure one unit above it, and no
     `checked_above` field (two units above: rows stored before 2026-11-27) or no
     `checked_aligned` where that check is further (the next batch of ALIGNED_ROWS rows a
@@ -384,7 +384,7 @@ def needs_check(row: dict) -> bool:
 
 def has_gap(row: dict) -> bool:
     """Whether a stored search stopped between a fitting batch and a failing one more than a
-    unit apart (its exact rounds ran out): a gap shared.plan.gap closes from the row."""
+    unit apart (its exact rounds ran out): a gap shared.plan.search.gap closes from the row."""
     return (
         row.get("status") == "ok"
         and not row["converged"]

@@ -49,7 +49,7 @@ from functools import partial
 
 from jax.sharding import Mesh
 
-from shared.plan.executable import Workload
+from shared.plan.compiler.executable import Workload
 from shared.plan.workloads import forward, grpo, lora_train, rollout, sft, train
 
 # name -> builder(request, mesh): one file per workload, each reaching its recipe's jitted functions
@@ -76,7 +76,7 @@ READS: dict[str, tuple[str, ...]] = {
 }
 COMMON = ("workload", "model", "target", "mesh", "fast", "layers")  # every workload reads these
 # The workloads that build a tunix model cut to `Request.layers` when it is set (a search's
-# shallow probe, shared.plan.search); the others refuse it.
+# shallow probe, shared.plan.search.max_batch); the others refuse it.
 CUT_TO_LAYERS = ("rollout", "lora-rollout", "lora-train", "sft", "grpo")
 
 

@@ -4,7 +4,7 @@ resident.
 """
 
 from shared import models
-from shared.plan.executable import Executable, Workload
+from shared.plan.compiler.executable import Executable, Workload
 
 READS = ("batch", "seq", "logits", "k")  # see rollout.READS
 

@@ -43,7 +43,7 @@ from shared import models
 from shared.errors import BadInput
 from shared.grpo import GRPOSettings, arithmetic_reward, token_logprobs
 from shared.hardware.sharding import abstract_like, bytes_per_device, on_mesh
-from shared.plan.executable import Executable, Workload
+from shared.plan.compiler.executable import Executable, Workload
 from shared.rollout import sampler as rollout
 from shared.sizing import human
 

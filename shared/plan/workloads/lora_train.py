@@ -26,7 +26,7 @@ from shared.lora import (
     split_lora,
     train_step,
 )
-from shared.plan.executable import Executable, Workload
+from shared.plan.compiler.executable import Executable, Workload
 
 READS = ("batch", "seq", "lora_rank", "remat", "microbatches", "loss")  # see rollout.READS
 

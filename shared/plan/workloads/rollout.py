@@ -20,8 +20,8 @@ from shared.errors import BadInput, choose
 from shared.hardware import parse_target
 from shared.hardware.sharding import abstract_like
 from shared.lora import default_alpha
-from shared.plan.cache_entries import libtpu_flags
-from shared.plan.executable import Executable, Workload
+from shared.plan.compiler.cache_entries import libtpu_flags
+from shared.plan.compiler.executable import Executable, Workload
 from shared.rollout.sampler import (
     SEMANTICS,
     abstract_sampling_state,

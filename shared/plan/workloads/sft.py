@@ -5,7 +5,7 @@ and the optimizer state are resident; they, not the activations, decide most ful
 2 bytes of bf16 weight, 8 of Adam state and 4 of fp32 gradient a parameter.
 """
 
-from shared.plan.executable import Workload
+from shared.plan.compiler.executable import Workload
 from shared.plan.workloads.lora_train import finetune_executable
 
 READS = ("batch", "seq", "remat", "microbatches", "loss")  # see rollout.READS

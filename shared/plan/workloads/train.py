@@ -8,7 +8,7 @@ import jax.numpy as jnp
 from shared import sizing
 from shared.errors import BadInput
 from shared.hardware import sharding
-from shared.plan.executable import Executable, Workload
+from shared.plan.compiler.executable import Executable, Workload
 from shared.pretrain import model, optim
 from shared.pretrain.attention import default_impl
 from shared.pretrain.train import abstract_state, make_train_step
