@@ -66,8 +66,10 @@ lint: setup ## ruff over shared/, tools/, tests/, notebooks/, data/ and benchmar
 	$(VENV)/bin/ruff check shared tools tests notebooks data benchmarks
 	$(VENV)/bin/ruff format --check shared tools tests notebooks data benchmarks
 
-lab: setup ## open JupyterLab on the notebooks with the project kernel
-	$(VENV)/bin/jupyter lab notebooks
+# As root (a container, a rented VM's default user) Jupyter refuses to start without
+# --allow-root; it serves the paired notebooks and the project kernel fine once allowed.
+lab: setup ## open JupyterLab on the notebooks with the project kernel (as root too)
+	$(VENV)/bin/jupyter lab notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
 
 clean: ## remove executed notebooks, results and caches (keeps .venv and data/)
 	rm -rf runs results .pytest_cache .ruff_cache
