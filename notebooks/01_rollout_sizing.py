@@ -17,21 +17,17 @@
 # # 01 · Rollout sizing: which batch fits Gemma 3 with the tunix Sampler, and what does it cost?
 #
 # ## Takeaway
-# **Pin `google-tunix>=0.1.7`.** On one v5e chip (16 GiB, 15.75 of them usable) the real TPU
-# compiler fits gemma3-1b rollouts at the field's setting (prompts padded to 128 tokens, 1024
-# steps, a 1312-slot KV cache) up to **395 rows with tunix 0.1.7's Sampler and 212 with 0.1.6's**
-# (396 and 213 are refused): 0.1.5 and 0.1.6 do not donate the Sampler's state, so decode holds
-# the 33.3 MiB-per-row KV cache twice. The field's boundary (200 ran, 256 ran out) lies between.
-# 100,000 rollouts at batch 395 on a v5e-1 take at least 1.91 h (roofline), about 4.77 h at an
-# assumed 40% of it, $5.72 on demand; at 212 under 0.1.6 about 12 h and $14.43. Which batch runs
-# fastest is not answered here: speed per batch (the field's "64 and 128 beat 68 and 132 per
-# token") is measured only in device mode, on an attached TPU or GPU. One H200 ran gemma3-1b
-# (random weights, 256 steps after 256-token prompts): 45.5k tokens/s at batch 128, and with
-# XLA's autotuning scratch kept out of the process its peak was 21.00 GB where the plan
-# compiled for that GPU said 21.03 (`benchmarks/results/rollout_h200_autotune_off.json`).
+# **Pin `google-tunix>=0.1.7`.** At the field's setting (gemma3-1b, prompts padded to 128
+# tokens, 1024 steps, a 1312-slot KV cache) the real TPU compiler fits **395 rows** on one v5e
+# chip with tunix 0.1.7's Sampler and **212** with 0.1.6's, whose decode holds the KV cache
+# twice: the field's boundary (200 ran, 256 ran out) lies between. 100,000 rollouts at 395 take
+# about 4.77 h and $5.72 on a v5e-1 at an assumed 40% of the roofline; at 212, 12 h and $14.43.
+# Which batch runs fastest only device mode measures: one H200 ran gemma3-1b at 45.5k tokens/s
+# (batch 128), its peak 21.00 GB where the plan compiled for that GPU said 21.03.
 #
 # ![gemma3-1b rollouts on one v5e chip: bytes per batch](../docs/figures/01_tunix_bytes.png)
-#
+
+# %% [markdown]
 # ## How this notebook answers it
 # Three modes, one code path. `local` (the default) runs a tiny config of the real architecture
 # with random weights on the CPU; any model tunix ships works by name (`-p MODEL qwen3-tiny`).
@@ -143,8 +139,12 @@ if MODE == "local":
 # token buffer. Points run in increasing batch order in one process, so the process-wide peak
 # after a point is that point's; out of memory is a data point and larger batches are skipped.
 # Whether 64 and 128 beat 68 and 132 per token is a property of the chip's tiles: only device
-# mode answers it. No TPU or GPU ran in the session that wrote the Takeaway, so the field's
-# claim is neither confirmed nor refuted there; a device run writes its points to the ledger.
+# mode answers it, and no TPU has run it yet, so the field's claim is neither confirmed nor
+# refuted; a device run writes its points to the ledger. One H200 ran gemma3-1b (random weights,
+# 256 steps after 256-token prompts, batches 1, 64 and 128): 45.5k tokens/s at 128
+# (`rollout_h200.json`); run again with XLA's autotuning scratch kept out of the process
+# (`rollout_h200_autotune_off.json`) its peak was 21.00 GB where the plan compiled for that GPU
+# said 21.03 (`plan_rollout_h200.json`).
 
 # %%
 measured = MODE != "plan"
@@ -214,7 +214,8 @@ if MODE == "device":
 # few minutes on 2 cores (verdicts are cached in `.cache/plan/`). To check the field's two
 # points directly: `-p TUNIX '["0.1.6"]' -p PLAN_BATCHES "[200, 256]"`.
 #
-# At the field's setting donation is worth 1.86x as many rollouts per chip (395 against 212).
+# At the field's setting donation is worth 1.86x as many rollouts per chip (395 against 212;
+# 396 and 213 are refused).
 # The field ran the tunix of December 2025 and saw batch 200 run and 256 run out of HBM: 212
 # lies between them. This project pins 0.1.7. Stuck on 0.1.6? Stay at or below 212 rows, or
 # shrink the cache to prompt plus steps. Local and device mode compile nothing here: they draw
@@ -306,8 +307,8 @@ if measured and ok:
 # TPU compiler, deviceless (jax 0.10.2, libtpu 0.0.42.1, tunix 0.1.7, 2026-11-22). Each search
 # made 2-3 fast compiles to find the line, then exact compiles at the boundary: 7 compiles for
 # 0.1.7, 6 for 0.1.6, 81 minutes in all on a heavily shared 2-core machine. Prices were read
-# 2026-11-22. The 256-token answer (374) is `plan_cpu.json`'s. No TPU or GPU ran in the session
-# that wrote the Takeaway, so nothing in it is measured speed. To reproduce:
+# 2026-11-22. The 256-token answer (374) is `plan_cpu.json`'s. The only measured speed is the
+# H200's (section 2, `rollout_h200.json`); no TPU has run this notebook. To reproduce:
 # - both searches: `python benchmarks/bench_tunix_semantics.py --out
 #   benchmarks/results/01_rollout_tunix_semantics.json`;
 # - this notebook's own searches, checked against that file: `make execute NB=01 PARAMS='-p MODE

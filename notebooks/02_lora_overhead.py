@@ -18,15 +18,14 @@
 #
 # ## Takeaway
 # **HBM: only the adapters.** With flax 0.12 the model qwix's `apply_lora_to_model` clones
-# shares every base weight buffer (74 of 74 arrays of gemma3-tiny; `free_base` frees 0 bytes),
-# so rank 16 adds 0.48 MiB to that 3.73 MiB model; per v5p chip the TPU compiler counts 0.18 GiB
-# of gemma4-31b adapters and 0.71 GiB of their fp32 AdamW state beside 14.30 GiB of weights.
-# **Speed:** rank-16 adapters add 1.2% to the bytes a decode step reads, so "hardly affects"
-# holds on the roofline; CPU timings cannot resolve it, only device mode measures it.
-# **At scale:** a rank-16 fine-tune of gemma4-31b on a v5p-8 at 2048 tokens fits 4 sequences
-# without remat (55.36 GiB a chip; 8 need 122.35) and 32 with block remat (89.66 of 95.74 GiB),
-# as arXiv:2605.25645 found. 1e8 tokens: about 5.0 h and $84 on demand without remat, 6.7 h and
-# $112 with block remat (40% MFU assumed); pay for block remat only to run over 4 sequences.
+# shares every base weight buffer (`free_base` frees 0 bytes), so rank 16 adds 0.48 MiB to
+# gemma3-tiny's 3.73 MiB: the adapters. **Speed:** they add little to the bytes a decode step
+# reads, so "hardly affects" holds on the roofline; only device mode measures it. **At scale:**
+# a rank-16 LoRA of gemma4-31b at 2048 tokens on a v5p-8 needs remat for large batches, as
+# arXiv:2605.25645 found: without remat it fits 4 sequences on the default mesh (4x1) and 6 on
+# 2x2 (92.13 of 95.74 GiB a chip), with block remat 32 on 4x1. 1e8 tokens: about 5.0 h and $84
+# on demand at 4 sequences without remat, 6.6 h and $112 at 32 with block remat (40% MFU
+# assumed). Pay for block remat only to run more than 6 sequences a step.
 #
 # ![Largest gemma4-31b LoRA batch on a v5p-8](../docs/figures/02_lora_scale.png)
 
@@ -109,8 +108,8 @@ rows = []  # ledger rows of the measured points
 # Measured as the bytes of live jax arrays on the fullest device, which works on every backend
 # (on CPU `memory_stats()` is None). Had qwix's clone copied the base, the second bar would be
 # twice the first: the hatched bar shows that case. The field deleted the base because HBM
-# doubled; with flax 0.12.x the clone shares the base's buffers, so there is nothing to delete.
-# Keep `free_base` as a check: it returns the bytes it freed.
+# doubled; with flax 0.12.x the clone shares the base's buffers (all 74 arrays of gemma3-tiny),
+# so there is nothing to delete. Keep `free_base` as a check: it returns the bytes it freed.
 
 # %%
 if measured:
@@ -282,17 +281,19 @@ report.show(points, out, "predicted", ["workload", "batch", "seq", "bytes_per_de
 # "block" keeps each block's input only and recomputes the rest in the backward pass.
 #
 # Rank 16, sequences of 2048, of the 95.74 GiB per chip libtpu lets a program use; LoRA's own
-# bytes (adapters and their AdamW state) are 6.2% of the 14.30 GiB of weights per chip:
+# bytes (0.18 GiB of adapters, 0.71 GiB of their fp32 AdamW state) are 6.2% of the 14.30 GiB
+# of weights per chip. Every chip on fsdp (4x1, the default mesh):
 #
 # | remat | largest batch | bytes per chip | roofline per sequence |
 # |---|---|---|---|
 # | none | **4**, one sequence per chip (8 is refused: 122.35 GiB) | 55.36 GiB | 148 ms |
 # | block | **32** (36 compiles to 96.54 GiB: does not fit) | 89.66 GiB | 196 ms |
 #
-# Without remat two sequences per chip would take 122 GiB: arXiv:2605.25645's need for gradient
-# checkpointing is reproduced. Block remat fits 8x the batch for a third more work per sequence.
-# Bytes need not grow with the batch: 28 sequences compile to 94.95 GiB, more than 32's 89.66
-# (the compiler schedules each program its own way), so every answer is an exact compile.
+# Without remat two sequences per chip take 122 GiB: arXiv:2605.25645's need for gradient
+# checkpointing is reproduced; block remat fits 8x the batch for a third more work a sequence.
+# Bytes need not grow with the batch (28 sequences compile to 94.95 GiB, 32 to 89.66), so every
+# answer is an exact compile. The atlas's search of every mesh (`python -m shared.plan lookup
+# gemma4-31b v5p-8 lora-train`, no remat) fits 6 sequences on 2x2 (92.13 GiB a chip).
 
 # %%
 bounds = quoted.get("boundaries", [])
@@ -313,10 +314,10 @@ if bounds:
 # `FRONTIER_GRID` may name any field of the step's request: `remat`, `microbatches`, `loss`
 # (chunked or full) or `batch`; each added value multiplies the compiles.
 #
-# For gemma4-31b on a v5p-8: use `remat="block"` when you need batches over 4 sequences
-# (gradient noise, packing); otherwise no remat is cheaper per token. 1e8 tokens: without remat
+# For gemma4-31b on a v5p-8: use `remat="block"` for batches over 6 sequences (6 fit without
+# remat on 2x2, 4 on 4x1); otherwise no remat is cheaper per token. 1e8 tokens on 4x1: no remat
 # 12,208 steps of 4 × 2048, at least 2.0 h (roofline), about 5.0 h at an assumed 40% MFU, $84
-# on demand or $17 spot; with block remat at 32, 1,526 steps, 2.7 h, about 6.7 h, $112 or $22.22.
+# on demand or $17 spot; with block remat at 32, 1,526 steps, 2.7 h, about 6.6 h, $112 or $22.22.
 
 # %%
 if MODE == "plan":

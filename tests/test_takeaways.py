@@ -1,0 +1,160 @@
+"""Each notebook opens as a chapter: a title, then a short Takeaway that states the answer.
+
+And every number a Takeaway quotes from a committed result (benchmarks/results/*.json, the
+atlas in docs/atlas.csv) is read from that file here and looked for in the Takeaway's text, so
+a result that is computed again with other numbers fails the test of the sentence that quotes
+it instead of leaving that sentence stale. Numbers that are settings (100,000 rollouts, 8,960
+chips) or closed forms are the notebook's own; the detail behind each answer lives in the
+sections below the Takeaway, which the notebooks check against the same files as they run.
+"""
+
+import json
+import math
+
+import jupytext
+import pytest
+
+from shared.hardware import parse_target
+from shared.plan.atlas.lookup import find, read_table
+from shared.plan.slices import budget
+from shared.report.committed import committed
+from tools.notebooks import notebook_sources
+
+MAX_TAKEAWAY_LINES = 10  # prose lines of the Takeaway itself, its figure not counted
+MAX_FIRST_CELL_LINES = 16  # prose lines of the whole first cell: title, Takeaway, figure
+GiB, MiB = 2**30, 2**20
+
+
+def _first_cell(stem: str) -> list[str]:
+    """The non-blank lines of notebook `stem`'s first markdown cell."""
+    (source,) = notebook_sources(stem)
+    cell = next(c for c in jupytext.read(source).cells if c.cell_type == "markdown")
+    return [line.strip() for line in cell.source.splitlines() if line.strip()]
+
+
+def _takeaway_lines(lines: list[str]) -> list[str]:
+    """The lines under "## Takeaway", up to the next heading, without figures."""
+    start = lines.index("## Takeaway") + 1
+    rest = lines[start:]
+    end = next((i for i, line in enumerate(rest) if line.startswith("#")), len(rest))
+    return [line for line in rest[:end] if not line.startswith("![")]
+
+
+def takeaway(stem: str) -> str:
+    """Notebook `stem`'s Takeaway as one line of text: a number wrapped at a line's end reads
+    as it does in the rendered notebook."""
+    return " ".join(_takeaway_lines(_first_cell(stem)))
+
+
+def assert_quotes(stem: str, *phrases: str) -> None:
+    text = takeaway(stem)
+    missing = [p for p in phrases if p not in text]
+    assert not missing, (
+        f"{stem}'s Takeaway does not say {missing}, what its committed results say now: "
+        "rewrite the sentence from the file (or the file was not meant to change)"
+    )
+
+
+def _gib(n: float) -> str:
+    return f"{n / GiB:.2f}"
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.3g} h"
+
+
+def _bill(estimate: dict) -> str:
+    """A budget estimate as a Takeaway rounds it: "5.0 h and $84"."""
+    return f"{estimate['estimated_s'] / 3600:.1f} h and ${estimate['dollars_estimated']:.0f}"
+
+
+@pytest.mark.parametrize("source", notebook_sources(), ids=lambda p: p.stem)
+def test_a_notebook_opens_with_a_title_and_a_short_takeaway(source):
+    """The first cell is a chapter's opening: its title, the answer in at most 10 lines, its
+    key figure; how the notebook answers (modes, pieces) goes in the next cell."""
+    lines = _first_cell(source.stem)
+    assert lines[0].startswith(f"# {source.stem[:2]} · "), lines[0]
+    assert "## Takeaway" in lines, f"{source.name}: its first cell has no '## Takeaway'"
+    headings = [line for line in lines if line.startswith("## ")]
+    assert headings == ["## Takeaway"], (
+        f"{source.name}: {headings[1:]} belong in the next cell, after the Takeaway's"
+    )
+    said = _takeaway_lines(lines)
+    assert len(said) <= MAX_TAKEAWAY_LINES, (
+        f"{source.name}: a Takeaway of {len(said)} lines, over {MAX_TAKEAWAY_LINES}: state the "
+        "answer, move the detail to the section that shows it"
+    )
+    assert len(lines) <= MAX_FIRST_CELL_LINES, (
+        f"{source.name}: a first cell of {len(lines)} prose lines, over {MAX_FIRST_CELL_LINES}"
+    )
+
+
+def test_the_checker_reads_a_wrapped_number_whole():
+    lines = ["# 99 · Q?", "## Takeaway", "fits **4", "sequences** on 2x2", "![f](f.png)", "## Next"]
+    assert " ".join(_takeaway_lines(lines)) == "fits **4 sequences** on 2x2"
+
+
+# --------------------------------------------------------------------- 01_rollout_sizing
+
+
+def test_01_quotes_both_tunix_searches_their_bills_and_the_h200():
+    quoted = committed("01_rollout_tunix_semantics")
+    target = quoted["setting"]["target"]
+    new, old = quoted["semantics"]["0.1.7"], quoted["semantics"]["0.1.6"]
+    bills = []
+    for entry in (new, old):
+        point = {**entry["at_max"], "workload": "rollout", "target": target}
+        bills.append(budget.estimate(point, runs=math.ceil(100_000 / point["batch"])))
+    measured = committed("rollout_h200")["summary"]
+    untuned = committed("rollout_h200_autotune_off")["batch_sweep"]
+    peak = next(r for r in untuned if r["batch"] == measured["best_batch"])
+    planned = committed("plan_rollout_h200")
+    assert planned["batch"] == measured["best_batch"]
+    assert_quotes(
+        "01_rollout_sizing",
+        f"**{new['max_batch']} rows**",
+        f"**{old['max_batch']}** with 0.1.6's",
+        f"at {new['max_batch']} take about {_hours(bills[0]['estimated_s'])}",
+        f"${bills[0]['dollars_estimated']:.2f} on a {target}",
+        f"at {old['max_batch']}, {_hours(bills[1]['estimated_s'])} and "
+        f"${bills[1]['dollars_estimated']:.2f}",
+        f"{measured['best_tokens_per_s'] / 1e3:.1f}k tokens/s (batch {measured['best_batch']})",
+        f"peak {peak['peak_bytes_per_device'] / 1e9:.2f} GB",
+        f"said {planned['bytes_per_device'] / 1e9:.2f}",
+    )
+
+
+# --------------------------------------------------------------------- 02_lora_overhead
+
+
+def test_02_quotes_the_adapters_bytes_and_gemma4_31b_on_every_mesh():
+    """The 31B boundary comes from two files: 02_lora_scale.json searched the default mesh with
+    and without remat, the atlas every mesh without remat. The atlas's 6 on 2x2 is what the
+    Takeaway's advice on remat turns on (it once said 4, the default mesh's answer)."""
+    quoted = committed("02_lora_scale")
+    local, setting = quoted["local"], quoted["setting"]
+    bounds = {b["remat"]: b for b in quoted["boundaries"] if b["seq"] == 2048}
+    bills = {}
+    for remat, bound in bounds.items():
+        (point,) = [p for p in bound["exact"] if p["batch"] == bound["largest_batch"]]
+        bills[remat] = budget.for_tokens(point, 1e8)
+    cell = find(read_table(), setting["model"], setting["target"], "lora-train")
+    assert cell["status"] == "ok", cell
+    same = {"lora_rank": setting["rank"], "seq": 2048, "remat": "none"}
+    settings = json.loads(cell["settings"])
+    assert {k: settings[k] for k in same} == same, "the atlas's cell is another recipe"
+    default_mesh = f"{parse_target(setting['target']).chips}x1"  # every chip on fsdp
+    assert_quotes(
+        "02_lora_overhead",
+        f"`free_base` frees {local['freed_bytes']} bytes",
+        f"adds {local['lora_bytes'] / MiB:.2f} MiB",
+        f"{local['base_bytes'] / MiB:.2f} MiB",
+        f"fits {bounds['none']['largest_batch']} sequences on the default mesh ({default_mesh})",
+        f"and {cell['max_batch']} on {cell['mesh']} ({_gib(int(cell['bytes_per_device']))} of "
+        f"{_gib(int(cell['hbm_bytes']))} GiB a chip)",
+        f"with block remat {bounds['block']['largest_batch']} on {default_mesh}",
+        f"about {_bill(bills['none'])} on demand at {bounds['none']['largest_batch']} sequences "
+        "without remat",
+        f"{_bill(bills['block'])} at {bounds['block']['largest_batch']} with block remat",
+        f"more than {cell['max_batch']} sequences a step",
+    )
