@@ -1,6 +1,7 @@
-"""The located climb of a batch search (shared.plan.search.max_batch): where an exact round leaves
-the bracket open, probes at buffer assignment (shared.plan.compiler.assigned), aimed as exact
-compiles would be (lines.next_guess), find where the next exact compiles go."""
+"""The located climb of a batch search, part of step 2, confirm, of docs/search.md
+(shared.plan.search.max_batch): where an exact round leaves the bracket open, probes at buffer
+assignment (shared.plan.compiler.assigned), aimed as exact compiles would be (lines.next_guess),
+find where the next exact compiles go."""
 
 from __future__ import annotations
 
@@ -20,12 +21,12 @@ from shared.plan.search.lines import (
 MAX_LOCATED = 8
 # refusals at located fits (misread_refusals) after which a search's climb stops reading its
 # probes and aims by the exact fits alone (exact_aim). One or two are probes a unit or two
-# under (0.2-3% under the exact bytes: search.at_buffer_assignment), and the unit below is the
+# under (0.2-3% under the exact bytes: max_batch's at_buffer_assignment), and the unit below is the
 # answer; a third says they sit under by more than the refusals can tell, and halving to two
 # exact fits costs two rounds where creeping costs one a unit (gemma3-12b: 143 units).
 MISREAD_REFUSALS = 3
 # how far under the exact bytes a probe at buffer assignment sat in the cases measured
-# (search.at_buffer_assignment: 0.2-3%); exact_aim steps once to where the probes, read this
+# (max_batch's at_buffer_assignment: 0.2-3%); exact_aim steps once to where the probes, read this
 # much over, cross the HBM, before it halves
 HAIR_UNDER = 0.03
 

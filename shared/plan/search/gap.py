@@ -1,11 +1,12 @@
 """Closing a stored search's gap: a batch that fits and one that does not, more than a unit
-apart, where the search ran out of exact rounds (shared.plan.search.max_batch.MAX_EXACT).
+apart, where the search ran out of exact rounds (shared.plan.search.max_batch.MAX_EXACT;
+docs/search.md, "What a search returns").
 
 Both ends are the compiler's verdicts for the same request: the atlas keeps a row per workload
 revision and versions, and only a change to shared/ (any source, the plan cache's key) made
 the cache forget them. So the gap is closed by exact compiles inside it alone, nothing located
 and nothing outside it compiled again: halving it (thirds where a step's verdict is one
-executable, two of which compile at once: search_lines.compiles_alone). Rerunning the whole search
+executable, two of which compile at once: lines.compiles_alone). Rerunning the whole search
 instead costs every compile again (gemma3-1b GRPO on a v5p-8 stopped at 200 fits, 208 does
 not, unit 4: a compile at 204, which fits, and the check at 212 closed it in 15 minutes, where
 its whole search had taken 11 compiles and 45).
@@ -58,7 +59,7 @@ def close_gap(
     from tqdm.auto import tqdm
 
     request = pinned_to(request, shape)
-    # the stored ends as the search's bracket reads them (search_lines.bracket: a failure below
+    # the stored ends as the search's bracket reads them (lines.bracket: a failure below
     # the largest fit is a dip, not a bound), then every exact verdict inside, by batch
     exact: dict[int, dict] = {fits: {"fits": True}, fails: {"fits": False}}
     failed: dict[int, dict] = {}  # where the compiler failed: a bound, but not for bytes
@@ -107,7 +108,7 @@ def check_above(
 ) -> dict:
     """max_batch's checks (step 3) for an `answer` found on the mesh `shape` without them (the
     atlas's rows stored before 2026-11-27 lack both, those before 2026-11-28 the aligned one):
-    each batch of search_lines.checks_above not in `known_failures`, compiled exactly, in
+    each batch of lines.checks_above not in `known_failures`, compiled exactly, in
     order, `worst` (the executable worst at the answer) alone first; where one fits, the
     search goes on above it, as max_batch's would. The mesh's search: max_batch 0 where the
     answer stands, `checked` the batches compiled."""

@@ -1,5 +1,6 @@
-"""Where a batch search's next exact compile aims: lines through the points it has compiled
-(shared.plan.search.max_batch), their slopes, and the partner compiled beside a candidate.
+"""Where a batch search's next exact compile aims: step 2, confirm, of docs/search.md (and step
+3's checks_above). Lines through the points it has compiled (shared.plan.search.max_batch),
+their slopes, and the partner compiled beside a candidate.
 Arithmetic on verdicts' batches and bytes, and on the floor's (shared.plan.mesh.floor, by
 arithmetic); nothing here compiles."""
 
@@ -128,7 +129,7 @@ def bracket(exact: dict[int, dict]) -> tuple[int, int | None]:
     """The largest fitting exact batch (0: none) and the least failing one above it (None:
     none). A failure below the largest fit is a dip, not a bound: the compiler's bytes are not
     monotone in the batch (llama3.1-8b rollouts on a pinned 4x2 of a v5e-8: 184 and 192 fit,
-    188 does not; search.max_batch's checks above, checks_above)."""
+    188 does not; max_batch's checks above, checks_above)."""
     best = max((b for b, p in exact.items() if p["fits"]), default=0)
     worst = min((b for b, p in exact.items() if not p["fits"] and b > best), default=None)
     return best, worst
@@ -227,7 +228,7 @@ def steepest_slope(request: Request, low: dict, unit: int) -> float:
     crossing (GRPO gemma3-4b on a v5e-8 located at 64 and compiled 48 exactly, both far over
     the HBM and the slowest compiles of the search, before 8 fit), and where it is one unit
     above `low` or less, the exact compiles start at `low`. Where nothing is located, it is
-    also the slope a squeeze is seen against (shared.plan.search.max_batch's SQUEEZE_SLOPE)."""
+    also the slope a squeeze is seen against (SQUEEZE_SLOPE)."""
     return (low["bytes_per_device"] - floor_line(request, unit)[0]) / low["batch"]
 
 
@@ -237,7 +238,7 @@ def floor_line(request: Request, unit: int) -> tuple[float, float]:
     line carried back to batch 0) and what each batch adds (a rollout's KV cache row). What a
     compile adds beyond the floor grows with the batch or is fixed, so a line from batch 0
     through a located point is at least as steep as the true one (steepest_slope), and one
-    from a located point at the floor's slope at most as steep (search_locate's floor aim)."""
+    from a located point at the floor's slope at most as steep (locate.py's floor aim)."""
     one, two = (
         floor_verdict(dataclasses.replace(request, batch=b))["floor_bytes"]
         for b in (unit, 2 * unit)

@@ -1,4 +1,5 @@
-"""Where a batch search's first exact compile goes (shared.plan.search.max_batch, step 1: locate).
+"""Where a batch search's first exact compile goes: step 1, locate, of docs/search.md (the
+search itself is shared.plan.search.max_batch).
 
 Bytes per device grow close to linearly with the batch (KV cache, activations), so the whole
 model's bytes at 1 and 8 units give the line's slope, and where it crosses the usable HBM is
@@ -7,7 +8,7 @@ When 1 unit does not fit, 8 is not tried. Small first: most fine-tunes fit a few
 probe far over the HBM is the slowest compile of a search (the compiler works hardest to fit
 what cannot). Above an exact low end that fits (another mesh's answer), its batch and 8 units
 above it are located together, and their slope aims from it. A located point is never an
-answer: the exact rounds that follow (search._max_batch_on) state it.
+answer: the exact rounds that follow (max_batch._max_batch_on, steps 2 and 3) state it.
 """
 
 from __future__ import annotations

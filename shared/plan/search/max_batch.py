@@ -1,35 +1,20 @@
 """The largest batch that fits, in a handful of compiles, and always the compiler's verdict.
+docs/search.md walks through it on one page, drawn from a committed search; in short:
 
-Bytes per device grow close to linearly with the batch (KV cache, activations). So:
-1. locate (search_locate): the whole model's bytes at 1 and 8 units give the line's slope;
-   where it crosses the usable HBM is the candidate, and when that is far off, a third point
-   there gives the slope near the boundary. A point is the exact compile of every executable
-   stopped at buffer assignment (shared.plan.compiler.assigned: 0.2-3% under the exact bytes in
-   0.25-0.6x an exact verdict's time), or a fast compile (least optimisation effort) for a
-   rollout on one device, as near there and cheaper
-   (shared.plan.compiler.assigned.locates_at_assignment);
-2. confirm: exact compiles until a fitting batch and a failing one sit one unit apart. With
-   one exact point, the located slope through it gives the next candidate; with two or more
-   that all fit, the line through the largest two; with points on both sides, the line
-   through the nearest two (regula falsi); with failures only, the line through two compiled
-   ones, else from the largest located fit to the nearest failure. Where the first exact
-   round leaves the bracket open, the same aims steer probes instead (search_climb), until a
-   located fit and a located failure sit one unit apart, and the exact rounds go on at them:
-   a probe costs what a failing exact compile does, a fourth of a fitting one's.
-   A point that fails stops compiling at its first failing executable; a GRPO step compiles
-   its worst phase alone below the answer, every phase at it (search_phases). The latest
-   located points' compiles go on past buffer assignment in their children (near the boundary,
-   one unit above the aim is located beside it), and the exact verdicts there take them.
-   A rollout on one device, located by fast compiles, compiles the unit above its candidate
-   beside it, worst executable first, where a unit's bytes exceed the fast line's error.
-3. check: bytes are not monotone in the batch, so the batch two units above the answer is
-   compiled too, and the next batch of 4 rows a device where that is further
-   (lines.checks_above); where one fits (a dip: one more row a device cost more than
-   two), the search goes on above it, and the answer stands only with all of them failing.
-The answer is the exact compile's verdict at that boundary, never the line's. The unit is
-`multiple_of` (default: each mesh's least batch, its data-parallel size in whole GRPO groups;
-people pick multiples of 8 or 64). No limit caps the answer: the search keeps going up until a
-batch fails, or reaches a stated hard ceiling and says "at least".
+1. locate (locate.py): bytes per device grow close to linearly with the batch, so a line
+   through located points (probes stopped at buffer assignment, shared.plan.compiler.assigned;
+   fast compiles for a rollout on one device) crosses the usable HBM at the candidate;
+2. confirm (lines.py, climb.py): exact compiles, each aimed by lines.next_guess (or, where the
+   first exact round leaves the bracket open, probes aimed the same way: climb.locate_boundary),
+   until a fitting batch and a failing one sit one unit apart;
+3. check (lines.checks_above): bytes are not monotone in the batch, so two units above the
+   answer, and the next batch of lines.ALIGNED_ROWS rows a device where that is further, must fail
+   too; where one fits (a dip), the search goes on above it.
+The answer is the exact compile's verdict at that boundary, never a line's. The unit is
+`multiple_of` (default: each mesh's least batch, shared.plan.mesh.steps.unit_for). No limit
+caps the answer: the search goes up until a batch fails, or reaches CEILING and says "at
+least". GRPO compiles its worst phase alone below the answer (phases.py); without --mesh,
+other meshes are asked whether they fit more (meshes.py).
 """
 
 from __future__ import annotations
@@ -86,7 +71,7 @@ def max_batch(
        (mesh.batch_ceiling, an upper bound on what can fit there), fewer tp on a tie;
     2. every other mesh, in that order, is asked one exact question: does it fit more than the
        answer so far (as many, where it has fewer tp: it wins a tie)? Each question compiles
-       beside the next mesh's (search_meshes.beat_on_other_meshes). Where it does, the search
+       beside the next mesh's (meshes.beat_on_other_meshes). Where it does, the search
        goes on above it there. A mesh whose ceiling is below that batch is answered by
        arithmetic, without compiling (its verdict's floor is over the HBM). Until
        2026-11-28 not every mesh was asked: shared.plan.atlas.store.skipped_a_mesh.
@@ -226,7 +211,7 @@ def _max_batch_on(
         """The whole model's verdicts at `batches`, compiled at once (two exact ones beside
         each other: see compiles_alone); `first`: the executable each compiles alone first,
         where a failure is expected (a dict: by batch, those batches' only), and `waits`
-        (verdict.plan_points'); `phases`: only those (GRPO's: search_phases)."""
+        (verdict.plan_points'); `phases`: only those (GRPO's: phases.py)."""
         bar.set_postfix(batch=",".join(map(str, batches)), fast=fast)
         requests = [
             in_phases(dataclasses.replace(request, batch=b, fast=fast), phases) for b in batches
@@ -308,7 +293,7 @@ def _max_batch_on(
     rounds = 0
     kept, kept_worst = 0, None  # rounds in a row that kept the bracket's failing end (illinois)
     checking = False  # the candidate is a check above the answer: most likely a failure
-    then = None  # the failing end of the latest located climb (search_climb)
+    then = None  # the failing end of the latest located climb (climb.locate_boundary)
     while True:
         failures = len(failed)
         if candidate not in exact:

@@ -1,7 +1,7 @@
-"""The meshes a batch search compares (shared.plan.search.max_batch): which to ask, in
-what order, whether each fits more than the answer so far, and the answer they make together. The
-atlas completes a stored answer that left a mesh unasked with the same loop
-(shared.plan.atlas.run.mesh_row)."""
+"""The meshes a batch search compares (docs/search.md, "Several meshes"; the search is
+shared.plan.search.max_batch): which to ask, in what order, whether each fits more than the
+answer so far, and the answer they make together. The atlas completes a stored answer that left a
+mesh unasked with the same loop (shared.plan.atlas.run.mesh_row)."""
 
 from __future__ import annotations
 

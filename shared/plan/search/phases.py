@@ -1,4 +1,5 @@
-"""Which phase a batch search compiles alone at an exact candidate below its answer (GRPO).
+"""Which phase a batch search compiles alone at an exact candidate below its answer (GRPO):
+docs/search.md, "GRPO: a phase alone".
 
 A GRPO verdict compiles five executables, its update the slowest (gemma3-1b on a v5e-1: the
 update alone 267 s of 502 compiling all five: benchmarks/results/plan_grpo_order.json), and in

@@ -1,5 +1,6 @@
-"""What a batch search returns (shared.plan.search.max_batch): one mesh's answer read off its exact
-verdicts, with every probe that located it, and each mesh's answer for a comparison."""
+"""What a batch search returns (docs/search.md, "What a search returns"; the search is
+shared.plan.search.max_batch): one mesh's answer read off its exact verdicts, with every probe
+that located it, and each mesh's answer for a comparison."""
 
 from __future__ import annotations
 
@@ -62,7 +63,7 @@ def search_result(
     (`exact`, by batch), with every probe it compiled or read from the cache (`probes`, the
     whole model's verdicts, and `assigned_probes`, its bytes at buffer assignment), on the
     (fsdp, tp) mesh `shape`. `failed_at`: the verdicts, by batch, the compiler failed on
-    (search_lines.set_aside_compiler_failures), each with its first message."""
+    (lines.set_aside_compiler_failures), each with its first message."""
     largest, first_fail = bracket(exact)
     errors = compiler_errors(failed_at or {})
     failed = {b for b, p in exact.items() if not p["fits"]}

@@ -1,6 +1,6 @@
 """A batch search in words and rows: its one-line answer (`describe`) and the evidence behind
 it (`probe_rows`), as the command line, the notebooks, the atlas and the benchmarks show it;
-the search itself is shared.plan.search.max_batch."""
+the search itself is shared.plan.search.max_batch (docs/search.md)."""
 
 from shared.hardware.sharding import mesh_name
 from shared.plan.atlas.lookup import mesh_answer_text

@@ -1,4 +1,4 @@
-"""Batches in words, as the search's one-line answer (search_view.describe), the atlas's page
+"""Batches in words, as the search's one-line answer (view.describe), the atlas's page
 and CSV (atlas.render) and the lookup say them. Its own module, without jax: the lookup and the
 renderer answer from the committed table without importing the compiler."""
 
