@@ -73,7 +73,7 @@ def mesh_answer_text(answer: int | str) -> str:
     """A mesh's largest batch in words, as a search's `mesh_answers` (or the table) gives it:
     0 is none; "<N" says the mesh was asked only whether it fits N, another mesh's answer, and
     does not (shared.plan.search.max_batch); "N..M" that its search stopped between N, which
-    fits, and M, which does not (search_result.mesh_answer)."""
+    fits, and M, which does not (shared.plan.search.result.mesh_answer)."""
     answer = str(answer)
     if answer.startswith("<"):
         return f"fewer than {answer[1:]}"

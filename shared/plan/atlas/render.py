@@ -205,7 +205,8 @@ def csv_row(recipe: str, model: str, target: str, row: dict | None, price: dict)
 
 
 def _compiler_errors_text(errors: list[dict]) -> str:
-    """The CSV's `compiler_errors`: where, and the first message (search_view.failed_batches)."""
+    """The CSV's `compiler_errors`: where, and the first message
+    (shared.plan.search.view.failed_batches)."""
     return f"{failed_batches(errors)}: {errors[0]['error']}" if errors else ""
 
 
