@@ -41,22 +41,10 @@ os.environ.setdefault("WANDB_MODE", "disabled")
 from shared import lora, models, plan, sizing  # noqa: E402
 from shared.errors import BadInput, choose, run_cli  # noqa: E402
 from shared.hardware import current_target_name, measure, parse_target, sharding  # noqa: E402
+from shared.lora.finetune_points import parse_points, run_peaks  # noqa: E402
 from shared.report import results  # noqa: E402
 
-WORKLOADS = ("sft", "lora-train")
 RANK = 16  # the LoRA rank of notebook 02's setting
-
-
-def parse_points(text: str) -> list[tuple[str, int]]:
-    """'sft:4,lora-train:8' -> [('sft', 4), ('lora-train', 8)]; bad input says so."""
-    points = []
-    for item in text.split(","):
-        workload, _, batch = item.partition(":")
-        choose("workload", workload, WORKLOADS)
-        if not batch.isdigit() or int(batch) < 1:
-            raise BadInput(f"point {item!r}: write WORKLOAD:BATCH with a positive batch")
-        points.append((workload, int(batch)))
-    return points
 
 
 def step_setup(model_name: str, workload: str, batch: int, seq: int, mesh):
@@ -128,25 +116,6 @@ def peak_in_child(a, workload: str, batch: int) -> dict:
     return {"run_peak_bytes_per_device": None, "run_peak_error": row["error"]}
 
 
-def run_peaks(a, argv: list[str], points: list[tuple[str, int]]) -> dict:
-    """Every point's autotuner-off peak, one child each, before this process touches the device.
-    Each is printed and written to --out as it comes (`complete` false, no device fields yet):
-    these children take minutes, and a run stopped at its time limit keeps what they measured."""
-    head, peaks = results.header("benchmarks/bench_finetune.py", argv), {}
-    for workload, batch in points:
-        start = time.perf_counter()
-        peaks[workload, batch] = peak_in_child(a, workload, batch)
-        took = time.perf_counter() - start
-        print(
-            f"run peak {workload}:{batch} ({took:.0f} s): {peaks[workload, batch]}",
-            file=sys.stderr,
-            flush=True,
-        )
-        rows = [{"workload": w, "batch": b, **peak} for (w, b), peak in peaks.items()]
-        results.write(a.out, {**head, "complete": False, "rows": rows})
-    return peaks
-
-
 def prediction(a, workload: str, batch: int, target: str | None) -> dict:
     """The plan engine's verdict for this point on this slice (none off a TPU/GPU)."""
     if target is None:
@@ -207,7 +176,11 @@ def main(argv: list[str] | None = None) -> int:
         results.write(a.out, measure_point(a, *points[0]))
         return 0
     started = time.perf_counter()
-    peaks = {} if a.no_run_peak else run_peaks(a, argv, points)
+    if a.no_run_peak:
+        peaks = {}
+    else:  # each point's autotuner-off peak, kept in --out as each child finishes
+        head = results.header("benchmarks/bench_finetune.py", argv)
+        peaks = run_peaks(a.out, head, points, lambda w, b: peak_in_child(a, w, b))
     import jax
 
     target = current_target_name()

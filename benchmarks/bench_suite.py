@@ -3,9 +3,10 @@
 The goal is a suite under 10 minutes on a 2-core machine. The same code takes 7 to 18 minutes
 on this project's 2-core machines from one day to the next, so the file records the machine's
 speed (`reference_s`, shared.report.results) and load before the run, and the speed again
-after, beside the wall time, the counts pytest reports and its slowest tests
-(`PYTEST_ADDOPTS=--durations=N`: the command is otherwise the Makefile's, unchanged). Run it
-alone, from a checkout whose `make setup` is done (setup is not timed):
+after, beside the wall time, the counts pytest reports and its slowest tests (read by
+shared.report.pytest_output; `PYTEST_ADDOPTS=--durations=N`: the command is otherwise the
+Makefile's, unchanged). Run it alone, from a checkout whose `make setup` is done (setup is not
+timed):
 
     python benchmarks/bench_suite.py --out benchmarks/results/suite_2core.json
 """
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import subprocess
 import sys
 import time
@@ -22,30 +22,9 @@ from pathlib import Path
 
 from shared.paths import ROOT
 from shared.report import results
+from shared.report.pytest_output import slowest, summary
 
 GOAL_S = 600  # the issue's goal for `make test` on 2 cores
-# pytest's last line, e.g. "673 passed, 1 warning in 542.67s (0:09:02)"
-SUMMARY = re.compile(r"^=*\s*(?P<counts>\d+ \w+.*) in (?P<seconds>[\d.]+)s")
-COUNT = re.compile(r"(\d+) (\w+)")
-DURATION = re.compile(r"^(?P<seconds>[\d.]+)s (?P<phase>call|setup|teardown)\s+(?P<test>\S+)")
-
-
-def summary(output: str) -> dict:
-    """pytest's counts ({"passed": 673, ...}) and its own seconds, from the run's last summary
-    line; empty where the run printed none (it crashed before the end)."""
-    for line in reversed(output.splitlines()):
-        if match := SUMMARY.match(line.strip()):
-            counts = {word: int(n) for n, word in COUNT.findall(match["counts"])}
-            return {"counts": counts, "pytest_s": float(match["seconds"])}
-    return {}
-
-
-def slowest(output: str) -> list[dict]:
-    """The `--durations` table: each slow test's phase and seconds, slowest first."""
-    rows = (DURATION.match(line.strip()) for line in output.splitlines())
-    return [
-        {"test": m["test"], "phase": m["phase"], "seconds": float(m["seconds"])} for m in rows if m
-    ]
 
 
 def run_suite(durations: int) -> dict:

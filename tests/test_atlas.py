@@ -1292,12 +1292,13 @@ def test_a_cell_says_where_the_compiler_failed_and_lookup_words_it():
 def test_the_libtpu_flag_benchmark_states_a_flag_search_beside_the_committed_cell(
     tmp_path, monkeypatch
 ):
-    """benchmarks/bench_libtpu_flag.py: the cell's own search under a libtpu flag, in a child
-    (made up here: a made-up compiler fits up to 24), stored as the atlas stores a search,
-    beside the committed answer the lookup gives; a cell that is not 'recipe,model,target' is
-    one line."""
-    from benchmarks import bench_libtpu_flag as bench
+    """shared.plan.atlas.flag (benchmarks/bench_libtpu_flag.py): the cell's own search under a
+    libtpu flag, in a child (made up here: a made-up compiler fits up to 24), stored as the atlas
+    stores a search, beside the committed answer the lookup gives; a cell that is not
+    'recipe,model,target' is one line."""
+    from shared.plan.atlas import flag as atlas_flag
     from shared.plan.atlas import lookup
+    from shared.report import results
 
     _made_up_compiler(monkeypatch, lambda r: r.batch <= 24)
     request = plan.Request("lora-train", "gemma3-tiny", "v5e-8", seq=64, lora_rank=4)
@@ -1311,10 +1312,10 @@ def test_the_libtpu_flag_benchmark_states_a_flag_search_beside_the_committed_cel
         asked.append((flags, argv))
         return found
 
-    monkeypatch.setattr(bench, "search_with", child)
+    monkeypatch.setattr(atlas_flag, "search_with", child)
     why = "the SparseCore gather offload off"
-    argv = ["--cell", "grpo,gemma3-1b,tpu7x-8", f"--flags={flag}", "--why", why, "--out", str(out)]
-    assert bench.main(argv) == 0
+    head = results.header("benchmarks/bench_libtpu_flag.py", ["--cell", "grpo,gemma3-1b,tpu7x-8"])
+    results.write(out, {**head, **atlas_flag.flag_search("grpo,gemma3-1b,tpu7x-8", flag, why)})
     report = json.loads(out.read_text())
     ((flags, child_argv),) = asked
     assert flags == flag and child_argv[:3] == ["-m", "shared.plan", "grpo"]
@@ -1358,7 +1359,7 @@ def test_the_libtpu_flag_benchmark_states_a_flag_search_beside_the_committed_cel
     monkeypatch.setattr(lookup, "committed", lambda name: None)
     assert "LIBTPU_INIT_ARGS" not in lookup.describe(committed)
     with pytest.raises(BadInput, match="give 'recipe,model,target'"):
-        bench.main(["--cell", "gemma3-1b", f"--flags={flag}", "--why", why, "--out", str(out)])
+        atlas_flag.flag_search("gemma3-1b", flag, why)
 
 
 def test_a_mesh_whose_search_stopped_with_a_gap_says_so_beside_the_answer():

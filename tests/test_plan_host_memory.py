@@ -12,6 +12,7 @@ import time
 import pytest
 
 from shared import plan
+from shared.errors import BadInput
 from shared.plan import verdict
 from shared.plan.compiler import host_memory
 
@@ -176,18 +177,21 @@ def test_a_round_of_compiles_records_this_processs_growth(monkeypatch):
     assert host_memory.one_compile_bytes(BIG, None) == GIB
 
 
-def test_the_benchmark_measures_a_probe_child_and_this_processs_compiles(tmp_path):
-    """benchmarks/bench_host_memory.py on a tiny model: every measure is there and the child's
-    whole compile took at least what it had at its reports."""
-    from benchmarks import bench_host_memory
+def test_the_benchmark_measures_a_probe_child_and_this_processs_compiles():
+    """shared.plan.compiler.compile_footprint (benchmarks/bench_host_memory.py) on a tiny model:
+    every measure is there and the child's whole compile took at least what it had at its
+    reports; the plan cache's folder is put back after its scratch one, and a request it cannot
+    read is one line."""
+    from shared.plan.compiler import compile_footprint
 
-    out = tmp_path / "host_memory.json"
-    request = "lora-train gemma3-tiny v5e-1 1 64"
-    assert bench_host_memory.main(["--request", request, "--out", str(out)]) == 0
-    (measured,) = json.loads(out.read_text())["requests"]
+    cache = verdict.CACHE_DIR
+    (measured,) = compile_footprint.measure_requests(["lora-train gemma3-tiny v5e-1 1 64"])
     assert measured["child_whole_compile_gib"] >= measured["child_at_reports_gib"]
     assert [e["batch"] for e in measured["exact_in_process"]] == [1, 2]
     assert all(e["fits"] and e["growth_gib"] >= 0 for e in measured["exact_in_process"])
+    assert verdict.CACHE_DIR == cache
+    with pytest.raises(BadInput, match="give 'workload model target batch seq'"):
+        compile_footprint.parse_request("lora-train gemma3-tiny v5e-1 1")
 
 
 def test_giving_back_freed_memory_keeps_what_is_in_use(free, monkeypatch):

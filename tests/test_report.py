@@ -150,7 +150,8 @@ def test_a_run_is_quiet_only_under_both_the_load_and_the_busy_cores(monkeypatch)
 
 
 def test_the_suite_benchmark_reads_pytests_counts_and_slowest_tests():
-    from benchmarks import bench_suite
+    """shared.report.pytest_output, which benchmarks/bench_suite.py reads `make test` with."""
+    from shared.report import pytest_output
 
     output = """\
 ============================= slowest 3 durations ==============================
@@ -159,18 +160,18 @@ def test_the_suite_benchmark_reads_pytests_counts_and_slowest_tests():
 0.01s teardown tests/test_report.py::test_x
 671 passed, 2 failed, 1 warning in 542.67s (0:09:02)
 """
-    assert bench_suite.summary(output) == {
+    assert pytest_output.summary(output) == {
         "counts": {"passed": 671, "failed": 2, "warning": 1},
         "pytest_s": 542.67,
     }
-    slow = bench_suite.slowest(output)
+    slow = pytest_output.slowest(output)
     assert [(row["phase"], row["seconds"]) for row in slow] == [
         ("call", 30.84),
         ("setup", 29.57),
         ("teardown", 0.01),
     ]
     assert slow[1]["test"] == "tests/test_grpo.py::test_run_reports_tunix_metrics_per_step"
-    assert bench_suite.summary("Segmentation fault\n") == {}
+    assert pytest_output.summary("Segmentation fault\n") == {}
 
 
 def test_the_cpu_timeline_names_each_child_by_what_it_compiles_and_sums_the_cores():

@@ -8,9 +8,9 @@ import optax
 import pytest
 from conftest import TEST_VOCAB as V
 
-from benchmarks.bench_finetune import parse_points
 from shared import lora, models, plan
 from shared.errors import BadInput
+from shared.lora.finetune_points import parse_points, run_peaks
 from shared.paths import ROOT
 from shared.rollout import sampler as rollout
 
@@ -71,24 +71,20 @@ def test_bench_finetune_refuses_a_point_it_cannot_read():
             parse_points(bad)
 
 
-def test_bench_finetune_keeps_each_peak_as_its_child_finishes(tmp_path, monkeypatch, capsys):
+def test_bench_finetune_keeps_each_peak_as_its_child_finishes(tmp_path, capsys):
     """A run stopped while its autotuner-off children run (on an H200 a three-point run spent
-    its 320 s limit there and left no file) keeps every peak measured so far in --out."""
-    import argparse
-
-    from benchmarks import bench_finetune
-
+    its 320 s limit there and left no file) keeps every peak measured so far in --out
+    (shared.lora.finetune_points.run_peaks)."""
     peaks = iter([{"run_peak_bytes_per_device": 123}])
 
-    def child(a, workload, batch):
+    def child(workload, batch):
         return next(peaks)  # the second child never returns: StopIteration stands for the limit
 
-    monkeypatch.setattr(bench_finetune, "peak_in_child", child)
     out = tmp_path / "finetune.json"
-    a = argparse.Namespace(out=out)
+    head = {"command": "python benchmarks/bench_finetune.py --points sft:8,sft:24"}
     with pytest.raises(StopIteration):
-        bench_finetune.run_peaks(a, ["--points", "sft:8,sft:24"], [("sft", 8), ("sft", 24)])
+        run_peaks(out, head, [("sft", 8), ("sft", 24)], child)
     kept = json.loads(out.read_text())
-    assert kept["complete"] is False
+    assert kept["complete"] is False and kept["command"] == head["command"]
     assert kept["rows"] == [{"workload": "sft", "batch": 8, "run_peak_bytes_per_device": 123}]
     assert "run peak sft:8" in capsys.readouterr().err

@@ -14,7 +14,8 @@ Cells run cheapest first (GRPO's last, then small models, single-chip slices: st
 a partial atlas is useful; a big model on a small chip is quick too (not even the smallest
 batch fits). Modules: `store` (the grid and the store), `run` (one cell), `render` (the page),
 `cli` (growing it piecewise: `python benchmarks/bench_atlas.py`, see there), `answer` (a
-committed cell as a plan answer), `lookup` (one cell, instantly: it imports no compiler, so the
+committed cell as a plan answer), `flag` (a cell searched again under a libtpu flag:
+benchmarks/bench_libtpu_flag.py), `lookup` (one cell, instantly: it imports no compiler, so the
 names below load on first use, PEP 562).
 """
 
