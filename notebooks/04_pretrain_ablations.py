@@ -17,22 +17,18 @@
 # # 04 · Does a ~130M train step fit one v6e chip, and what does an ablation arm cost?
 #
 # ## Takeaway
-#
 # Yes, with room. The real TPU compiler puts the 130m train step (163.6M parameters, fp32
-# weights and Adam state, bf16 compute) at 13.55 GiB per device for 32 sequences of 2048 tokens
-# on one v6e chip, of the 31.25 GiB it allows; 80 sequences is the largest batch that fits as it
-# is, and 160 fits in 4 micro-batches of 40 (20.08 GiB). Its roofline caps the step at 799k
-# tokens/s; tpuchat's 46.5% MFU would be 434.9k tokens/s here (41.7% counted the MaxText way).
-# One arm of 20 tokens per parameter (3.27B tokens) takes at least 1.14 h on that chip, about
-# 2.84 h and $1.55 at spot prices and 40% MFU; all six arms on Kaggle's free v5e-8 need four
-# 9-hour sessions. The ablation losses below come from a tiny stand-in on a CPU: they check the
-# code path, not the knobs. No TPU has run the arms yet; one NVIDIA H200 ran the same step
-# (`benchmarks/results/train_h200.json`): 441.7k tokens/s, 39.3% MFU at 32 x 2048 with cuDNN
-# attention (29.4% with XLA's), and 36.64 GB at batch 64 where the plan compiled for that GPU
-# said 36.63.
+# weights and Adam state, bf16 compute) at **13.55 GiB** per device for 32 sequences of 2048
+# tokens on one v6e chip, of the 31.25 GiB it allows; **80 sequences** fit as the step is
+# written, 160 in 4 micro-batches (20.08 GiB). One arm of 20 tokens per parameter takes about
+# 2.84 h and $1.55 there at spot prices and 40% MFU; all six arms on Kaggle's free v5e-8 need
+# four 9-hour sessions. No TPU has run the arms yet; one H200 ran the step at 441.7k tokens/s,
+# 39.3% MFU (tpuchat's anchor: 46.5% on a v6e). The ablation losses below come from a tiny
+# stand-in on a CPU: they check the code path, not the knobs.
 #
 # ![What to change: bytes per device against roofline time](../docs/figures/04_frontier.png)
-#
+
+# %% [markdown]
 # ## How this notebook answers it
 # **The question.** How do I get a ~130M model to high MFU, compare architecture knobs on equal
 # terms, and will the train step fit the chip I rent? The public anchor is tpuchat: 46.5% MFU,
@@ -259,6 +255,9 @@ if MODE == "plan":
 # slice (`make tpu-execute NB=04 PARAMS='-p MODE device'`), set their tokens/s and MFU against
 # the 46.5% anchor and read the ledger's measured bytes beside the plan's; an arm's loss only
 # counts once a second seed repeats it. Last, tune the winning arm's learning rate (notebook 05).
+# One NVIDIA H200 has run the step (`benchmarks/results/train_h200.json`): 441.7k tokens/s and
+# 39.3% MFU at 32 × 2048 with cuDNN attention (29.4% with XLA's), and a peak of 36.64 GB at
+# batch 64 where the plan compiled for that GPU said 36.63 (`plan_train_h200.json`).
 
 # %% [markdown]
 # ## Evidence

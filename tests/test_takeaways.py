@@ -14,10 +14,12 @@ import math
 import jupytext
 import pytest
 
+from shared.findings import sweep
 from shared.hardware import parse_target
 from shared.plan.atlas.lookup import find, read_table
 from shared.plan.slices import budget
 from shared.report.committed import committed
+from shared.sweep.settings import HparamSweep
 from tools.notebooks import notebook_sources
 
 MAX_TAKEAWAY_LINES = 10  # prose lines of the Takeaway itself, its figure not counted
@@ -243,3 +245,71 @@ def test_03_fit_quotes_the_tpu_compiler_and_the_h200():
         assert "not recorded yet" not in takeaway("03_sparse_logits_fit"), (
             "logits_fit.json is committed now: quote its largest batches in the Takeaway"
         )
+
+
+# --------------------------------------------------------------------- 04_pretrain_ablations
+
+WORDS = dict(enumerate(("no", "one", "two", "three", "four", "five", "six", "seven", "eight")))
+
+
+def test_04_quotes_the_compiled_step_the_arms_cost_and_the_h200():
+    tables = committed("04_pretrain_plan")["tables"]
+    params = {r["part"]: r["params"] for r in tables["params"]}["total"]
+    (step,) = [
+        v for v in tables["verdicts"] if (v["target"], v["batch"], v["seq"]) == ("v6e-1", 32, 2048)
+    ]
+    (fit,) = tables["fit"]
+    cost = {r["target"]: r for r in tables["arm_cost"]}
+    v6e, kaggle = cost["v6e-1"], cost["v5e-8"]
+    assert round(v6e["tokens"] / params) == 20 and v6e["price_kind"] == "spot"
+    h200 = committed("train_h200")["best"]
+    assert (h200["batch"], h200["seq"]) == (32, 2048)
+    assert_quotes(
+        "04_pretrain_ablations",
+        f"({params / 1e6:.1f}M parameters",
+        f"**{_gib(step['bytes_per_device'])} GiB** per device for 32 sequences of 2048",
+        f"of the {_gib(step['hbm_bytes'])} GiB it allows",
+        f"**{fit['max_batch']} sequences** fit",
+        f"{fit['frontier_batch']} in {fit['choice_microbatches']} micro-batches "
+        f"({_gib(fit['choice_bytes_per_device'])} GiB)",
+        f"about {v6e['estimated_h']:.2f} h and ${v6e['dollars']:.2f} there at spot prices",
+        f"need {WORDS[kaggle['kaggle_sessions_all_arms']]} 9-hour sessions",
+        f"{h200['tok_per_s'] / 1e3:.1f}k tokens/s, {h200['mfu']:.1%} MFU",
+    )
+
+
+# --------------------------------------------------------------------- 05_hparam_sweep
+
+
+def _lr(value: float) -> str:
+    return f"{value:.0e}".replace("e-0", "e-")
+
+
+def test_05_quotes_the_committed_sweep_and_the_real_sweeps_price():
+    tables = committed("05_sweep_cpu")["tables"]
+    trials = [t for t in tables["trials"] if t["status"] == "done"]
+    fixed = {r["parameter"]: r["values"] for r in tables["search_space"] if r["kind"] == "constant"}
+    best = min(trials, key=lambda t: t["val_loss"])
+    default = next(t for t in trials if (t["lr"], t["wd"]) == (3e-4, best["wd"]))
+    answers = {r["question"]: r["answer"] for r in tables["summary"]}
+    low, high = map(float, answers["lr basin (within 2%)"].split(" to "))
+    by_lr = {}
+    for t in trials:
+        by_lr.setdefault(t["lr"], []).append(t["val_loss"])
+    assert max(max(v) - min(v) for v in by_lr.values()) < 0.01  # "weight decay does not matter"
+    field = HparamSweep.field()
+    point = sweep.real_point(field, "local")  # notebook 04's committed 130m step on a v6e-1
+    steps = len(trials) * field.real_trial["steps"]
+    bill = budget.estimate(point, runs=steps, kind=field.price_kind)
+    assert (field.target, field.price_kind) == ("v6e-1", "spot")
+    assert_quotes(
+        "05_hparam_sweep",
+        f"({len(trials)} trials of the tiny stand-in, {fixed['steps']} steps of "
+        f"{fixed['batch']} × {fixed['seq']} tokens)",
+        f"spans peak learning rates {_lr(low)} to {_lr(high)}",
+        f"The best, lr {_lr(best['lr'])} with weight decay {best['wd']}, reaches "
+        f"{best['val_loss']:.3f} nats/token",
+        f"lands {default['val_loss'] / best['val_loss'] - 1:.0%} worse ({default['val_loss']:.3f})",
+        f"the same {len(trials)} trials of {field.real_trial['steps']} steps",
+        f"about {bill['estimated_s'] / 3600:.1f} h, ${bill['dollars_estimated']:.2f} at the spot",
+    )
