@@ -18,14 +18,13 @@
 #
 # ## Takeaway
 # 70.55B parameters, 6·P·T = **6.35e24 FLOPs: 44.7 days on 8,960 v5p chips at 40% MFU, $40.3M
-# on demand or $8.0M spot** (causal attention adds 6%: 47.4 days). The chips that must *hold*
-# it depend on what a layer keeps for the backward pass: the book's three D-wide checkpoints
-# need 16.4 TB (**172 chips**), a write-up's F-wide count 110.8 TB (**1,155 chips**). The TPU
-# compiler on tunix's real 70B layer decides by remat: without remat a layer keeps **1.14 MB a
-# token (70·D)**, more than either count (its [heads, T, T] attention scores); rematerialising
-# the layer keeps about its input only. So with `remat="decoder"` 70B fits well under 200
-# chips; without remat it needs ~900. Mesh: 468 tokens a chip is too few for pure FSDP (850),
-# so mix in tensor parallelism, FSDP degree X_opt ≈ 1,619.
+# on demand or $8.0M spot**. The chips that must *hold* it depend on what a layer keeps for the
+# backward pass: the book's three D-wide checkpoints need 16.4 TB (**172 chips**), a write-up's
+# F-wide count 110.8 TB (**1,155 chips**). The TPU compiler on tunix's real 70B layer decides
+# by remat: without remat a layer keeps **1.14 MB a token (70·D)**, more than either count (its
+# [heads, T, T] attention scores); rematerialising the layer keeps about its input only. So
+# with `remat="decoder"` 70B fits well under 200 chips; without remat it needs ~900. Mesh: 468
+# tokens a chip are too few for pure FSDP (850): mix in tensor parallelism, FSDP degree ≈ 1,619.
 #
 # ![LLaMA-3 70B training memory by assumption](../docs/figures/06_memory_policies.png)
 

@@ -18,15 +18,13 @@
 #
 # ## Takeaway
 # **It fits, with room.** tunix's Gemma GRPO demo recipe on gemma3-1b (256-token prompts,
-# 768-token completions, G = 4, 8 sequences per call, a rank-64 LoRA policy, KL weight 0.08)
-# needs **5.13 GiB per chip of the 15.75 GiB** a v5e-8 lets a program use; the worst phase is
-# the policy update, whose loss forms the [B, T, V] logits. **Change the log-probs:** tunix
-# 0.1.7's `compute_per_token_logps` forms those logits too, so a log-prob call fits at most
-# **72 sequences**; the chunked log-probs (`LOGPS = "chunked"`) fit **1,744**, 24x as many.
-# **Steps: put tp on the mesh.** On all 8 chips on fsdp each decode step gathers every weight
-# whole: a roofline of 9.13 s a step, at most 3,547 in 9 hours. On 2x4 (`MESH = "2x4"`): 6.82
-# s, at most **4,753 steps**, about **1,901** (15,208 completions) at an assumed 40% of the
-# roofline: free on Kaggle, 22 steps a dollar on demand or 108 on spot on GCP.
+# 768-token completions, G = 4, a rank-64 LoRA policy) needs **5.13 GiB per chip of the 15.75
+# GiB** a v5e-8 lets a program use; the worst phase is the policy update. **Change the
+# log-probs:** tunix 0.1.7's `compute_per_token_logps` forms the [B, T, V] logits, so a log-prob
+# call fits at most **72 sequences**; the chunked log-probs (`LOGPS = "chunked"`) fit **1,744**.
+# **Put tp on the mesh:** on all 8 chips on fsdp each decode step gathers every weight whole, a
+# roofline of 9.13 s a step; on 2x4 (`MESH = "2x4"`) 6.82 s, about **1,901 steps** in a 9-hour
+# session at an assumed 40% of the roofline: free on Kaggle, 22 steps a dollar on demand on GCP.
 #
 # ![Bytes per device of each GRPO phase on a v5e-8](../docs/figures/07_plan_bytes.png)
 
@@ -177,11 +175,11 @@ if results:
 # hands decode a KV cache split over the batch, and decode is compiled with it so. Compiles
 # take minutes for gemma3-1b on a laptop and are cached in `.cache/plan`.
 #
-# For the demo recipe on a v5e-8: 5.13 GiB of 15.75. Resident 0.69 GiB (the LoRA policy, the
-# reference's second copy of the base, AdamW state); the worst phase is the **policy update**
-# (4.43 GiB of its own: its loss forms the [B, T, V] logits, V = 262,144), then prefill
-# (2.45 GiB), decode (2.13 GiB) and the reference log-probs (1.87 GiB). Compiled without
-# tunix's activation shardings, as the plan did until 2026-11-24, the same step needed 8.50 GiB.
+# For the demo recipe (KL weight 0.08, 8 sequences a call) on a v5e-8: 5.13 GiB of 15.75.
+# Resident 0.69 GiB (the LoRA policy, the reference's second copy of the base, AdamW state); the
+# worst phase is the **policy update** (4.43 GiB of its own: its loss forms the [B, T, V]
+# logits, V = 262,144), then prefill (2.45 GiB), decode (2.13 GiB) and the reference log-probs
+# (1.87 GiB). Without tunix's activation shardings (the plan until 2026-11-24) it needed 8.50.
 
 # %% [markdown]
 # Before anything compiles, the committed atlas answers for every model on this slice, in well
@@ -286,8 +284,9 @@ if MODE == "plan" and SEARCH:
 # while each is faster. For the demo recipe (2 prompts × 4 completions a step) on the
 # v5e-8: 9.13 s on 8x1 (at most 3,547 steps in 9 hours), 7.27 s on 4x2 (4,457), **6.82 s on
 # 2x4 (4,753)**; 1x8 cannot split gemma3-1b's 4 heads. At the scaling book's 40% training MFU
-# (no TPU measurement of a tunix GRPO step yet) 2x4 runs about **1,901 steps**: 22 steps a
-# dollar on demand or 108 on spot on GCP (read 2026-11-22), $0 within Kaggle's weekly quota.
+# (no TPU measurement of a tunix GRPO step yet) 2x4 runs about **1,901 steps** (15,208
+# completions): 22 steps a dollar on demand or 108 on spot on GCP (read 2026-11-22), $0 within
+# Kaggle's weekly quota.
 
 # %%
 configs = {"recipe": (point, recipe)} if point else {}

@@ -313,3 +313,59 @@ def test_05_quotes_the_committed_sweep_and_the_real_sweeps_price():
         f"the same {len(trials)} trials of {field.real_trial['steps']} steps",
         f"about {bill['estimated_s'] / 3600:.1f} h, ${bill['dollars_estimated']:.2f} at the spot",
     )
+
+
+# --------------------------------------------------------------------- 06_scaling_plan
+
+
+def test_06_quotes_the_committed_plan():
+    tables = committed("06_scaling_plan")["tables"]
+    answers = {r["question"]: r["answer"] for r in tables["summary"]}
+    cost = {r["convention"]: r for r in tables["flops_days_dollars"]}["params"]
+    chips = round(cost["chip_hours"] / (cost["days"] * 24))
+    policy = {r["policy"]: r for r in tables["memory_policies"]}
+    probe = {r["tunix_remat"]: r for r in tables["layer_probe"]}["none"]
+    mesh = {r["quantity"]: r["value"] for r in tables["mesh_choice"]}
+    assert policy["block"]["book_chips"] < 200 and mesh["fsdp_compute_bound"] is False
+    assert_quotes(
+        "06_scaling_plan",
+        f"{answers['parameters (B)']:.2f}B parameters",
+        f"**{cost['flops']:.2e} FLOPs: {cost['days']:.1f} days on {chips:,} v5p chips".replace(
+            "e+", "e"
+        ),
+        f"${cost['dollars_on_demand'] / 1e6:.1f}M on demand or "
+        f"${cost['dollars_spot'] / 1e6:.1f}M spot",
+        f"need {policy['book3']['book_TB']:.1f} TB (**{policy['book3']['book_chips']} chips**)",
+        f"{policy['fwide']['book_TB']:.1f} TB (**{policy['fwide']['book_chips']:,} chips**)",
+        f"keeps **{probe['kept_bytes_per_token_layer'] / 1e6:.2f} MB a token "
+        f"({probe['in_D']:.0f}·D)**",
+        f"without remat it needs ~{round(policy['none']['book_chips'], -2)}",
+        f"{float(mesh['per_chip_batch_tokens']):.0f} tokens a chip",
+        f"pure FSDP ({mesh['fsdp_threshold']})",
+        f"FSDP degree ≈ {answers['X_opt']:,.0f}",
+    )
+
+
+# --------------------------------------------------------------------- 07_grpo_budget
+
+
+def test_07_quotes_the_verdict_the_log_prob_searches_and_the_2x4_session():
+    quoted = committed("07_grpo_plan")
+    recipe, verdict = quoted["recipe"], quoted["verdict"]
+    wide = quoted["wider_meshes"]["2x4"]
+    session = wide["session"]
+    assert verdict["worst"] == "policy_update" and session["assumed_efficiency"] == 0.4
+    assert session["hours"] == 9 and parse_target(recipe["target"]).chips == 8
+    assert_quotes(
+        "07_grpo_budget",
+        f"on {recipe['model']} ({recipe['prompt_len']}-token prompts, {recipe['steps']}-token "
+        f"completions, G = {recipe['num_generations']}, a rank-{recipe['lora_rank']} LoRA",
+        f"**{_gib(verdict['bytes_per_device'])} GiB per chip of the "
+        f"{_gib(verdict['hbm_bytes'])} GiB** a {recipe['target']}",
+        f"at most **{quoted['logps_search']['tunix']['max_batch']:,} sequences**",
+        f"fit **{quoted['logps_search']['chunked']['max_batch']:,}**",
+        f"a roofline of {verdict['roofline_lower_bound_s']:.2f} s a step",
+        f'on 2x4 (`MESH = "2x4"`) {wide["roofline_lower_bound_s"]:.2f} s',
+        f"about **{session['steps_estimated']:,} steps** in a 9-hour session",
+        f"{session['steps_per_dollar_on-demand']:.0f} steps a dollar on demand",
+    )
