@@ -17,36 +17,18 @@
 # # 08 · I have this job and this budget: which slice should I rent?
 #
 # ## Takeaway
-# Each answer is the TPU compiler's exact verdict on that slice, priced at an assumed 40% MFU
-# (the roofline, a lower bound, in brackets), from searches over TPU slices only (2026-11-26
-# to 30, before GPU machines became candidates):
-# - **A rank-16 LoRA of gemma3-27b on 5e7 tokens at 4,096: a v6e-4**, batch 4 on 4x1 with
-#   block remat (30.24 of 31.25 GiB a chip), about 2.9 h and $32 on demand (1.17 h, $12.66).
-#   A v5p-8 fits too for $49, and so does Kaggle's v5e-8: one sequence a step on 1x8 with
-#   block remat (12.62 of 15.75 GiB a chip; 8x1, 4x2 and 2x4 need 24.96, 15.83 and 18.15 GiB
-#   at their least batch), 5.6 h and $54, inside a 9-hour session. A v5e-4 fits on none of
-#   its meshes (4x1, 2x2 and 1x4 need 28.67, 21.82 and 17.97 GiB a chip at their least
-#   batch); one v5e or v6e chip cannot hold the weights (51 GiB, known without a compile).
-# - **Gemma 4 31B, seed 001's recipe (rank-16 LoRA, 1e8 tokens at 2,048): a v6e-4 on 1x4** at
-#   batch 1, 6.1 h and $66; on 4x1 it takes 6.8 h and $73.
-# - **GRPO on gemma3-4b for 2,000 steps of tunix's demo recipe: a v5p-8 on 1x4**, 3.7 h and
-#   $63. A v5e-4 on 1x4 costs as much in 13 h, a v6e-4 on 1x4 $72 in 6.7 h. A decode reads
-#   every weight for each of the 768 tokens, and on the default mesh (all chips on fsdp) each
-#   chip gathers them whole: the v6e-4 on 4x1 takes 19 h and $207, and the v5e-4 does not fit
-#   there (17.76 of 15.75 GiB a chip). Kaggle's v5e-8 fits it on 2x4 in 25 h ($242 on GCP;
-#   52 h on 8x1: `08_grpo_v5e8.json`).
+# The cheapest slice for each job, by the TPU compiler's exact verdict, on demand at an assumed
+# 40% MFU (searches over TPU slices, 2026-11-26 to 30, before GPU machines were candidates):
+# - **A rank-16 LoRA of gemma3-27b on 5e7 tokens at 4,096: a v6e-4** on 4x1, batch 4 with
+#   block remat, 2.9 h and $32. Kaggle's free v5e-8 holds it too: batch 1 on 1x8, 5.6 h.
+# - **Gemma 4 31B, seed 001's recipe (rank-16 LoRA, 1e8 tokens at 2,048): a v6e-4** on 1x4,
+#   batch 1, 6.1 h and $66.
+# - **GRPO on gemma3-4b for 2,000 steps of tunix's demo recipe: a v5p-8** on 1x4, 3.7 h, $63.
 # - **Notebook 04's 130M pretraining run (2.6B tokens): one v6e chip**, 2.2 h and $6.
 #
-# With its 12-minute budget the 27B search compiles the v6e-4's 4x1 and answers that; given
-# 45 (42 min on 2 quiet cores from an empty cache) it also found 2x2 slower there, compiled the
-# v5e-4 and v5e-8, and answered the same, the v5p-8 left to a second run. The 31B and GRPO
-# searches reach their answers after 27-31 minutes and run with 40: in 12 they answered 4x1
-# and the v6e-4, and until 2026-11-30 this notebook said the GRPO job's was a v5e-4. GPU
-# machines (T4, L4, A100, H100, H200) are now compiled as candidates too, without a GPU (jax's
-# CUDA plugin), so a search run today may answer a GPU: the Evidence's commands re-run them.
-#
 # ![Hours against dollars, one point per slice](../docs/figures/08_which_slice.png)
-#
+
+# %% [markdown]
 # ## How this notebook answers it
 # A person with a budget starts from a job, not a slice. For each job below,
 # `shared.plan.slices.cheapest` looks at every slice Cloud TPU rents (v5e and v6e from 1 to 256
@@ -128,6 +110,10 @@ def answer(job):
 # A LoRA step reads the frozen weights once per micro-batch and multiplies every token through
 # them twice (forward, and the backward pass to the adapters), so a step is compute-bound once
 # each chip holds a few sequences: a larger slice of the same chip buys speed, not savings.
+#
+# The committed plan-mode search (`08_which_slice.json`) answers a v6e-4 on 1x4 at batch 1,
+# 6.1 h and $66; on 4x1 it takes 6.8 h and $73, on 2x2 6.4 h. The v5p-8 the seed used cannot
+# win: its FLOP bound alone ($27.31) is above the v6e-4's dollars at the roofline ($26.46).
 
 # %%
 results = {job.title: answer(job) for job in setting.jobs[:1]}
@@ -140,6 +126,20 @@ results = {job.title: answer(job) for job in setting.jobs[:1]}
 # the weights and the KV cache for every token it makes, so it stays memory-bound: its cost
 # falls with the batch, and the search goes up to the batch whose cost per sequence is within
 # 10% of the least any batch could reach.
+#
+# What the committed searches answered. **The 27B LoRA**: a v6e-4, batch 4 on 4x1 with block
+# remat (30.24 of 31.25 GiB a chip), about 2.9 h and $32 on demand (1.17 h, $12.66 at the
+# roofline). A v5p-8 fits too for $49, and so does Kaggle's v5e-8: one sequence a step on 1x8
+# with block remat (12.62 of 15.75 GiB a chip; 8x1, 4x2 and 2x4 need 24.96, 15.83 and 18.15 GiB
+# at their least batch), 5.6 h and $54, inside a 9-hour session. A v5e-4 fits on none of its
+# meshes (4x1, 2x2 and 1x4 need 28.67, 21.82 and 17.97 GiB a chip at their least batch); one v5e
+# or v6e chip cannot hold the weights (51 GiB, known without a compile). **GRPO on gemma3-4b**:
+# a v5p-8 on 1x4, 3.7 h and $63. A v5e-4 on 1x4 costs as much in 13 h, a v6e-4 on 1x4 $72 in
+# 6.7 h. A decode reads every weight for each of the 768 tokens, and on the default mesh (all
+# chips on fsdp) each chip gathers them whole: the v6e-4 on 4x1 takes 19 h and $207, and the
+# v5e-4 does not fit there (17.76 of 15.75 GiB a chip). Kaggle's v5e-8 fits it on 2x4 in 25 h
+# ($242 on GCP; 52 h on 8x1: `08_grpo_v5e8.json`). **The 130M run**: one v6e chip, batch 42,
+# 2.2 h and $6; the FLOP bounds of the v5e and v5p slices alone cost more, a v6e-4 $28.
 
 # %%
 results |= {job.title: answer(job) for job in setting.jobs[1:]}
@@ -184,6 +184,15 @@ report.table(findings.kaggle_free(free), out, "kaggle_free")
 # was compute-bound, or cost within 10% of the next size down (a larger one buys speed, not
 # savings); a chip after two sizes in a row that do not fit; and whatever is left after
 # `MAX_SLICES` slices or `MINUTES` of compiling.
+#
+# So an answer depends on the compile budget too. With 12 minutes the 27B search compiles the
+# v6e-4's 4x1 and answers that; given 45 (42 min on 2 quiet cores from an empty cache) it also
+# found 2x2 slower there, compiled the v5e-4 and v5e-8, and answered the same, the v5p-8 left
+# to a second run. The 31B and GRPO searches reach their answers after 27-31 minutes and run
+# with 40: in 12 they answered 4x1 and the v6e-4, and until 2026-11-30 this notebook said the
+# GRPO job's was a v5e-4. GPU machines (T4, L4, A100, H100, H200) are now compiled as
+# candidates too, without a GPU (jax's CUDA plugin), so a search run today may answer a GPU:
+# the Evidence's commands re-run them.
 
 # %%
 summary = [{"job": title, **view.summary_row(result)} for title, result in results.items()]

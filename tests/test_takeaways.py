@@ -369,3 +369,56 @@ def test_07_quotes_the_verdict_the_log_prob_searches_and_the_2x4_session():
         f"about **{session['steps_estimated']:,} steps** in a 9-hour session",
         f"{session['steps_per_dollar_on-demand']:.0f} steps a dollar on demand",
     )
+
+
+# --------------------------------------------------------------------- 08_which_slice
+
+
+def _mesh(shape: dict) -> str:
+    return f"{shape['fsdp']}x{shape['tp']}"
+
+
+def _slice_answer(result: dict, target: str | None = None) -> dict:
+    """A job's chosen slice, or its row for `target`, as the Takeaway words it."""
+    row = (
+        result["choice"]
+        if target is None
+        else next(r for r in result["rows"] if r["target"] == target)
+    )
+    return {
+        "on": f"on {_mesh(row['mesh_shape'])}",
+        "batch": f"batch {row['batch']}",
+        "hours": f"{row['hours']:.1f} h",
+        "dollars": f"${row['dollars']:.0f}",
+    }
+
+
+def test_08_quotes_each_jobs_cheapest_slice():
+    jobs = {
+        (j["summary"]["workload"], j["summary"]["model"]): j
+        for j in committed("08_which_slice")["jobs"].values()
+    }
+    lora27, lora31 = jobs["lora-train", "gemma3-27b"], jobs["lora-train", "gemma4-31b"]
+    grpo, train = jobs["grpo", "gemma3-4b"], jobs["train", "130m"]
+    for job in jobs.values():
+        assert job["result"]["price_kind"] == "on-demand"
+        assert job["result"]["choice"]["assumed_efficiency"] == 0.4
+    a27, kaggle = _slice_answer(lora27["result"]), _slice_answer(lora27["result"], "v5e-8")
+    a31, agrpo, a130 = (_slice_answer(j["result"]) for j in (lora31, grpo, train))
+    assert lora27["result"]["choice"]["remat"] == "block"
+    assert parse_target(train["summary"]["slice"]).chips == 1  # "one v6e chip"
+    seq27, seq31 = (j["result"]["request"]["seq"] for j in (lora27, lora31))
+    assert_quotes(
+        "08_which_slice",
+        f"gemma3-27b on {lora27['summary']['amount']:.0e} tokens at {seq27:,}".replace("e+0", "e"),
+        f"a {lora27['summary']['slice']}** {a27['on']}, {a27['batch']} with block remat, "
+        f"{a27['hours']} and {a27['dollars']}",
+        f"v5e-8 holds it too: {kaggle['batch']} {kaggle['on']}, {kaggle['hours']}",
+        f"{lora31['summary']['amount']:.0e} tokens at {seq31:,}".replace("e+0", "e"),
+        f"a {lora31['summary']['slice']}** {a31['on']}, {a31['batch']}, {a31['hours']} and "
+        f"{a31['dollars']}",
+        f"GRPO on gemma3-4b for {grpo['summary']['amount']:,.0f} steps",
+        f"a {grpo['summary']['slice']}** {agrpo['on']}, {agrpo['hours']}, {agrpo['dollars']}",
+        f"({train['summary']['amount'] / 1e9:.1f}B tokens): one "
+        f"{train['summary']['slice'].split('-')[0]} chip**, {a130['hours']} and {a130['dollars']}",
+    )
