@@ -141,7 +141,7 @@ def compare(entry: dict, *, use_cache: bool) -> dict:
 
 
 def table(rows: list[dict]) -> str:
-    """The README's table: one row a device point, bytes in GB (10^9)."""
+    """docs/device_results.md's table: one row a device point, bytes in GB (10^9)."""
     lines = [
         "| run | workload, batch | measured peak | on-device compile | deviceless "
         "| deviceless − measured |",

@@ -84,8 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
         "(v5p/tpu7x names count TensorCores); GPU machines t4-2, l4-1, a100-40g-1, "
         "a100-80g-8, h100-1 ... h100-8, h200-8, b200-8 (compiled without the GPU)",
     )
+    parser.add_argument(
+        "--batch", type=int, default=8, help="the batch (--frontier: the grid's base)"
+    )
     size = parser.add_mutually_exclusive_group()
-    size.add_argument("--batch", type=int, default=8)
     size.add_argument("--max-batch", action="store_true", help="search the largest batch")
     size.add_argument(
         "--frontier",
@@ -163,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     workload = choose("workload", args.workload, plan.WORKLOADS)
     check_flags_apply(parser, workload, sys.argv[1:] if argv is None else argv)
 
+    given = sys.argv[1:] if argv is None else argv
+    if args.max_batch and any(a == "--batch" or a.startswith("--batch=") for a in given):
+        raise BadInput("--batch with --max-batch: the search chooses the batch")
     if args.cheapest:
         return answers.cheapest_slice(args, workload)
     if args.target is None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from shared.paths import ROOT, under_root
 from shared.sizing import human
 
-FIGURES = ROOT / "docs" / "figures"  # committed figures the notebooks and the README show
+FIGURES = ROOT / "docs" / "figures"  # committed figures the notebooks and benchmarks/README.md show
 
 
 def results_dir(path: str | Path) -> Path:

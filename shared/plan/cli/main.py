@@ -29,7 +29,7 @@ QUESTIONS = {
     ),
     "max-batch": (
         "the largest batch that fits, the compiler's verdict at the boundary",
-        "max-batch rollout --model gemma3-4b --target v5e-8",
+        "max-batch rollout --model gemma3-4b --target v5e-8 --cache-size 1312",
         "max_batch",
     ),
     "change": (
@@ -166,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
                 workloads, workload, WORKLOADS[workload], _example(question, workload), usage
             )
             _add_common(one, target=question != "cheapest")
-            if question == "fit":
+            if question in ("fit", "change"):  # change: the grid's batches are multiples of it
                 one.add_argument("--batch", type=int, default=8, metavar="N")
             if question == "max-batch":
                 one.add_argument("--multiple-of", type=int, metavar="N", help="step in this unit")

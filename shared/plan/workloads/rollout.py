@@ -90,7 +90,7 @@ def workload(request, mesh, *, lora: bool = False) -> Workload:
             f"libtpu {TPU7X_DECODE_TILES_LIBTPU} copies the weights and the KV cache into (16,128) "
             "tiles around a tpu7x decode loop (XLA's dump); "
             f"LIBTPU_INIT_ARGS={TPU7X_DECODE_TILES_FLAG} holds them once (gemma3-1b on a "
-            "tpu7x-8: 19,520 rows against 11,864; README, the atlas's tpu7x rollouts)"
+            "tpu7x-8: 19,520 rows against 11,864; benchmarks/README.md, the atlas's tpu7x rollouts)"
         )
     return Workload(rollout.executables(s.prompt_len, s.completion_len), notes=notes)
 
