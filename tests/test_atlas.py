@@ -971,8 +971,9 @@ def test_a_slice_column_words_each_models_cell_as_the_page_marks_it():
 def test_lookup_gives_the_plan_command_that_asks_a_missing_cell_with_its_recipe(recipe):
     """A cell not computed yet comes with `python -m shared.plan ... --max-batch` too: the
     command line parses it into the atlas's own request for the cell, flag for flag."""
-    from shared.plan.__main__ import build_parser, check_flags_apply, request_from
+    from shared.plan.__main__ import build_parser, check_flags_apply
     from shared.plan.atlas import lookup
+    from shared.plan.cli.answers import request_from
 
     row = next(r for r in lookup.read_table() if r["recipe"] == recipe)
     text = lookup.describe({**row, "status": "not computed yet", "error": ""})

@@ -98,7 +98,8 @@ def test_bad_names_and_shapes():
     q, k, v = qkv(T=16)
     with pytest.raises(
         BadInput,
-        match="unknown attention implementation 'flash'; valid: xla, cudnn, splash, pallas_gpu",
+        match=r"unknown attention implementation 'flash' \(did you mean 'splash'\?\); "
+        "valid: xla, cudnn, splash, pallas_gpu",
     ):
         A.attention(q, k, v, impl="flash")
     with pytest.raises(BadInput, match="cannot run on gpu"):

@@ -49,7 +49,10 @@ def test_configs_and_overrides():
         M.config("huge")
     with pytest.raises(BadInput, match="unknown model override depth; valid: L, D"):
         M.config("tiny", depth=3)
-    with pytest.raises(BadInput, match="unknown mlp 'gelu'; valid: swiglu, relu2"):
+    with pytest.raises(
+        BadInput,
+        match=r"unknown mlp 'gelu' \(did you mean 'relu2' or 'swiglu'\?\); valid: swiglu, relu2",
+    ):
         M.config("tiny", mlp="gelu")
     with pytest.raises(BadInput, match="multiple of K=3"):
         M.config("tiny", K=3)
