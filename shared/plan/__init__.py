@@ -17,15 +17,20 @@ slice to rent, hours and dollars), `atlas/` (model x slice x recipe, and its ins
 `cli/` (the command lines). `verdict` is one whole workload's verdict, cached; `frontier` is
 what to change; `field` holds the published points plan mode must agree with.
 
+A step that is no preset plans too: `plan.fits(fn, args, target="v5e-8", specs=...)` and
+`plan.largest_batch(make_args, fn, target=...)` (shared.plan.workloads.own).
+
 The names below load on first use (PEP 562): importing the compiler stack takes seconds, and
 `python -m shared.plan.atlas.lookup` must answer from the committed atlas in well under one.
 """
 
-import importlib
+from shared import lazy
 
 # name -> the module that defines it
 _EXPORTS = {
     "FAST_COMPILE": "shared.plan.compiler.compiled",
+    "fits": "shared.plan.workloads.own",
+    "largest_batch": "shared.plan.workloads.own",
     "describe": "shared.plan.search.view",
     "max_batch": "shared.plan.search.max_batch",
     "target_mesh": "shared.plan.compiler.target",
@@ -43,8 +48,4 @@ _EXPORTS = {
 }
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'shared.plan' has no attribute {name!r}")
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+__getattr__ = lazy.exports(__name__, _EXPORTS)

@@ -19,7 +19,7 @@ benchmarks/bench_libtpu_flag.py), `lookup` (one cell, instantly: it imports no c
 names below load on first use, PEP 562).
 """
 
-import importlib
+from shared import lazy
 
 # name -> the module that defines it
 _EXPORTS = {
@@ -51,8 +51,4 @@ _EXPORTS = {
 }
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'shared.plan.atlas' has no attribute {name!r}")
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+__getattr__ = lazy.exports(__name__, _EXPORTS)
