@@ -8,6 +8,11 @@ runs, with abstract arguments on the target's mesh, and says which buffers stay 
     sft           the same step on every weight: a full fine-tune
     train         the ~130M pretraining model's train step (notebook 04)
     grpo          one tunix GRPO step: rollout, log-probs, policy update
+    own:NAME      a reader's own jitted function and abstract arguments (`own`: plan.fits,
+                  plan.largest_batch), registered when asked
+
+Any of them takes `--model path/to/config.json` as well as a preset: a Llama 3 or Qwen 3
+config from Hugging Face, read locally (shared.models.hf_config).
 
 Shardings, against what tunix does on a TPU (tests/test_sharding_audit.py checks each line;
 a mesh is ("fsdp", "tp"), every device on fsdp unless --mesh says otherwise):
