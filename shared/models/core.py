@@ -26,7 +26,7 @@ from jax._src.interpreters import partial_eval
 from shared import sizing
 from shared.errors import BadInput, choose
 from shared.hardware.sharding import make_mesh, on_mesh
-from shared.models import gemma2, gemma3, gemma4, llama3, qwen3
+from shared.models import gemma2, gemma3, gemma4, hf_config, llama3, qwen3
 from shared.models.family import WEIGHT_DTYPE, Family
 
 TINY_VOCAB = 4096  # the local SentencePiece tokenizer's size (shared.data)
@@ -41,7 +41,10 @@ REMATS = ("none", "block", "decoder")
 
 
 def family_of(name: str) -> Family:
-    """The family adapter for a model name; BadInput naming the valid ones otherwise."""
+    """The family adapter for a model name (a preset, or a Hugging Face config.json's path:
+    shared.models.hf_config); BadInput naming the valid ones otherwise."""
+    if hf_config.is_config(name):
+        return FAMILIES[hf_config.family_name(name)]
     return _BY_NAME[choose("model", name, MODEL_NAMES)]
 
 
@@ -68,7 +71,7 @@ def model_config(
     family = family_of(name)
     choose("remat policy", remat, REMATS)
     if not is_tiny(name) and vocab_size is not None:
-        real = family.vocab_size(family.presets[name]())
+        real = family.vocab_size(family.base_config(name))
         if vocab_size != real:
             raise BadInput(
                 f"{name} has a fixed vocabulary of {real}; vocab_size is for the *-tiny models"

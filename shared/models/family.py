@@ -22,6 +22,8 @@ from typing import Any
 
 import jax.numpy as jnp
 
+from shared.models import hf_config
+
 KAGGLE, HUGGINGFACE = "kaggle", "huggingface"
 WEIGHT_DTYPE = jnp.bfloat16  # what every family's checkpoints hold; verdicts state the dtype
 
@@ -63,12 +65,18 @@ class Family:
     # a model cut to whole repeats keeps the full model's mix of layers (plan.search's probes).
     attention_period: Callable[[Any], int] = lambda cfg: 1
 
+    def base_config(self, name: str) -> Any:
+        """tunix's config of a preset, or of a Hugging Face config.json at path `name`."""
+        if hf_config.is_config(name):
+            return hf_config.config(name)
+        return self.presets[name]()
+
     def config(
         self, name: str, vocab_size: int, *, is_sampling: bool, dtype, remat: str = "none"
     ) -> Any:
         """The tunix config for `name` (a preset, or the family's tiny one) with our sharding
         layout, weight dtype and remat policy."""
-        cfg = self.tiny(vocab_size) if name.endswith("-tiny") else self.presets[name]()
+        cfg = self.tiny(vocab_size) if name.endswith("-tiny") else self.base_config(name)
         return dataclasses.replace(
             cfg,
             shd_config=self.sharding(is_sampling),

@@ -13,6 +13,7 @@ from shared.errors import BadInput, choose
 from shared.grpo.token_logprobs import IMPLEMENTATIONS
 from shared.hardware import rent
 from shared.lora import LOSSES
+from shared.models import hf_config
 from shared.plan import frontier
 from shared.plan.atlas import answer
 from shared.plan.cli.flags import FLAG_FIELDS
@@ -47,8 +48,10 @@ def request_from(args, workload: str, target: str) -> plan.Request:
         if field.name in _CHOICES and value is not None:
             value = choose(*_CHOICES[field.name][:1], value, _CHOICES[field.name][1])
         values[field.name] = value
-    # names are case-insensitive (Gemma3-4B, V5E-8): every preset and slice is lower case
-    values["model"] = values["model"].lower()
+    # names are case-insensitive (Gemma3-4B, V5E-8): every preset and slice is lower case (a
+    # config.json's path is a path)
+    if not hf_config.is_config(values["model"]):
+        values["model"] = values["model"].lower()
     return plan.Request(workload=workload, target=target.lower(), **values)
 
 

@@ -12,6 +12,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 
+from shared.models import hf_config
 from shared.plan.compiler.cache_entries import compiler_versions
 from shared.plan.compiler.sources import verdict_sources_digest
 from shared.plan.workloads import COMMON, READS
@@ -65,6 +66,8 @@ class Request:
             if read is None
             else {name: getattr(self, name) for name in (*COMMON, *read)}
         )
+        if hf_config.is_config(self.model):  # the path alone would not see an edited file
+            fields = {**fields, "model_config": hf_config.digest(self.model)}
         blob = json.dumps(
             {"request": fields, "versions": compiler_versions(self.target), "sources": sources},
             sort_keys=True,

@@ -1,0 +1,135 @@
+"""--model path/to/config.json: a Hugging Face config read from a local file becomes the tunix
+config of its family (shared.models.hf_config), and plans like a preset."""
+
+import dataclasses
+import json
+
+import pytest
+from conftest import cli_exit
+from tunix.models.llama3 import model as llama3_lib
+from tunix.models.qwen3 import model as qwen3_lib
+
+from shared.errors import BadInput
+from shared.models import core, hf_config
+from shared.plan import Request
+from shared.plan.__main__ import main as plan_cli
+
+# Llama 3.2 3B's config.json as Hugging Face ships it (its shape fields)
+LLAMA_3B = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 3072,
+    "intermediate_size": 8192,
+    "num_attention_heads": 24,
+    "num_hidden_layers": 28,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "rms_norm_eps": 1e-05,
+    "rope_theta": 500000.0,
+    "tie_word_embeddings": True,
+    "vocab_size": 128256,
+    "torch_dtype": "bfloat16",
+}
+QWEN3_30B_A3B = {
+    "model_type": "qwen3_moe",
+    "hidden_size": 2048,
+    "intermediate_size": 6144,
+    "moe_intermediate_size": 768,
+    "num_experts": 128,
+    "num_experts_per_tok": 8,
+    "num_attention_heads": 32,
+    "num_hidden_layers": 48,
+    "num_key_value_heads": 4,
+    "head_dim": 128,
+    "rms_norm_eps": 1e-06,
+    "rope_theta": 1000000.0,
+    "tie_word_embeddings": False,
+    "vocab_size": 151936,
+}
+
+
+def _write(tmp_path, fields, name="config.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps(fields))
+    return str(path)
+
+
+def _shape_fields(cfg) -> dict:
+    skip = {"shd_config", "remat_config", "dtype", "param_dtype"}
+    return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name not in skip}
+
+
+@pytest.mark.parametrize(
+    ("fields", "preset"),
+    [
+        (LLAMA_3B, llama3_lib.ModelConfig.llama3p2_3b),
+        (QWEN3_30B_A3B, qwen3_lib.ModelConfig.qwen3_30b_a3b),
+    ],
+)
+def test_a_config_json_is_the_preset_tunix_ships_for_it(tmp_path, fields, preset):
+    path = _write(tmp_path, fields)
+    assert _shape_fields(hf_config.config(path)) == _shape_fields(preset())
+    # and the model code takes it as it takes a preset: our layout, dtype and remat on top
+    cfg = core.model_config(path, remat="block")
+    assert cfg.num_layers == fields["num_hidden_layers"]
+    assert core.model_dims(path).D == fields["hidden_size"]
+
+
+def test_the_plan_cache_key_sees_an_edited_config(tmp_path):
+    path = _write(tmp_path, LLAMA_3B)
+    request = Request("sft", path, "v5e-8", seq=2048)
+    before = request.key()
+    _write(tmp_path, {**LLAMA_3B, "num_hidden_layers": 16})
+    assert request.key() != before
+
+
+def test_a_small_variant_plans_through_the_command_line(tmp_path, capsys):
+    """Someone's own 2-layer Llama: a verdict from `--model config.json`, no code change."""
+    small = {**LLAMA_3B, "hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 4}
+    path = _write(
+        tmp_path,
+        {
+            **small,
+            "num_hidden_layers": 2,
+            "num_key_value_heads": 2,
+            "head_dim": 64,
+            "vocab_size": 4096,
+        },
+    )
+    assert (
+        plan_cli(
+            ["sft", "--model", path, "--target", "v5e-8", "--batch", "8", "--seq", "128", "--json"]
+        )
+        == 0
+    )
+    point = json.loads(capsys.readouterr().out)
+    assert point["fits"] and point["model"] == path and point["devices"] == 8
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ({"model_type": "gemma3_text"}, "model_type 'gemma3_text' is not one this reads"),
+        ({"num_hidden_layers": None}, "the field 'num_hidden_layers' is missing"),
+        ({"num_key_value_heads": 5}, "not a multiple of num_key_value_heads 5"),
+        ({"hidden_size": -1}, "hidden_size must be a positive integer"),
+    ],
+)
+def test_a_config_that_cannot_be_a_model_gets_one_line_naming_the_field(
+    tmp_path, edit, message, capsys
+):
+    fields = {k: v for k, v in {**LLAMA_3B, **edit}.items() if v is not None}
+    path = _write(tmp_path, fields)
+    with pytest.raises(BadInput, match=message):
+        hf_config.config(path)
+    code, err = cli_exit(plan_cli, ["sft", "--model", path, "--target", "v5e-8"], capsys)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_file_that_is_no_config_gets_one_line(tmp_path):
+    bad = tmp_path / "config.json"
+    bad.write_text("{not json")
+    with pytest.raises(BadInput, match="is not JSON"):
+        hf_config.config(str(bad))
+    with pytest.raises(BadInput, match="no model config at"):
+        hf_config.config(str(tmp_path / "missing.json"))
