@@ -196,7 +196,7 @@ if measured:
 # The committed CPU run (B=8, T=128, D=1152, V=65536, `03_logits_cpu.json`) drew this; the
 # cells below draw this run's. Its per-step scan took 2.82x the chunked top-k's time, full
 # materialisation 0.48x, the naive loss 0.50x the chunked loss's, with other jobs running; rerun
-# alone, the chunked loss took 0.87 s to the naive one's 1.41 s. A shared CPU cannot rank them
+# alone, the chunked loss was the faster (not committed yet). A shared CPU cannot rank them
 # (Evidence). One H200 can (`logits_h200.json`, the real sizes at B=4): full materialisation
 # 172 ms, the per-step scan 354 ms, chunked top-k 93 ms; the naive loss 15 ms, the chunked 32 ms.
 #
