@@ -28,17 +28,11 @@ from shared.plan.cli import answers  # noqa: E402
 from shared.plan.cli.flags import FLAG_FIELDS, KNOBS, add_knobs, flag_for  # noqa: E402
 from shared.plan.slices import cheapest  # noqa: E402
 
-# the GRPO workload's own knobs (--steps is its completion length), grouped apart in --help
-_GRPO_KNOBS = (
-    "prompts_per_step",
-    "num_generations",
-    "num_iterations",
-    "rollout_micro",
-    "logps_micro",
-    "train_micro",
-    "logps",
-    "beta",
-    "phases",
+# the knobs only GRPO reads (--steps is its completion length), grouped apart in --help
+_GRPO_KNOBS = tuple(
+    field
+    for field in plan.READS["grpo"]
+    if not any(field in reads for name, reads in plan.READS.items() if name != "grpo")
 )
 
 
