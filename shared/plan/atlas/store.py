@@ -362,9 +362,8 @@ def needs_check(row: dict) -> bool:
     """Whether a stored answer lacks one of the search's checks above it
     (shared.plan.search.lines.checks_above; shared.plan.search.gap.check_above compiles them): an
     ok row whose search converged on a batch that fits, with a failure one unit above it, and no
-    `checked_above` field (two units above: rows stored before 2026-11-27) or no
-    `checked_aligned` where that check is further (the next batch of ALIGNED_ROWS rows a
-    device: rows stored before 2026-11-28)."""
+    `checked_above` field (two units above: rows stored before 2026-11-27) or no `checked_aligned`
+    where that check is further (the next ALIGNED_ROWS rows a device: stored before 2026-11-28)."""
     if not (
         row.get("status") == "ok"
         and row["max_batch"] > 0
