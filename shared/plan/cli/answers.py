@@ -46,7 +46,8 @@ def request_from(args, workload: str, target: str) -> plan.Request:
             continue
         value = getattr(args, dests.get(field.name, field.name), field.default)
         if field.name in _CHOICES and value is not None:
-            value = choose(*_CHOICES[field.name][:1], value, _CHOICES[field.name][1])
+            kind, valid = _CHOICES[field.name]
+            value = choose(kind, value, valid)
         values[field.name] = value
     # names are case-insensitive (Gemma3-4B, V5E-8): every preset and slice is lower case (a
     # config.json's path is a path)
