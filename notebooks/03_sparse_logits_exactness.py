@@ -194,11 +194,12 @@ if measured:
 # time, and dollars per billion tokens at the attached slice's `PRICE_KIND` price.
 #
 # The committed CPU run (B=8, T=128, D=1152, V=65536, `03_logits_cpu.json`) drew this; the
-# cells below draw this run's. Its per-step scan took 2.82x the chunked top-k's time, full
-# materialisation 0.48x, the naive loss 0.50x the chunked loss's, with other jobs running; rerun
-# alone, the chunked loss was the faster (not committed yet). A shared CPU cannot rank them
-# (Evidence). One H200 can (`logits_h200.json`, the real sizes at B=4): full materialisation
-# 172 ms, the per-step scan 354 ms, chunked top-k 93 ms; the naive loss 15 ms, the chunked 32 ms.
+# cells below draw this run's. Run alone on this project's 2-core machine (load 2.0), its
+# per-step scan took 3.18x the chunked top-k's time, full materialisation 0.64x, the naive loss
+# 0.63x the chunked loss's: a CPU, with neither an MXU nor HBM, favours materialising. The
+# ranking that matters is a device's. One H200 gives it (`logits_h200.json`, the real sizes at
+# B=4): full materialisation 172 ms, the per-step scan 354 ms, chunked top-k 93 ms; the naive
+# loss 15 ms, the chunked 32 ms.
 #
 # ![Wall time of each approach relative to chunked](../docs/figures/03_exact_time.png)
 

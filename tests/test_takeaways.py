@@ -204,6 +204,16 @@ def test_03_exactness_quotes_the_benchmark_and_times_from_a_device_not_a_cpu():
     text = takeaway("03_sparse_logits_exactness")
     stale = [f"{v:.2f}x" for v in cpu["time"]["ratios"].values() if f"{v:.2f}x" in text]
     assert not stale and "CPU" not in text, f"the Takeaway quotes CPU timings again: {stale}"
+    (source,) = notebook_sources("03_sparse_logits_exactness")
+    prose = " ".join(line.lstrip("# ").strip() for line in source.read_text().splitlines())
+    ratios, load = cpu["time"]["ratios"], cpu["load_average"][0]
+    for quote in (
+        f"(load {load:.1f})",
+        f"per-step scan took {ratios['per_step_over_chunked']:.2f}x the chunked top-k's time",
+        f"full materialisation {ratios['full_over_chunked']:.2f}x",
+        f"the naive loss {ratios['naive_loss_over_chunked']:.2f}x the chunked loss's",
+    ):
+        assert quote in prose, f"section 3 does not say {quote!r}, what 03_logits_cpu.json says"
 
 
 def test_03_fit_quotes_the_tpu_compiler_and_the_h200():
