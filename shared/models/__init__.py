@@ -10,7 +10,7 @@ differs; `core` (names, configs, abstract and random models), `weights` (downloa
 loading) and `forward` (hidden states, LM head, top-k) are written once for all of them.
 """
 
-from shared.models import activation_sharding
+from shared.models import activation_sharding, expert_routing
 from shared.models.core import (
     FAMILIES,
     MODEL_NAMES,
@@ -61,6 +61,9 @@ from shared.models.weights import (
 # tunix's activation `shard` helpers, made to constrain under jax.set_mesh on any host (see
 # activation_sharding): before any model of ours is traced.
 activation_sharding.install()
+# tunix's Qwen 3 MoE layer, routed as on the compiled-for platform (megablox on a TPU), not by
+# this host's CPU (see expert_routing)
+expert_routing.install()
 
 __all__ = [
     "BOS_ID",

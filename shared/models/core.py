@@ -33,9 +33,11 @@ TINY_VOCAB = 4096  # the local SentencePiece tokenizer's size (shared.data)
 FAMILIES: dict[str, Family] = {
     f.name: f for f in (gemma2.FAMILY, gemma3.FAMILY, gemma4.FAMILY, llama3.FAMILY, qwen3.FAMILY)
 }
-_BY_NAME = {f"{f.name}-tiny": f for f in FAMILIES.values()} | {
-    name: f for f in FAMILIES.values() for name in f.presets
-}
+_BY_NAME = (
+    {f"{f.name}-tiny": f for f in FAMILIES.values()}
+    | {f"{f.name}-moe-tiny": f for f in FAMILIES.values() if f.tiny_moe}
+    | {name: f for f in FAMILIES.values() for name in f.presets}
+)
 MODEL_NAMES = tuple(_BY_NAME)
 REMATS = ("none", "block", "decoder")
 

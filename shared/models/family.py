@@ -64,6 +64,9 @@ class Family:
     # Decoder layers in one repeat of the attention pattern (Gemma 3: five local, one global):
     # a model cut to whole repeats keeps the full model's mix of layers (plan.search's probes).
     attention_period: Callable[[Any], int] = lambda cfg: 1
+    # vocab size -> a small mixture of experts of the family's MoE preset, named
+    # `<family>-moe-tiny` (qwen3-30b-a3b, gemma4-26b-a4b); None where the family has none
+    tiny_moe: Callable[[int], Any] | None = None
 
     def base_config(self, name: str) -> Any:
         """tunix's config of a preset, or of a Hugging Face config.json at path `name`."""
@@ -76,7 +79,10 @@ class Family:
     ) -> Any:
         """The tunix config for `name` (a preset, or the family's tiny one) with our sharding
         layout, weight dtype and remat policy."""
-        cfg = self.tiny(vocab_size) if name.endswith("-tiny") else self.base_config(name)
+        if name.endswith("-moe-tiny"):
+            cfg = self.tiny_moe(vocab_size)
+        else:
+            cfg = self.tiny(vocab_size) if name.endswith("-tiny") else self.base_config(name)
         return dataclasses.replace(
             cfg,
             shd_config=self.sharding(is_sampling),

@@ -10,6 +10,7 @@ e2b/e4b share KV caches between layers, so KV bytes come from tunix's own `init_
 """
 
 import contextlib
+import dataclasses
 
 import jax.numpy as jnp
 import numpy as np
@@ -53,6 +54,19 @@ def tiny(vocab_size: int) -> gemma4_lib.ModelConfig:
         sliding_window_size=32,
         k_eq_v_global=True,
         attention_pattern=(LOCAL, GLOBAL),
+    )
+
+
+def tiny_moe(vocab_size: int) -> gemma4_lib.ModelConfig:
+    """gemma4-26b-a4b's architecture, small: `tiny`'s attention, each layer's dense MLP beside
+    8 experts, 2 per token (26b-a4b: 128 and 8)."""
+    return dataclasses.replace(
+        tiny(vocab_size),
+        enable_moe=True,
+        num_experts=8,
+        expert_dim=128,
+        num_experts_per_tok=2,
+        moe_dense_hidden_dim=512,
     )
 
 
@@ -147,6 +161,7 @@ FAMILY = Family(
     ),
     presets=PRESETS,
     tiny=tiny,
+    tiny_moe=tiny_moe,
     attention_period=lambda cfg: len(cfg.attention_pattern or (None,)),
     lora_module_path=(
         ".*q_einsum|.*kv_einsum|.*k_einsum|.*gate_proj|.*down_proj|.*up_proj|.*attn_vec_einsum"

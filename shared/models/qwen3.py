@@ -7,6 +7,8 @@ bf16, as the checkpoints hold. 0.6b-4b tie the LM head to the embedding, 8b and 
 qwen3-30b-a3b is a mixture of experts (tunix routes it with megablox kernels).
 """
 
+import dataclasses
+
 from tunix.models.qwen3 import model as qwen3_lib
 from tunix.models.qwen3 import params as qwen3_params
 
@@ -42,6 +44,14 @@ def tiny(vocab_size: int) -> qwen3_lib.ModelConfig:
     )
 
 
+def tiny_moe(vocab_size: int) -> qwen3_lib.ModelConfig:
+    """qwen3-30b-a3b's architecture, small: 8 experts, 2 per token, each as wide as the model
+    (128: megablox's tiles are 128 wide), with the attention of `tiny`."""
+    return dataclasses.replace(
+        tiny(vocab_size), hidden_dim=128, num_experts=8, num_experts_per_tok=2
+    )
+
+
 def load_safetensors(folder, cfg, mesh):
     return qwen3_params.create_model_from_safe_tensors(
         str(folder), cfg, mesh, dtype=cfg.param_dtype
@@ -73,6 +83,7 @@ FAMILY = Family(
     ),
     presets=PRESETS,
     tiny=tiny,
+    tiny_moe=tiny_moe,
     lora_module_path=".*q_proj|.*k_proj|.*v_proj|.*o_proj|.*gate_proj|.*down_proj|.*up_proj",
     weights_source=HUGGINGFACE,
     checkpoints=CHECKPOINTS,

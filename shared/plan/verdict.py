@@ -24,8 +24,10 @@ from pathlib import Path
 
 import jax
 
+from shared import models
 from shared.errors import choose
 from shared.hardware import gpus, parse_target
+from shared.models.expert_routing import expert_layout, runs_megablox
 from shared.paths import ROOT, writable_folder
 from shared.plan.compiler import host_memory
 from shared.plan.compiler.cache_entries import (
@@ -161,6 +163,15 @@ def floor_verdict(request: Request, devices: list | None = None) -> dict:
     }
 
 
+def compile_options(request: Request, platform: str) -> dict | None:
+    """The compiler options a request's executables compile with: XLA's defaults (None), or a
+    fast compile's (fast_options), at the default effort for a model whose megablox program a
+    lower one crashes."""
+    if not request.fast:
+        return None
+    return fast_options(platform, effort=not runs_megablox(models.model_config(request.model)))
+
+
 def plan_point(request: Request, *, use_cache: bool = True) -> dict:
     """Compile the request's workload for its target: bytes per device (resident + worst
     transient), a verdict against the compiler's usable HBM, FLOPs and a roofline.
@@ -261,7 +272,8 @@ class _Compiling:
         self.devices = target_devices(self.target)
         self.mesh, self.mesh_note = mesh_for(request, self.devices)
         self.workload = build_workload(request, self.mesh)
-        self.options = fast_options(self.devices[0].platform) if request.fast else None
+        self.experts = expert_layout(models.model_config(request.model), dict(self.mesh.shape))
+        self.options = compile_options(request, self.devices[0].platform)
         self.resident = resident_bytes(self.workload)
         self.usable = usable_hbm_per_device(self.target)
         self.all_takes = takes_of(self.workload)
@@ -367,6 +379,7 @@ class _Compiling:
             "margin_bytes": self.usable - verdict["bytes_per_device"],
             "notes": self.workload.notes
             + ([self.mesh_note] if self.mesh_note else [])
+            + ([self.experts] if self.experts else [])
             + ([ACTIVATION_SHARDING_NOTE] if mesh.size > 1 else [])
             + (  # answered by arithmetic: XLA counted nothing, and no run has a time
                 [FLOPS_FLOOR_NOTE.format(floor=flops, counted=counted)]

@@ -13,8 +13,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.colors import ListedColormap  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
+from shared.plan.atlas.lookup import DOES_NOT_RUN  # noqa: E402
 from shared.plan.atlas.render import grid_of  # noqa: E402
-from shared.plan.atlas.store import needs_check, newest, older_search  # noqa: E402
+from shared.plan.atlas.store import (  # noqa: E402
+    needs_check,
+    newest,
+    older_search,
+)
 
 # The cell's state -> (colour index, legend label)
 STATES = {
@@ -26,14 +31,17 @@ STATES = {
     # only (--one-mesh), or one not checked above: a larger batch may fit. Until 2026-12-02
     # this said "an older search (until 2026-11-28)", also on the one-mesh cells of that day.
     "may fit more": (4, "?: another mesh, or a batch the search skipped, may fit more"),
+    "TPU only": (5, "tunix's program for it runs on a TPU only"),
 }
-COLOURS = ListedColormap(["#7fc97f", "#f0027f", "#fdc086", "#dddddd", "#ffff99"])
+COLOURS = ListedColormap(["#7fc97f", "#f0027f", "#fdc086", "#dddddd", "#ffff99", "#9e9ac8"])
 
 
 def state(row: dict | None) -> tuple[str, str]:
     """(state, label) of one cell."""
     if row is None:
         return "not yet", ""
+    if row["status"] == DOES_NOT_RUN:
+        return "TPU only", "-"
     if row["status"] != "ok":
         return "failed", "!"
     if older_search(row) or needs_check(row):  # a later run may answer it with more

@@ -14,6 +14,7 @@ from shared.errors import BadInput
 from shared.hardware import parse_target, prices
 from shared.paths import ROOT
 from shared.plan.atlas import lookup
+from shared.plan.atlas.lookup import DOES_NOT_RUN
 from shared.plan.atlas.store import (
     RECIPES,
     model_params,
@@ -71,6 +72,8 @@ def slice_prices(target: str) -> dict:
 def cell_text(row: dict | None) -> str:
     if row is None:
         return "not yet"
+    if row["status"] == DOES_NOT_RUN:
+        return "TPU only"
     if row["status"] != "ok":
         return "failed"
     older = "?" if older_search(row) else ""
@@ -300,7 +303,8 @@ def _header(best: list[dict], command: str, pairs: list[tuple[dict, dict]]) -> s
         "error, not a refusal for lack of HBM; its message is below the table): these versions "
         "cannot run C, so the search went on below it, and N is the largest batch that "
         "compiles and fits under it (`shared.plan.search.lines.under_compiler_failure`).\n"
-        "- `not yet`: not computed yet (listed at the end); `failed`: the reason is below.\n\n"
+        "- `not yet`: not computed yet (listed at the end); `failed`: the reason is below; "
+        "`TPU only`: tunix's program for the model runs only on a TPU (the reason is below).\n\n"
         "Multi-chip cells are compiled with tunix's activation shardings applied (batch over "
         "fsdp, wide dimensions over tp), as tunix's models declare them and its trainers run "
         "them on a TPU (`shared/models/activation_sharding.py`; tunix's own helpers drop them "
@@ -350,7 +354,8 @@ def _section(
                 holes.setdefault(model, []).append(target)
                 continue
             if row["status"] != "ok":
-                notes.append(f"{model} on {target} failed: {row['error']}")
+                verb = "" if row["status"] == DOES_NOT_RUN else " failed"
+                notes.append(f"{model} on {target}{verb}: {row['error']}")
                 continue
             # a reader of a cell with an answer under a libtpu flag sees it under the table
             flagged = lookup.flag_answer(recipe, model, target, row["versions"])

@@ -12,9 +12,11 @@ import time
 from collections.abc import Callable
 
 from shared import plan
+from shared.errors import BadInput
 from shared.hardware import parse_target
 from shared.hardware.sharding import mesh_name, mesh_shape
 from shared.plan import verdict
+from shared.plan.atlas.lookup import DOES_NOT_RUN
 from shared.plan.atlas.store import Cell, stepped_units
 from shared.plan.compiler.cache_entries import gpu_compiler
 from shared.plan.compiler.target import target_devices
@@ -25,6 +27,7 @@ from shared.plan.search.lines import checked_fields, checks_above
 from shared.plan.search.max_batch import CEILING, searcher
 from shared.plan.search.meshes import beat_on_other_meshes, meshes_by_ceiling, meshes_result
 from shared.plan.search.result import compiler_failed, mesh_answer
+from shared.plan.workloads.request_checks import check_runs_there
 
 
 def _utc_now() -> str:
@@ -65,6 +68,10 @@ def run_cell(cell: Cell, *, progress: bool = True, one_mesh: bool = False) -> di
     for mesh_row."""
     settings, row = cell.settings, _row_head(cell)
     start = time.perf_counter()
+    try:
+        check_runs_there(cell.model, cell.target)
+    except BadInput as err:  # tunix has no program for this model there: nothing to search
+        return {**_error_row(row, err, start), "status": DOES_NOT_RUN}
     try:
         request = plan.Request(model=cell.model, target=cell.target, **settings)
         # each mesh its own least batch

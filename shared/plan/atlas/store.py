@@ -33,7 +33,10 @@ MODELS = (
     "gemma3-12b",
     "gemma3-27b",
     "gemma4-31b",
+    "gemma4-26b-a4b",  # mixtures of experts: tunix's ragged_dot path
+    "qwen3-30b-a3b",  # and its megablox path, TPU only (shared.models.expert_routing)
 )
+
 # TPU slices, then the GPU machines a budget holds: Kaggle's free T4 pair, Colab's L4, one
 # A100 80 GB, one H100 and eight (each compiled without the GPU, at jax's default memory fraction)
 TARGETS = (

@@ -54,6 +54,8 @@ def print_point(point: dict) -> None:
             print(f"      refused by the compiler: {e['refused']}")
         if e.get("compiler_error"):
             print(f"      the compiler failed on it (not for lack of HBM): {e['compiler_error']}")
+        if e.get("kernels"):  # which path a model took: megablox's gmm, a ragged all-to-all
+            print("      kernels: " + ", ".join(f"{k} x{n}" for k, n in e["kernels"].items()))
         for buffer in e.get("largest_buffers", [])[:BUFFERS_SHOWN]:
             print(f"      {buffers.line(buffer)}")
     for note in point["notes"]:

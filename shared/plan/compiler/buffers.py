@@ -130,3 +130,24 @@ def line(buffer: dict) -> str:
         f"[{', '.join(map(str, buffer['shape']))}] {buffer['dtype']} "
         f"{buffer['bytes'] / 2**20:.1f} MiB: {buffer['what']}{where}{times}"
     )
+
+
+_PALLAS = re.compile(r'op_name="[^"]*?jit\((\w+)\)/pallas_call')
+_RAGGED_KERNEL = re.compile(r'op_name="[^"]*/(ragged-dot)[\w\-]*"')  # XLA:TPU's own kernel for it
+_RAGGED = re.compile(r"\b(ragged-all-to-all|ragged-dot)\(")
+
+
+def kernels(hlo_text: str) -> dict[str, int]:
+    """The hand-written kernels and ragged ops a compiled program runs, by name, with how many
+    instructions call each: {'gmm (Pallas)': 12, 'ragged-all-to-all': 8}. Which path a mixture
+    of experts took is visible only here: qwen3's layer runs megablox's `gmm` on a TPU and a
+    dense einsum per expert elsewhere (shared.models.expert_routing); gemma4's `ragged_dot`
+    becomes a kernel XLA:TPU writes itself ('ragged-dot (XLA kernel)')."""
+    found: Counter = Counter()
+    for text in hlo_text.splitlines():
+        if "custom-call(" in text and (pallas := _PALLAS.search(text)):
+            found[f"{pallas.group(1)} (Pallas)"] += 1
+        elif "custom-call(" in text and _RAGGED_KERNEL.search(text):
+            found["ragged-dot (XLA kernel)"] += 1
+        found.update(_RAGGED.findall(text))
+    return dict(found)

@@ -49,10 +49,13 @@ def takes_effort() -> bool:
     return hasattr(jax.config, "jax_exec_time_optimization_effort")
 
 
-def fast_options(platform: str) -> dict:
+def fast_options(platform: str, effort: bool = True) -> dict:
     """A fast compile's options for the devices' platform ("tpu", "cpu", "gpu"), those this
-    jax takes (takes_effort)."""
-    effort = FAST_COMPILE if takes_effort() else {}
+    jax takes (takes_effort). `effort=False` leaves the effort at XLA's default, for a program
+    a lower effort crashes: libtpu 0.0.42.1 aborts the process (CHECK failure in
+    rotated_pincer_emitter_base.cc:676) on qwen3-30b-a3b's megablox step at any negative effort
+    (-1 and -0.5, a LoRA step cut to 2 layers on a v5e-8), which it compiles at the default."""
+    effort = FAST_COMPILE if effort and takes_effort() else {}
     return {**effort, **(NO_SPARSECORE_COLLECTIVES if platform == "tpu" else {})}
 
 
@@ -110,10 +113,12 @@ def compile_with_layout(lowered, options: dict | None = None) -> tuple[dict, Any
     start = time.perf_counter()
     try:
         compiled = lowered.compile(options)
+        text = compiled.as_text()
         summary = {
             **compiled_memory(compiled),
             **compiled_cost(compiled),
-            "largest_buffers": buffers.largest(compiled.as_text()),
+            "largest_buffers": buffers.largest(text),
+            "kernels": buffers.kernels(text),
             "refused": None,
             "compiler_error": None,
             "compiler_hbm_bytes": None,

@@ -20,11 +20,12 @@ from pathlib import Path
 import jax
 
 from shared.hardware import parse_target
-from shared.plan.compiler.compiled import compile_with_layout, fast_options, report_hbm_bytes
+from shared.plan.compiler.compiled import compile_with_layout, report_hbm_bytes
 from shared.plan.compiler.cut_depth import carry
 from shared.plan.compiler.executable import lower
 from shared.plan.compiler.target import target_devices
 from shared.plan.mesh.choice import mesh_for
+from shared.plan.verdict import compile_options
 from shared.plan.workloads import build_workload
 from shared.plan.workloads.request import Request
 from shared.plan.workloads.request_checks import check_request
@@ -37,7 +38,7 @@ def time_executables(request: Request, options: dict | None = None) -> dict:
     check_request(request)
     devices = target_devices(parse_target(request.target))
     if options is None:
-        options = fast_options(devices[0].platform) if request.fast else {}
+        options = compile_options(request, devices[0].platform) or {}
     mesh, _ = mesh_for(request, devices)  # plan_point's
     start = time.perf_counter()
     workload = build_workload(request, mesh)

@@ -10,8 +10,12 @@ they build its workload, and the verdict's module is long enough."""
 from __future__ import annotations
 
 import dataclasses
+from importlib.metadata import version
 
+from shared import models
 from shared.errors import BadInput
+from shared.hardware import parse_target
+from shared.models.expert_routing import runs_megablox
 from shared.plan.workloads import CUT_TO_LAYERS, READS
 
 # Request fields that count something: a workload reading one needs it a positive integer.
@@ -49,3 +53,17 @@ def check_request(request) -> None:
         )
     if "beta" in reads and request.beta < 0:
         raise BadInput(f"--beta (the KL weight) must be zero or positive, got {request.beta}")
+    check_runs_there(request.model, request.target)
+
+
+def check_runs_there(model: str, target: str) -> None:
+    """BadInput for a model tunix cannot run on the target's platform: a Qwen 3 mixture of
+    experts on a GPU, whose layer runs megablox, a Pallas TPU kernel, on any mesh
+    (shared.models.expert_routing); the compile would end in "Cannot lower pallas_call"."""
+    if not parse_target(target).chip.is_tpu and runs_megablox(models.model_config(model)):
+        raise BadInput(
+            f"{model} does not run on a GPU ({target}) in tunix {version('google-tunix')}: its "
+            "mixture-of-experts "
+            "layer runs megablox, a Pallas TPU kernel, whenever a mesh is set; plan it for a TPU "
+            "slice (v5p-8, v6e-8)"
+        )
