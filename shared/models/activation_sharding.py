@@ -28,10 +28,11 @@ one-device local run), the helper does what tunix's does: nothing. We patch rath
 models because the constraint sites are tunix's, not ours: a tunix release that moves or adds one
 keeps working, and `shard_sites()` lets a test notice a helper that disappeared.
 
-What this does not reach, on purpose (neither path is enabled by any config we build):
-`use_flash_attention` in gemma4, qwen2 and qwen3 reads the legacy mesh itself for its
-shard_map, and qwen3's MoE layer falls back to dense routing on a CPU host instead of its
-megablox kernels; `tunix.sft.sharding_utils.shard` belongs to PeftTrainer, which we do not run.
+What this does not reach: `use_flash_attention` in gemma4, qwen2 and qwen3 reads the legacy
+mesh itself for its shard_map (no config we build enables it); qwen3's MoE layer, which picks
+its megablox path by the legacy mesh and the host's platform, has its own wrapper
+(shared.models.expert_routing); `tunix.sft.sharding_utils.shard` belongs to PeftTrainer, which
+we do not run.
 """
 
 from __future__ import annotations

@@ -99,6 +99,14 @@ GPU_ROOFLINE_NOTE = (
     "reads "
     "once ({gib:.2f} GiB per device): a lower bound looser than a TPU verdict's"
 )
+MEGABLOX_ROOFLINE_NOTE = (
+    "roofline of a megablox mixture of experts: XLA's count ({counted:.3g} FLOPs per device) "
+    "takes each grouped matmul's cost as its kernel states it, for its worst-case buffer "
+    "(every token routed to this device's experts), so it is no lower bound; the compute term "
+    "is the {flops:.3g} FLOPs per device of the experts each token is routed to "
+    "(shared.plan.workloads.matmul_bound) and the bytes term the weights each call reads once "
+    "({gib:.2f} GiB per device)"
+)
 NO_BF16_NOTE = (
     "{chip} has no bf16 tensor cores: XLA compiles each bf16 dot as an f32 one (f32 copies of "
     "its operands among the temporaries) on the CUDA cores, whose f32 peak the roofline takes; "
@@ -272,7 +280,9 @@ class _Compiling:
         self.devices = target_devices(self.target)
         self.mesh, self.mesh_note = mesh_for(request, self.devices)
         self.workload = build_workload(request, self.mesh)
-        self.experts = expert_layout(models.model_config(request.model), dict(self.mesh.shape))
+        config = models.model_config(request.model)
+        self.experts = expert_layout(config, dict(self.mesh.shape))  # None: a dense model
+        self.megablox = runs_megablox(config) and self.devices[0].platform == "tpu"
         self.options = compile_options(request, self.devices[0].platform)
         self.resident = resident_bytes(self.workload)
         self.usable = usable_hbm_per_device(self.target)
@@ -349,12 +359,15 @@ class _Compiling:
         refused = [label for label, e in executables.items() if e["refused"]]
         failed = {k: e["compiler_error"] for k, e in executables.items() if e.get("compiler_error")}
         counted = sum(e["flops"] * e["repeats"] for e in executables.values())
-        flops = max(counted, run_flops(request) / len(self.devices))
+        floor = run_flops(request) / len(self.devices)
+        # megablox's kernels state the cost of their worst-case buffer, so XLA's count is none
+        flops = floor if self.megablox else max(counted, floor)
         uncounted = sum(
             e.get("uncounted_weight_bytes", 0) * e["repeats"] for e in executables.values()
         )
         chip, target, mesh = self.target.chip, self.target, self.mesh
-        uncosted = not chip.is_tpu and not counted  # a deviceless CUDA compile counts nothing
+        # a deviceless CUDA compile counts nothing; a megablox program counts too much
+        uncosted = (not chip.is_tpu and not counted) or self.megablox
         accessed = uncounted + sum(
             (e.get("weight_bytes", 0) if uncosted else e["bytes_accessed"]) * e["repeats"]
             for e in executables.values()
@@ -387,7 +400,11 @@ class _Compiling:
                 else []
             )
             + (
-                [GPU_ROOFLINE_NOTE.format(flops=flops, gib=accessed / 2**30)]
+                [
+                    (MEGABLOX_ROOFLINE_NOTE if self.megablox else GPU_ROOFLINE_NOTE).format(
+                        flops=flops, gib=accessed / 2**30, counted=counted
+                    )
+                ]
                 if uncosted and executables is not self.floor
                 else []
             )
