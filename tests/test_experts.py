@@ -112,3 +112,17 @@ def test_kernels_reads_pallas_kernels_and_ragged_ops():
         "ragged-dot (XLA kernel)": 1,
         "ragged-all-to-all": 1,
     }
+
+
+def test_cheapest_leaves_out_the_gpus_a_megablox_model_cannot_run_on(monkeypatch):
+    """Excluded with the reason, before anything compiles (nothing does here)."""
+    from shared.plan.slices import cheapest
+
+    monkeypatch.setattr(cheapest, "compile_candidate", lambda *a, **k: pytest.fail("compiled"))
+    request = Request("lora-train", "qwen3-30b-a3b", "v5e-1", seq=2048, lora_rank=16)
+    result = cheapest.cheapest(request, 1e6, slices=("h100-8", "t4-2"), progress=False)
+    assert {r["target"]: r["status"] for r in result["rows"]} == {
+        "h100-8": "excluded",
+        "t4-2": "excluded",
+    }
+    assert all("Pallas TPU kernel" in r["why"] for r in result["rows"])
