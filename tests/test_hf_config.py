@@ -6,6 +6,7 @@ import json
 
 import pytest
 from conftest import cli_exit
+from tunix.models.gemma3 import model as gemma3_lib
 from tunix.models.llama3 import model as llama3_lib
 from tunix.models.qwen3 import model as qwen3_lib
 
@@ -47,6 +48,46 @@ QWEN3_30B_A3B = {
     "vocab_size": 151936,
 }
 
+# Gemma 3 1B's config.json as Hugging Face ships it (text only), and 27B's (multimodal: its text
+# model in text_config, giving only what differs from Gemma3TextConfig's defaults)
+GEMMA3_1B = {
+    "architectures": ["Gemma3ForCausalLM"],
+    "model_type": "gemma3_text",
+    "attn_logit_softcapping": None,
+    "final_logit_softcapping": None,
+    "head_dim": 256,
+    "hidden_size": 1152,
+    "intermediate_size": 6912,
+    "num_attention_heads": 4,
+    "num_hidden_layers": 26,
+    "num_key_value_heads": 1,
+    "query_pre_attn_scalar": 256,
+    "rms_norm_eps": 1e-06,
+    "rope_local_base_freq": 10000,
+    "rope_scaling": None,
+    "rope_theta": 1000000,
+    "sliding_window": 512,
+    "sliding_window_pattern": 6,
+    "vocab_size": 262144,
+}
+GEMMA3_27B = {
+    "architectures": ["Gemma3ForConditionalGeneration"],
+    "model_type": "gemma3",
+    "text_config": {
+        "head_dim": 128,
+        "hidden_size": 5376,
+        "intermediate_size": 21504,
+        "model_type": "gemma3_text",
+        "num_attention_heads": 32,
+        "num_hidden_layers": 62,
+        "num_key_value_heads": 16,
+        "query_pre_attn_scalar": 168,
+        "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+        "sliding_window": 1024,
+    },
+    "vision_config": {"model_type": "siglip_vision_model"},
+}
+
 
 def _write(tmp_path, fields, name="config.json"):
     path = tmp_path / name
@@ -64,6 +105,7 @@ def _shape_fields(cfg) -> dict:
     [
         (LLAMA_3B, llama3_lib.ModelConfig.llama3p2_3b),
         (QWEN3_30B_A3B, qwen3_lib.ModelConfig.qwen3_30b_a3b),
+        (GEMMA3_1B, gemma3_lib.ModelConfig.gemma3_1b_it),
     ],
 )
 def test_a_config_json_is_the_preset_tunix_ships_for_it(tmp_path, fields, preset):
@@ -109,7 +151,7 @@ def test_a_small_variant_plans_through_the_command_line(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        ({"model_type": "gemma3_text"}, "model_type 'gemma3_text' is not one this reads"),
+        ({"model_type": "gemma2"}, "model_type 'gemma2' is not one this reads"),
         ({"num_hidden_layers": None}, "the field 'num_hidden_layers' is missing"),
         ({"num_key_value_heads": 5}, "not a multiple of num_key_value_heads 5"),
         ({"hidden_size": -1}, "hidden_size must be a positive integer"),
@@ -133,3 +175,26 @@ def test_a_file_that_is_no_config_gets_one_line(tmp_path):
         hf_config.config(str(bad))
     with pytest.raises(BadInput, match="no model config at"):
         hf_config.config(str(tmp_path / "missing.json"))
+
+
+def test_a_multimodal_gemma3_config_is_its_text_model_with_hugging_faces_defaults(tmp_path):
+    """27B's text_config: tunix's preset but for the vocabulary, 262,208 rows in Hugging Face's
+    checkpoint (its image tokens included) where tunix's preset has 262,144."""
+    cfg = hf_config.config(_write(tmp_path, GEMMA3_27B))
+    preset = gemma3_lib.ModelConfig.gemma3_27b_it()
+    assert cfg.num_embed == hf_config.GEMMA3_TEXT_DEFAULTS["vocab_size"] == 262_208
+    assert _shape_fields(dataclasses.replace(cfg, num_embed=262_144)) == _shape_fields(preset)
+
+
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [
+        ({"final_logit_softcapping": 30.0}, "final_logit_softcapping 30.0 is a soft-cap"),
+        ({"sliding_window_pattern": 4}, "sliding_window_pattern 4 is not tunix's"),
+        ({"query_pre_attn_scalar": 100}, "query_pre_attn_scalar 100 is neither head_dim"),
+        ({"layer_types": ["full_attention"] * 26}, "layer_types is not tunix's Gemma 3 cycle"),
+    ],
+)
+def test_a_gemma3_config_tunix_cannot_take_names_the_field(tmp_path, edit, says):
+    with pytest.raises(BadInput, match=says):
+        hf_config.config(_write(tmp_path, {**GEMMA3_1B, **edit}))

@@ -4,9 +4,10 @@ downloads), as the tunix config of its family, so Llama 3.2 3B, Qwen3 4B or some
 
 tunix ships no reader of these (tunix.models.naming maps preset names to config factories),
 so this maps each family's fields by hand, the ones tunix's own presets note beside each value
-("num_layers=28,  # <- from num_hidden_layers"). Llama (model_type "llama") and Qwen 3 ("qwen3",
-and "qwen3_moe" with its experts) are read; a Gemma config has attention patterns and
-soft-caps this does not map yet, and says so.
+("num_layers=28,  # <- from num_hidden_layers"). Llama (model_type "llama"), Qwen 3 ("qwen3",
+and "qwen3_moe" with its experts) and Gemma 3 ("gemma3_text", and the text model of a
+multimodal "gemma3") are read; Gemma 2 and Gemma 4 configs, with soft-caps and attention
+patterns of their own, are not mapped yet, and say so.
 """
 
 from __future__ import annotations
@@ -20,7 +21,26 @@ from typing import Any
 from shared.errors import BadInput
 
 # model_type -> our family's name
-FAMILIES = {"llama": "llama3", "qwen3": "qwen3", "qwen3_moe": "qwen3"}
+FAMILIES = {
+    "llama": "llama3",
+    "qwen3": "qwen3",
+    "qwen3_moe": "qwen3",
+    "gemma3_text": "gemma3",  # 270M, 1B: text only
+    "gemma3": "gemma3",  # 4B-27B: the text model in its `text_config`, vision left out
+}
+# What a Gemma 3 `text_config` leaves out means Hugging Face's Gemma3TextConfig defaults
+# (transformers 5.12.1): the 4B-27B configs give only the fields that differ from these.
+GEMMA3_TEXT_DEFAULTS = {
+    "vocab_size": 262_208,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 4,
+    "head_dim": 256,
+    "query_pre_attn_scalar": 256,
+    "rope_theta": 1_000_000,
+    "rope_local_base_freq": 10_000,
+    "rms_norm_eps": 1e-6,
+}
+GEMMA3_PATTERN = 6  # tunix's Gemma 3 cycles five sliding-window layers and one global one
 
 
 def is_config(name: str) -> bool:
@@ -62,7 +82,7 @@ def family_name(path: str) -> str:
     if kind not in FAMILIES:
         raise BadInput(
             f"{path}: model_type {kind!r} is not one this reads ({', '.join(FAMILIES)}); "
-            "a Gemma config is not mapped yet: plan its preset (gemma3-4b ...)"
+            "Gemma 2 and Gemma 4 configs are not mapped yet: plan their presets (gemma2-2b ...)"
         )
     return FAMILIES[kind]
 
@@ -112,6 +132,8 @@ def config(path: str) -> Any:
     shared.models.family.Family.config, as for a preset)."""
     f = read(path)
     family = family_name(path)
+    if family == "gemma3":
+        return _gemma3(path)
     common = shapes(path)
     tied = bool(f.get("tie_word_embeddings", False))
     if family == "llama3":
@@ -130,3 +152,67 @@ def config(path: str) -> Any:
     else:
         experts, hidden = {}, _field(f, path, "intermediate_size")
     return qwen3_lib.ModelConfig(**common, hidden_dim=hidden, use_tied_embedding=tied, **experts)
+
+
+def _gemma3(path: str) -> Any:
+    """Gemma 3's text model: tunix's ModelConfig fields from the config's (the old names,
+    rope_theta / rope_local_base_freq / rope_scaling / sliding_window_pattern, or the newer
+    rope_parameters and layer_types)."""
+    from tunix.models.gemma3 import model as gemma3_lib
+
+    f = read(path)
+    if f.get("model_type") == "gemma3":
+        f = {**GEMMA3_TEXT_DEFAULTS, **(f.get("text_config") or {})}
+    for name in ("attn_logit_softcapping", "final_logit_softcapping"):
+        if f.get(name) is not None:
+            raise BadInput(f"{path}: {name} {f[name]} is a soft-cap tunix's Gemma 3 does not take")
+    rope = f.get("rope_parameters") or {}
+    local = rope.get("sliding_attention", {}).get("rope_theta", f.get("rope_local_base_freq"))
+    global_ = rope.get("full_attention", {}).get("rope_theta", f.get("rope_theta"))
+    scaling = rope.get("full_attention") or f.get("rope_scaling") or {}
+    types = f.get("layer_types")
+    layers = _field(f, path, "num_hidden_layers")
+    cycle = ["sliding_attention"] * (GEMMA3_PATTERN - 1) + ["full_attention"]
+    if types is not None and list(types) != [cycle[i % GEMMA3_PATTERN] for i in range(layers)]:
+        raise BadInput(
+            f"{path}: layer_types is not tunix's Gemma 3 cycle of five sliding, one full"
+        )
+    if types is None and f.get("sliding_window_pattern", GEMMA3_PATTERN) != GEMMA3_PATTERN:
+        raise BadInput(
+            f"{path}: sliding_window_pattern {f['sliding_window_pattern']} is not tunix's "
+            f"Gemma 3 cycle of {GEMMA3_PATTERN}"
+        )
+    heads, width, head_dim = (
+        _field(f, path, "num_attention_heads"),
+        _field(f, path, "hidden_size"),
+        _field(f, path, "head_dim"),
+    )
+    norm = gemma3_lib.QueryPreAttentionNormalisation
+    by_scalar = {head_dim: norm.BY_ONE_OVER_SQRT_HEAD_DIM}
+    by_scalar.setdefault(width // heads, norm.BY_ONE_OVER_SQRT_EMBED_DIM_DIV_NUM_HEADS)
+    kv_heads = _field(f, path, "num_key_value_heads")
+    if heads % kv_heads:
+        raise BadInput(
+            f"{path}: num_attention_heads {heads} is not a multiple of num_key_value_heads "
+            f"{kv_heads}, so the heads do not split into KV groups"
+        )
+    scalar = _field(f, path, "query_pre_attn_scalar")
+    if scalar not in by_scalar:
+        raise BadInput(
+            f"{path}: query_pre_attn_scalar {scalar} is neither head_dim ({head_dim}) nor "
+            f"hidden_size / num_attention_heads ({width // heads}), the two tunix's Gemma 3 takes"
+        )
+    return gemma3_lib.ModelConfig(
+        num_layers=layers,
+        num_embed=_field(f, path, "vocab_size"),
+        embed_dim=width,
+        hidden_dim=_field(f, path, "intermediate_size"),
+        num_heads=heads,
+        head_dim=head_dim,
+        num_kv_heads=kv_heads,
+        sliding_window_size=_field(f, path, "sliding_window"),
+        local_base_frequency=int(local or 10_000),
+        global_base_frequency=int(global_ or 10_000),
+        global_scale_factor=float(scaling.get("factor", 1.0)),
+        query_pre_attn_norm=by_scalar[scalar],
+    )
