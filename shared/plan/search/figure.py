@@ -38,6 +38,16 @@ def committed_search(name: str = COMMITTED[0], keys: tuple[str, ...] = COMMITTED
     return {"source": f"benchmarks/results/{name}", **entry, "hbm_bytes": hbm}
 
 
+def from_result(result: dict, source: str = "this run") -> dict:
+    """A search this process just ran (max_batch's or plan.largest_batch's result) as `draw`
+    reads a committed one: its answer in words and the HBM the compiler allows, which every
+    verdict it compiled records (notebook 09 draws its own step's search so)."""
+    from shared.plan.search.view import describe
+
+    hbm = next(p["hbm_bytes"] for p in result["probes"] if not p["fast"])
+    return {"source": source, **result, "summary": describe(result), "hbm_bytes": hbm}
+
+
 def located_points(search: dict) -> list[dict]:
     """The points that located the boundary (step 1, and a climb's in step 2): fast compiles
     and probes stopped at buffer assignment, never an answer."""
@@ -117,13 +127,14 @@ def draw(search: dict, ax) -> None:
     ax.set_ylim(0, max(p["bytes_per_device"] for p in located + exact) / GIB * 1.08)
     ax.set_xlabel("batch (sequences)")
     ax.set_ylabel("bytes per device (GiB)")
-    where = search["summary"].split(":")[0].removeprefix("largest batch that fits for ")
+    where = search["summary"].split(": ")[0].removeprefix("largest batch that fits for ")
     ax.set_title(f"{where}: {answer} fits, {fail} does not, {search['compiles']} compiles")
     ax.legend(loc="lower right", fontsize=8)
 
     # the boundary, close up: the exact points, the HBM and the lines that aimed them
     batches = [p["batch"] for p in exact]
-    x0, x1 = min(batches) - 3.5, max(batches) + 1.5
+    unit = search.get("multiple_of") or 1  # the search's step: a tick a unit, 12 at most
+    x0, x1 = min(batches) - 3.5 * unit, max(batches) + 1.5 * unit
     inset = ax.inset_axes((0.05, 0.5, 0.4, 0.42))
     at = crossing(low, far, hbm)
     _line(inset, low, far, (x0, x1), color=LINE, ls="--", lw=1, label=f"located: {at:.1f}")
@@ -149,7 +160,8 @@ def draw(search: dict, ax) -> None:
     pad = (max(ys) - min(ys)) * 0.3
     inset.set_xlim(x0, x1)
     inset.set_ylim(min(ys) - pad, max(ys) + pad)
-    inset.set_xticks(range(int(x0) + 1, int(x1) + 1))
+    ticks = range(min(batches) - 3 * unit, max(batches) + 2 * unit, unit)
+    inset.set_xticks(ticks[:: -(-len(ticks) // 12)])
     inset.tick_params(labelsize=7)
     inset.set_title("at the boundary: exact compiles in order (#)", fontsize=8)
     inset.legend(
