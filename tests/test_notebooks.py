@@ -152,6 +152,7 @@ SMOKE = {
         },
     ],
     "08_which_slice": [{"SLICES": ["v6e-1"], "MAX_SLICES": 1}],
+    "09_your_own_step": [{"STEPS": 3, "MULTIPLE_OF": 64}],
 }
 
 
