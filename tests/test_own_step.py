@@ -66,6 +66,20 @@ def test_a_step_written_here_gets_a_presets_verdict(target):
     # the parameters and both Adam moments are there at the least, per device: replicated
     weights = sum(np.prod(x.shape) * x.dtype.itemsize for x in jax.tree.leaves(args[0]))
     assert point["bytes_per_device"] >= 3 * weights
+    # the default mesh is all fsdp, so P("fsdp") splits the batch (batch 1 once chose all tp)
+    assert point["mesh_shape"] == {"fsdp": devices, "tp": 1}
+    # no preset's notes: tunix's activation shardings and experts belong to its models
+    assert not [n for n in point["notes"] if "tunix" in n or n.startswith("experts:")]
+
+
+def test_an_own_step_on_a_gpu_says_it_has_no_roofline(capsys):
+    from shared.plan.cli.point_view import print_point
+
+    step, args, specs = _args(8)
+    print_point(plan.fits(step, args, target="h100-1", specs=specs, name="tiny_step"))
+    out = capsys.readouterr().out
+    assert "roofline: n/a (a deviceless CUDA compile counts no FLOPs" in out
+    assert "0.00 ms" not in out
 
 
 def test_the_presets_search_finds_its_largest_batch():

@@ -171,13 +171,18 @@ def floor_verdict(request: Request, devices: list | None = None) -> dict:
     }
 
 
+def preset_config(request: Request):
+    """The tunix config of the request's model; None for a reader's own step, which has none."""
+    return None if request.own_step else models.model_config(request.model)
+
+
 def compile_options(request: Request, platform: str) -> dict | None:
     """The compiler options a request's executables compile with: XLA's defaults (None), or a
     fast compile's (fast_options), at the default effort for a model whose megablox program a
     lower one crashes."""
     if not request.fast:
         return None
-    return fast_options(platform, effort=not runs_megablox(models.model_config(request.model)))
+    return fast_options(platform, effort=not runs_megablox(preset_config(request)))
 
 
 def plan_point(request: Request, *, use_cache: bool = True) -> dict:
@@ -280,7 +285,7 @@ class _Compiling:
         self.devices = target_devices(self.target)
         self.mesh, self.mesh_note = mesh_for(request, self.devices)
         self.workload = build_workload(request, self.mesh)
-        config = models.model_config(request.model)
+        config = preset_config(request)
         self.experts = expert_layout(config, dict(self.mesh.shape))  # None: a dense model
         self.megablox = runs_megablox(config) and self.devices[0].platform == "tpu"
         self.options = compile_options(request, self.devices[0].platform)
@@ -393,7 +398,7 @@ class _Compiling:
             "notes": self.workload.notes
             + ([self.mesh_note] if self.mesh_note else [])
             + ([self.experts] if self.experts else [])
-            + ([ACTIVATION_SHARDING_NOTE] if mesh.size > 1 else [])
+            + ([ACTIVATION_SHARDING_NOTE] if mesh.size > 1 and not request.own_step else [])
             + (  # answered by arithmetic: XLA counted nothing, and no run has a time
                 [FLOPS_FLOOR_NOTE.format(floor=flops, counted=counted)]
                 if flops > counted and executables is not self.floor and not uncosted

@@ -79,7 +79,12 @@ def print_point(point: dict) -> None:
         f"{point['tunix']}), qwix {v['qwix']}, flax {v['flax']}"
         + (f", LIBTPU_INIT_ARGS={v['libtpu_init_args']}" if v.get("libtpu_init_args") else "")
     )
-    if point["fits"]:
+    if point["fits"] and not point["roofline_lower_bound_s"]:  # a GPU compile of an own step
+        print(
+            "  roofline: n/a (a deviceless CUDA compile counts no FLOPs or bytes, and a step of "
+            "your own names no weights the plan could count)"
+        )
+    elif point["fits"]:
         print(
             f"  roofline (a lower bound, not a prediction): "
             f"{point['roofline_lower_bound_s'] * 1e3:.2f} ms per workload run"

@@ -27,10 +27,9 @@ from jax.sharding import NamedSharding, PartitionSpec
 from shared.errors import BadInput
 from shared.plan.compiler.executable import Executable, Workload
 from shared.plan.workloads import WORKLOADS
-from shared.plan.workloads.request import Request
+from shared.plan.workloads.request import OWN_PREFIX, Request
 
 MESH_AXES = ("fsdp", "tp")  # what every plan mesh is made of (shared.plan.mesh.choice)
-PREFIX = "own:"  # the workload name a reader's function is registered under
 
 
 def _abstract(args: Any, specs: Any, mesh) -> tuple:
@@ -94,7 +93,7 @@ def register(fn: Callable, make_args: Callable[[int], tuple], name: str) -> str:
             raise BadInput(f"{name} does not trace under jax.jit: {first}") from None
         return Workload([Executable(name, jitted, placed)])
 
-    workload = PREFIX + name
+    workload = OWN_PREFIX + name
     WORKLOADS[workload] = build
     return workload
 
@@ -111,10 +110,15 @@ def fits(
     """The compiler's verdict on `fn(*args)` for `target`, as a preset's: bytes per device,
     fits or not, its largest buffers, the roofline. `mesh`: "FxT" (fsdp x tp; default: every
     device on fsdp)."""
+    from shared.hardware import parse_target
+    from shared.plan.compiler.target import target_devices
     from shared.plan.verdict import plan_point
 
     workload = register(fn, lambda batch: (args, specs), name)
-    return plan_point(Request(workload, name, target, batch=1, mesh=mesh), use_cache=False)
+    # The args are fixed, so the request's batch only picks the mesh: the device count, which
+    # every mesh's fsdp divides, so the default is all fsdp (batch 1 chose all tp on a v5e-8)
+    devices = len(target_devices(parse_target(target)))
+    return plan_point(Request(workload, name, target, batch=devices, mesh=mesh), use_cache=False)
 
 
 def largest_batch(

@@ -18,6 +18,9 @@ from shared.plan.compiler.sources import verdict_sources_digest
 from shared.plan.workloads import COMMON, READS
 
 
+OWN_PREFIX = "own:"  # the workload name of a reader's own step (shared.plan.workloads.own)
+
+
 @dataclass(frozen=True)
 class Request:
     """Everything that decides what gets compiled: the cache key."""
@@ -54,6 +57,11 @@ class Request:
     logps: str = "tunix"  # the log-prob phases: tunix's [B, T, V] function | "chunked"
     beta: float = 0.08  # KL weight; 0 drops the reference phase (and the reference weights)
     phases: str | None = None  # compile only these ("rollout,logps,update"); None: all
+
+    @property
+    def own_step(self) -> bool:
+        """A reader's own jitted step (plan.fits): `model` is only its name, no preset's."""
+        return self.workload.startswith(OWN_PREFIX)
 
     def key(self) -> str:
         """The cache key: the fields this workload reads (two requests differing only in a

@@ -53,7 +53,8 @@ def check_request(request) -> None:
         )
     if "beta" in reads and request.beta < 0:
         raise BadInput(f"--beta (the KL weight) must be zero or positive, got {request.beta}")
-    check_runs_there(request.model, request.target)
+    if not request.own_step:  # a reader's own step names no preset
+        check_runs_there(request.model, request.target)
 
 
 def check_runs_there(model: str, target: str) -> None:
