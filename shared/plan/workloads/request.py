@@ -17,7 +17,6 @@ from shared.plan.compiler.cache_entries import compiler_versions
 from shared.plan.compiler.sources import verdict_sources_digest
 from shared.plan.workloads import COMMON, READS
 
-
 OWN_PREFIX = "own:"  # the workload name of a reader's own step (shared.plan.workloads.own)
 
 
