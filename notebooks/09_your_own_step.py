@@ -178,11 +178,11 @@ print(f"{MODEL}: {n_params / 1e6:.2f}M parameters, f32; AdamW keeps two moments 
 # outputs and temporaries, less what is aliased) against the HBM the compiler allows, the
 # largest buffers with the operations that made them, and a roofline where the compiler counts
 # FLOPs. libtpu does; a deviceless GPU compile counts none, and the plan knows no weight
-# matmuls of your step to bound it with, so the H100's roofline reads zero: ignore it there.
-# The first line names the request `plan.fits` registered; its "batch 1" is a placeholder,
-# since the batch is the tokens' leading dimension. On the v5e-8 it lays the 8 chips out as
-# 1x8 (all on tp), and `P(("fsdp", "tp"))` splits the batch over every chip whichever axis
-# holds them: a data-parallel program, the weights and AdamW state whole on each chip.
+# matmuls of your step to bound it with, so the H100's verdict says it has no roofline.
+# The first line names the request `plan.fits` registered; its batch is the device count, a
+# placeholder that picks the mesh (the tokens' leading dimension is the real batch). On the
+# v5e-8 that lays the 8 chips out as 8x1 (all on fsdp), and `P(("fsdp", "tp"))` splits the
+# batch over every chip: a data-parallel program, the weights and AdamW state whole on each.
 
 # %%
 verdicts = {}
