@@ -85,9 +85,10 @@ from shared.hardware.sharding import make_mesh, mesh_shape
 from shared.plan.atlas import lookup
 from shared.plan.slices import budget
 from shared.report import ledger
+from shared.rollout import moe as rollout_moe
 from shared.rollout import sampler as rollout
 from shared.rollout import sweep as rollout_sweep
-from shared.rollout.plots import plot_measured, plot_searches
+from shared.rollout.plots import plot_measured, plot_moe, plot_searches
 from shared.rollout.settings import RolloutSizing
 
 setting = report.setting(MODE, RolloutSizing, MODEL=MODEL, WEIGHTS=WEIGHTS, TUNIX=TUNIX,
@@ -300,6 +301,32 @@ if measured and ok:
     best = max(ok, key=lambda r: r["batch"])  # the largest batch that ran
     print(f"measured on {where}: "
           + findings.measured_bill(best, setting.rollouts, TARGET, PRICE_KIND, MODE == "device"))
+
+# %% [markdown]
+# ## 6 · Mixtures of experts beside their dense twins
+# `qwen3-moe-tiny` (tunix's Qwen 3 MoE layer) and `gemma4-moe-tiny` (Gemma 4's MoERagged beside
+# a dense MLP) scale qwen3-30b-a3b and gemma4-26b-a4b down to 8 experts, 2 per token, rolled out
+# as in section 2 (one small batch, the shortest `STEPS`) beside `qwen3-tiny` and `gemma4-tiny`.
+# A mixture stores every expert but routes each token through two: more weight bytes than its
+# twin, at a speed set by tunix's path there (a CPU: Qwen 3's dense fallback through all 8
+# experts, Gemma 4's `ragged_dot`; a TPU: Qwen 3's megablox, which no GPU runs). Bytes are the
+# compiler's for each model's larger executable here; a device's peak shows where it rose. Plan
+# mode shows the atlas's cells on `TARGET`, or the command for one (30B compiles take long).
+
+# %%
+if measured:  # the tiny configs always: random weights, whatever MODEL and WEIGHTS say
+    moe_rows = rollout_moe.rollouts(mesh, prompt_len=setting.prompt_len, steps=min(setting.steps),
+                                    trials=setting.trials, seed=SEED)
+    report.show(moe_rows, out, "moe_rollouts", rollout_moe.COLUMNS)
+    report.save_figure(plot_moe(moe_rows, f"Tiny mixtures of experts (hatched) beside their "
+                                          f"dense twins on {where}"), out, "moe_rollouts")
+    plt.show()
+else:  # plan mode: the committed atlas's cells for the real mixtures, or a command
+    cells = {r["model"]: r for r in lookup.read_table()
+             if (r["target"], r["recipe"]) == (TARGET, "rollout")}
+    for preset in rollout_moe.PRESETS:
+        print(lookup.describe(cells[preset]) if preset in cells else f"{preset} (no atlas cell "
+              f"yet): python -m shared.plan rollout --model {preset} --target {TARGET} --max-batch")
 
 # %% [markdown]
 # ## Evidence

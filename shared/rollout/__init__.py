@@ -4,6 +4,7 @@
   abstract sampling state plan mode compiles them with (shared.plan.workloads.rollout), KV-cache
   bytes;
 - `sweep`: the measured batch sweep on a device (time, tokens per second, peak HBM, OOM);
+- `moe`: the tiny mixtures of experts rolled out beside their families' dense tiny models;
 - `settings`: notebook 01's setting, `RolloutSizing` (`local()` and the field's `field()`);
 - `plots`: notebook 01's figures.
 """

@@ -94,3 +94,25 @@ def plot_searches(
         f"{setting['cache_size']}",
     )
     ax.legend(fontsize=7, loc="upper left")
+
+
+def plot_moe(rows: list[dict], title: str):
+    """A figure of tokens per second and the compiler's bytes per device for each model of
+    shared.rollout.moe's rows (the ones that ran), the mixtures hatched beside their dense
+    twins."""
+    import matplotlib.pyplot as plt
+
+    ok = [r for r in rows if r["status"] == "ok"]
+    names = [r["model"] for r in ok]
+    hatch = ["//" if r["experts"] != "dense" else "" for r in ok]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+    for ax, key, scale, label in (
+        (axes[0], "tokens_per_s", 1, "tokens per second (prefill + decode)"),
+        (axes[1], "compiled_bytes_per_device", 2**20, "compiled bytes per device (MiB)"),
+    ):
+        ax.bar(names, [r[key] / scale for r in ok], hatch=hatch, color="C0", edgecolor="k")
+        ax.set(ylabel=label)
+        ax.tick_params(axis="x", labelrotation=20)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
