@@ -209,7 +209,7 @@ if measured:
     merged = lora.merge_lora(adapted, RANK, ALPHA)
     path = lora.export_safetensors(merged, out / "merged_lora")
     reloaded = lora.load_safetensors(path.parent, MODEL, mesh=mesh,
-                                     vocab_size=adapted.config.num_embed)
+                                     vocab_size=models.dims(MODEL, adapted.config).V)
     exact = all(np.array_equal(*(np.asarray(x, np.float32) for x in pair)) for pair in zip(
         jax.tree.leaves(nnx.state(merged)), jax.tree.leaves(nnx.state(reloaded)), strict=True))
     lora_logits = logits_of(adapted)

@@ -94,6 +94,10 @@ def test_the_atlas_marks_a_model_tunix_cannot_run_there():
     assert row["status"] == DOES_NOT_RUN and "Pallas TPU kernel" in row["error"]
     assert row["wall_s"] < 60  # arithmetic on a config: nothing compiled
     assert render.cell_text(row) == "TPU only"
+    other = run_cell(Cell("qwen3-30b-a3b", "t4-2", "sft"), progress=False)
+    md, _ = render.render([row, other], ["qwen3-30b-a3b"], ["t4-2", "h100-8"], ["sft"], "test")
+    (note,) = [line for line in md.splitlines() if "TPU only:" in line]  # one for both
+    assert note.startswith("- qwen3-30b-a3b on t4-2, h100-8, TPU only: ") and "(t4-2)" not in note
 
 
 def test_kernels_reads_pallas_kernels_and_ragged_ops():

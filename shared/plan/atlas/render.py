@@ -349,13 +349,20 @@ def _section(
     for model in names:
         row_of = {t: best.get((recipe, model, t)) for t in columns}
         text += f"| {model} | " + " | ".join(cell_text(r) for r in row_of.values()) + " |\n"
+        # one note for the machines tunix has no program for it on, the reason as the first says
+        elsewhere = {t: r for t, r in row_of.items() if r and r["status"] == DOES_NOT_RUN}
+        if elsewhere:
+            first = next(iter(elsewhere))
+            reason = elsewhere[first]["error"].replace(f" ({first})", "")
+            notes.append(f"{model} on {', '.join(elsewhere)}, TPU only: {reason}")
         for target, row in row_of.items():
             if row is None:
                 holes.setdefault(model, []).append(target)
                 continue
+            if row["status"] == DOES_NOT_RUN:
+                continue
             if row["status"] != "ok":
-                verb = "" if row["status"] == DOES_NOT_RUN else " failed"
-                notes.append(f"{model} on {target}{verb}: {row['error']}")
+                notes.append(f"{model} on {target} failed: {row['error']}")
                 continue
             # a reader of a cell with an answer under a libtpu flag sees it under the table
             flagged = lookup.flag_answer(recipe, model, target, row["versions"])

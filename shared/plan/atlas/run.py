@@ -71,7 +71,7 @@ def run_cell(cell: Cell, *, progress: bool = True, one_mesh: bool = False) -> di
     try:
         check_runs_there(cell.model, cell.target)
     except BadInput as err:  # tunix has no program for this model there: nothing to search
-        return {**_error_row(row, err, start), "status": DOES_NOT_RUN}
+        return {**_error_row(row, err, start), "status": DOES_NOT_RUN, "error": str(err)}
     try:
         request = plan.Request(model=cell.model, target=cell.target, **settings)
         # each mesh its own least batch

@@ -59,12 +59,13 @@ def check_request(request) -> None:
 
 def check_runs_there(model: str, target: str) -> None:
     """BadInput for a model tunix cannot run on the target's platform: a Qwen 3 mixture of
-    experts on a GPU, whose layer runs megablox, a Pallas TPU kernel, on any mesh
-    (shared.models.expert_routing); the compile would end in "Cannot lower pallas_call"."""
+    experts on a GPU, whose layer runs megablox, a Pallas TPU kernel, under a mesh entered as
+    tunix's trainers enter it (`with mesh:`; shared.models.expert_routing); the compile would
+    end in "Cannot lower pallas_call". Its dense fallback, every expert on every token, runs
+    only without such a mesh: not the program tunix's trainers run."""
     if not parse_target(target).chip.is_tpu and runs_megablox(models.model_config(model)):
         raise BadInput(
             f"{model} does not run on a GPU ({target}) in tunix {version('google-tunix')}: its "
-            "mixture-of-experts "
-            "layer runs megablox, a Pallas TPU kernel, whenever a mesh is set; plan it for a TPU "
-            "slice (v5p-8, v6e-8)"
+            "mixture-of-experts layer runs megablox, a Pallas TPU kernel, under the mesh tunix's "
+            "trainers enter; plan it for a TPU slice (v5p-8, v6e-8)"
         )
