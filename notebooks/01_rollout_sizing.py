@@ -322,11 +322,7 @@ if measured:  # the tiny configs always: random weights, whatever MODEL and WEIG
                                           f"dense twins on {where}"), out, "moe_rollouts")
     plt.show()
 else:  # plan mode: the committed atlas's cells for the real mixtures, or a command
-    cells = {r["model"]: r for r in lookup.read_table()
-             if (r["target"], r["recipe"]) == (TARGET, "rollout")}
-    for preset in rollout_moe.PRESETS:
-        print(lookup.describe(cells[preset]) if preset in cells else f"{preset} (no atlas cell "
-              f"yet): python -m shared.plan rollout --model {preset} --target {TARGET} --max-batch")
+    print("\n".join(lookup.cells_in_words("rollout", TARGET, rollout_moe.PRESETS)))
 
 # %% [markdown]
 # ## Evidence

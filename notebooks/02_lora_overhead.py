@@ -324,11 +324,7 @@ if measured:  # the tiny configs always, random weights; the assert keeps the wo
     print(lora_experts.describe(moe_rows))
     assert not any(r.get("experts_adapted") or "router" in r.get("adapted", "") for r in moe_rows)
 else:  # plan mode: the committed atlas's cells for the real mixtures, or a command
-    cells = {r["model"]: r for r in lookup.read_table()
-             if (r["target"], r["recipe"]) == (TARGET, "lora-train")}
-    for preset in lora_experts.PRESETS:
-        print(lookup.describe(cells[preset]) if preset in cells else f"{preset}: no atlas cell; "
-              f"python -m shared.plan lora-train --model {preset} --target {TARGET} --max-batch")
+    print("\n".join(lookup.cells_in_words("lora-train", TARGET, lora_experts.PRESETS)))
 
 # %% [markdown]
 # ## Evidence

@@ -130,3 +130,17 @@ def test_cheapest_leaves_out_the_gpus_a_megablox_model_cannot_run_on(monkeypatch
         "t4-2": "excluded",
     }
     assert all("Pallas TPU kernel" in r["why"] for r in result["rows"])
+
+
+def test_a_notebook_shows_the_committed_cell_or_the_planner_command():
+    from shared.plan.atlas import lookup
+
+    on_gpu, on_v5p16 = (
+        lookup.cells_in_words("sft", target, ["qwen3-30b-a3b"])[0]
+        for target in ("h100-8", "v5p-16")
+    )
+    assert on_gpu.startswith("qwen3-30b-a3b sft on h100-8: does not run") and "Pallas" in on_gpu
+    assert on_v5p16 == (
+        "qwen3-30b-a3b: no atlas cell on v5p-16; "
+        "python -m shared.plan sft --model qwen3-30b-a3b --target v5p-16 --max-batch"
+    )

@@ -74,6 +74,20 @@ def command(model: str, target: str, recipe: str, retry: str = "--retry-failed")
     return " ".join(("nice python benchmarks/bench_atlas.py", *retry.split(), "--only", only))
 
 
+def cells_in_words(recipe: str, target: str, models: list[str]) -> list[str]:
+    """Each model's committed cell of `recipe` on `target` in words (describe), or where the
+    atlas has no such cell the plan engine's command: what a notebook's plan mode shows for a
+    model too large to compile there (a 30B mixture of experts takes many minutes)."""
+    cells = {r["model"]: r for r in read_table() if (r["target"], r["recipe"]) == (target, recipe)}
+    return [
+        describe(cells[model])
+        if model in cells
+        else f"{model}: no atlas cell on {target}; "
+        f"python -m shared.plan {recipe} --model {model} --target {target} --max-batch"
+        for model in models
+    ]
+
+
 def mesh_answer_text(answer: int | str) -> str:
     """A mesh's largest batch in words, as a search's `mesh_answers` (or the table) gives it:
     0 is none; "<N" says the mesh was asked only whether it fits N, another mesh's answer, and
