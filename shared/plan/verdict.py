@@ -172,8 +172,9 @@ def floor_verdict(request: Request, devices: list | None = None) -> dict:
 
 
 def preset_config(request: Request):
-    """The tunix config of the request's model; None for a reader's own step, which has none."""
-    return None if request.own_step else models.model_config(request.model)
+    """The tunix config of the request's model; None for a workload that builds none (our 130M
+    model, a reader's own step)."""
+    return models.model_config(request.model) if request.builds_tunix_model else None
 
 
 def compile_options(request: Request, platform: str) -> dict | None:

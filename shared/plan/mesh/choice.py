@@ -26,10 +26,11 @@ from shared import models
 from shared.errors import BadInput
 from shared.hardware.sharding import make_mesh, mesh_name, mesh_shape
 from shared.plan.mesh.floor import holds
+from shared.plan.workloads import TUNIX_MODEL
 
-# Workloads that build a tunix model, and those of them whose weights are laid out as tunix
-# samples (nothing over fsdp); the rest (our 130M pretraining model) keep every device on fsdp.
-TUNIX_MODEL = ("rollout", "lora-rollout", "forward", "lora-train", "sft", "grpo")
+# The workloads (TUNIX_MODEL) whose weights are laid out as tunix samples (nothing over fsdp);
+# the rest of those building a tunix model train; the others (our 130M pretraining model) keep
+# every device on fsdp.
 SAMPLING_LAYOUT = ("rollout", "lora-rollout")
 
 

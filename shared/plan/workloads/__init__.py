@@ -82,6 +82,9 @@ READS: dict[str, tuple[str, ...]] = {
 COMMON = ("workload", "model", "target", "mesh", "fast", "layers")  # every workload reads these
 # The workloads that build a tunix model cut to `Request.layers` when it is set (a search's
 # shallow probe, shared.plan.search.max_batch); the others refuse it.
+# The workloads that build a tunix model (shared.models) of Request.model: the presets' and a
+# Hugging Face config's; the others take our own 130M model, a test's program or a reader's step.
+TUNIX_MODEL = ("rollout", "lora-rollout", "forward", "lora-train", "sft", "grpo")
 CUT_TO_LAYERS = ("rollout", "lora-rollout", "lora-train", "sft", "grpo")
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from shared.models import hf_config
 from shared.plan.compiler.cache_entries import compiler_versions
 from shared.plan.compiler.sources import verdict_sources_digest
-from shared.plan.workloads import COMMON, READS
+from shared.plan.workloads import COMMON, READS, TUNIX_MODEL
 
 OWN_PREFIX = "own:"  # the workload name of a reader's own step (shared.plan.workloads.own)
 
@@ -56,6 +56,11 @@ class Request:
     logps: str = "tunix"  # the log-prob phases: tunix's [B, T, V] function | "chunked"
     beta: float = 0.08  # KL weight; 0 drops the reference phase (and the reference weights)
     phases: str | None = None  # compile only these ("rollout,logps,update"); None: all
+
+    @property
+    def builds_tunix_model(self) -> bool:
+        """Whether `model` names a tunix model (a preset, a config.json) this workload builds."""
+        return self.workload in TUNIX_MODEL
 
     @property
     def own_step(self) -> bool:

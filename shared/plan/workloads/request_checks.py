@@ -53,7 +53,7 @@ def check_request(request) -> None:
         )
     if "beta" in reads and request.beta < 0:
         raise BadInput(f"--beta (the KL weight) must be zero or positive, got {request.beta}")
-    if not request.own_step:  # a reader's own step names no preset
+    if request.builds_tunix_model:  # the others (a reader's own step) name no preset
         check_runs_there(request.model, request.target)
 
 
