@@ -1090,6 +1090,8 @@ def test_shards_split_the_cells_left_and_a_bad_shard_is_one_line(tmp_path, monke
     for shard in ("1/2", "2/2"):
         assert cli.main([*argv, "--shard", shard]) == 0
         assert f"0 cells to compute (2 selected, shard {shard[0]} of 2)" in capsys.readouterr().out
+    # a run renders the whole atlas, not the cells it was narrowed to compute
+    assert "| qwen3-30b-a3b |" in outputs[0].read_text()
     assert cli.parse_shard("2/3") == (2, 3)
     for bad in ("0/2", "3/2", "2", "a/b"):
         with pytest.raises(BadInput, match="--shard wants K/N"):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import signal
-import sys
 import time
 from collections.abc import Callable
 from functools import partial
@@ -168,9 +167,6 @@ def main(argv: list[str] | None = None) -> int:
     model_names = _names(args.models, models.MODEL_NAMES, "model")
     targets = [parse_target(t).name for t in args.targets.split(",") if t]
     recipes = _names(args.recipes, RECIPES, "recipe")
-    command = "python benchmarks/bench_atlas.py " + " ".join(
-        argv if argv is not None else sys.argv[1:]
-    )
     shard, shards = parse_shard(args.shard)
     grid = selected(cells(model_names, targets, recipes), parse_only(args.only))
     signal.signal(signal.SIGTERM, _stop)
@@ -226,9 +222,16 @@ def main(argv: list[str] | None = None) -> int:
                     )
         except KeyboardInterrupt:
             print("stopped: the cell in progress is not stored; rendering", flush=True)
-    md, table = render(read_store(args.store), model_names, targets, recipes, command)
+    # After a run the page is the whole atlas, whatever it computed: --models, --targets,
+    # --recipes and --only chose the cells to compute (a run narrowed to qwen3-30b-a3b's GPU cells
+    # once rewrote the page without gemma4-26b-a4b's rows); --render-only draws what it names
+    grid = (model_names, targets, recipes)
+    if not args.render_only:
+        grid = (list(MODELS), list(TARGETS), list(RECIPES))
+    rows = read_store(args.store)
+    md, table = render(rows, *grid, "python benchmarks/bench_atlas.py --render-only")
     files.write_atomic(args.md, md.encode())
     files.write_atomic(args.csv, table.encode())
-    figure.write(args.figure, read_store(args.store), model_names, targets, recipes)
+    figure.write(args.figure, rows, *grid)
     print(f"wrote {args.md}, {args.csv} and {args.figure}", flush=True)
     return 0
