@@ -24,19 +24,10 @@ from shared.plan.search.lines import checks_above
 
 STORE = ROOT / "benchmarks" / "results" / "atlas.jsonl"
 MODELS = (
-    "gemma3-1b",
-    "gemma2-2b",
-    "gemma3-4b",
-    "gemma4-e4b",
-    "llama3.1-8b",
-    "qwen3-8b",
-    "gemma3-12b",
-    "gemma3-27b",
-    "gemma4-31b",
-    "gemma4-26b-a4b",  # mixtures of experts: tunix's ragged_dot path
-    "qwen3-30b-a3b",  # and its megablox path, TPU only (shared.models.expert_routing)
+    *("gemma3-1b", "gemma2-2b", "gemma3-4b", "gemma4-e4b", "llama3.1-8b", "qwen3-8b"),
+    *("gemma3-12b", "gemma3-27b", "gemma4-31b"),
+    *("gemma4-26b-a4b", "qwen3-30b-a3b"),  # mixtures of experts (shared.models.expert_routing)
 )
-
 # TPU slices, then the GPU machines a budget holds: Kaggle's free T4 pair, Colab's L4, one
 # A100 80 GB, one H100 and eight (each compiled without the GPU, at jax's default memory fraction)
 TARGETS = (
