@@ -27,6 +27,7 @@ import jax
 from shared import models
 from shared.hardware import measure
 from shared.models import expert_routing
+from shared.plan.compiler.compiled import compiled_memory
 from shared.rollout.sampler import (
     init_rollout_state,
     make_sampler,
@@ -59,15 +60,6 @@ def does_not_run(name: str, mesh) -> str | None:
     )
 
 
-def _total(stats) -> int:
-    return (
-        stats.argument_size_in_bytes
-        + stats.output_size_in_bytes
-        + stats.temp_size_in_bytes
-        - stats.alias_size_in_bytes
-    )
-
-
 def compiled_bytes(sampler, mesh, prompts, steps: int) -> int:
     """Per-device bytes of the rollout's worst executable (prefill or decode) as the compiler
     laid it out for this backend: the same jitted functions `rollout` calls, lowered with the
@@ -79,7 +71,7 @@ def compiled_bytes(sampler, mesh, prompts, steps: int) -> int:
         state = prefill(sampler, state)  # prefill donates the state it read
         state = jax.device_put(state, state_shardings(state, mesh))
         loop = sampler._compiled_decode_fn.lower(params, state).compile()
-    return max(_total(c.memory_analysis()) for c in (first, loop))
+    return max(compiled_memory(c)["total_bytes"] for c in (first, loop))
 
 
 def rollout_row(name: str, model, tok, mesh, **point) -> dict:
